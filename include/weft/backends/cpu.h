@@ -1,0 +1,41 @@
+// weft/backends/cpu.h — the CPU backend: host buffers, a persistent thread pool, per-op kernels.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "weft/core/backend.h"
+
+namespace weft {
+
+// The host buffer type (64-byte aligned heap memory).
+buffer_type &cpu_buffer_type();
+// A host buffer over memory the caller owns (a file mapping): tensors placed in it point straight
+// into that memory; nothing is copied or freed.
+std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size);
+
+class cpu_backend : public backend {
+public:
+    explicit cpu_backend(int n_threads = 1);
+    ~cpu_backend() override;
+
+    const char *name() const override { return "CPU"; }
+    buffer_type &default_buffer_type() override { return cpu_buffer_type(); }
+    bool supports_op(const tensor &node) const override;
+    bool supports_buffer_type(const buffer_type &bt) const override { return bt.is_host(); }
+    compute_status graph_compute(graph &g, const eval_callback &cb) override;
+
+    // The pool is created once and resized only when the count changes; workers sleep (no
+    // busy-spinning) between graphs.
+    void set_n_threads(int n);
+    int n_threads() const;
+    // Polled between nodes; returning true aborts the graph (compute_status::aborted).
+    void set_abort_callback(std::function<bool()> cb);
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace weft

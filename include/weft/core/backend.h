@@ -1,0 +1,62 @@
+// weft/core/backend.h — the backend interface: buffer types, buffers, op support, graph execution.
+//
+// Narrow on purpose: a GPU backend implements these classes without touching core. Optional
+// methods have defaults and say so.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weft/core/graph.h"
+#include "weft/core/tensor.h"
+
+namespace weft {
+
+class buffer_type;
+
+// A block of backend memory that tensors are placed into.
+class backend_buffer {
+public:
+    virtual ~backend_buffer() = default;
+    virtual buffer_type &type() const = 0;
+    virtual void *base() const = 0;  // device address space for non-host buffers
+    virtual size_t size() const = 0;
+    // Copy between host memory and a tensor's data in this buffer (offset in bytes into the tensor).
+    virtual void set_tensor(tensor &t, const void *src, size_t offset, size_t n) = 0;
+    virtual void get_tensor(const tensor &t, void *dst, size_t offset, size_t n) const = 0;
+    virtual void clear(uint8_t value) = 0;
+    bool is_host() const;
+
+    // Places t at `offset` of this buffer (sets t.buffer and t.data); views are placed by
+    // their view_src. Asserts that t fits.
+    void place(tensor &t, size_t offset);
+};
+
+class buffer_type {
+public:
+    virtual ~buffer_type() = default;
+    virtual const char *name() const = 0;
+    virtual std::unique_ptr<backend_buffer> alloc(size_t size) = 0;
+    virtual size_t alignment() const { return 64; }                                 // optional
+    virtual size_t alloc_size(const tensor &t) const { return t.nbytes(); }         // optional
+    virtual bool is_host() const { return false; }                                  // optional
+};
+
+enum class compute_status : int32_t { ok = 0, aborted = 2, failed = -2 };
+
+class backend {
+public:
+    virtual ~backend() = default;
+    virtual const char *name() const = 0;
+    virtual buffer_type &default_buffer_type() = 0;
+    // Placement: the scheduler gives a node to the first backend that supports it.
+    virtual bool supports_op(const tensor &node) const = 0;
+    // Whether this backend can read tensors in buffers of type bt directly (default: its own type).
+    virtual bool supports_buffer_type(const buffer_type &bt) const { return &bt == &const_cast<backend *>(this)->default_buffer_type(); }
+    // Executes the nodes of g in order; the callback (may be empty) observes nodes.
+    virtual compute_status graph_compute(graph &g, const eval_callback &cb) = 0;
+};
+
+}  // namespace weft

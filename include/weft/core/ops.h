@@ -1,0 +1,95 @@
+// weft/core/ops.h — op constructors: each validates shapes, records (op, src, params), returns.
+//
+// Nothing here computes. Shapes follow the convention of tensor.h: ne[0] is innermost, and
+// mul_mat(a, b) takes a as [k, m] and b as [k, n] and yields [m, n]. A mismatch throws
+// weft::error naming the op and the shapes, e.g.
+//   "[mul_mat] a is [4096, 11008], b is [4095, 7]: ne[0] must match".
+#pragma once
+
+#include <cstdint>
+
+#include "weft/core/context.h"
+
+namespace weft {
+
+// --- elementwise and broadcasting (result: a's shape, f32; b broadcast when b.ne[i] divides a.ne[i])
+tensor *add(context &ctx, tensor *a, tensor *b);
+tensor *sub(context &ctx, tensor *a, tensor *b);
+tensor *mul(context &ctx, tensor *a, tensor *b);
+tensor *div(context &ctx, tensor *a, tensor *b);
+tensor *scale(context &ctx, tensor *a, float s);
+tensor *silu(context &ctx, tensor *a);
+tensor *gelu(context &ctx, tensor *a);
+// act(gate) * up; gate and up have the same shape
+tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
+inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) { return glu(ctx, gate, up, glu_kind::swiglu); }
+
+// --- normalisation over ne[0]
+tensor *rms_norm(context &ctx, tensor *a, float eps);
+tensor *norm(context &ctx, tensor *a, float eps);
+
+// --- matrix product: a [k, m, A2, A3] any type, b [k, n, B2, B3] f32 -> f32 [m, n, B2, B3];
+// B2 % A2 == 0 and B3 % A3 == 0 (a is broadcast: grouped-query attention needs no copies)
+tensor *mul_mat(context &ctx, tensor *a, tensor *b);
+
+// --- rows
+// a [n_embd, n_rows, A2, A3] any type, ids i32 [n, B2, B3?] -> f32 [n_embd, n, B2, B3]
+tensor *get_rows(context &ctx, tensor *a, tensor *ids);
+// writes the rows of src [ne0, n, ...] into dst [ne0, rows, ...] at ids (i32 or i64 [n]), in place,
+// converting to dst's type; returns a view of dst that depends on the write
+tensor *set_rows(context &ctx, tensor *dst, tensor *src, tensor *ids);
+
+// --- positions
+struct rope_params {
+    int32_t n_dims = 0;            // rotated dims (<= head size; the rest pass through)
+    int32_t mode = rope_mode_normal;
+    int32_t n_ctx_orig = 0;        // training context (YaRN)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;       // 1 / linear scaling factor
+    float ext_factor = 0.0f;       // YaRN extrapolation mix (0: off)
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+};
+// a [head_dim, n_head, n_tokens, 1], pos i32 [n_tokens], freq_factors optional f32 [n_dims/2]
+tensor *rope(context &ctx, tensor *a, tensor *pos, const rope_params &p, tensor *freq_factors = nullptr);
+rope_params rope_params_of(const tensor &rope_node);
+
+// softmax over ne[0] of (a * scale + mask); mask f32/f16 [ne0, >= ne1] broadcast over dims 2, 3
+tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 1.0f);
+
+// --- copies and layout
+tensor *cpy(context &ctx, tensor *src, tensor *dst);  // dst's type; returns a view of dst
+tensor *cont(context &ctx, tensor *a);
+tensor *cast(context &ctx, tensor *a, dtype t);        // contiguous copy converted to t
+tensor *concat(context &ctx, tensor *a, tensor *b, int dim);
+
+// --- reductions
+tensor *argmax(context &ctx, tensor *a);
+tensor *sum_rows(context &ctx, tensor *a);
+tensor *mean(context &ctx, tensor *a);
+
+// --- views (no copies: strides change, data is shared)
+tensor *view_1d(context &ctx, tensor *a, int64_t ne0, size_t offset);
+tensor *view_2d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+tensor *view_3d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2,
+                size_t offset);
+tensor *view_4d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1,
+                size_t nb2, size_t nb3, size_t offset);
+tensor *reshape(context &ctx, tensor *a, std::initializer_list<int64_t> ne);  // a must be contiguous
+tensor *reshape_2d(context &ctx, tensor *a, int64_t ne0, int64_t ne1);
+tensor *reshape_3d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
+tensor *reshape_4d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+// axis i of a becomes axis ax[i] of the result
+tensor *permute(context &ctx, tensor *a, int ax0, int ax1, int ax2, int ax3);
+tensor *transpose(context &ctx, tensor *a);  // swaps dims 0 and 1
+
+// Per-op metadata tables (sized by op_kind::count).
+const char *op_name(op_kind op);    // "mul_mat"
+const char *op_symbol(op_kind op);  // "X" for mul_mat, "+" for add ... (DOT labels)
+// The op may write its result over src[0]'s memory (same size, element i read before written).
+bool op_can_inplace(op_kind op);
+// Result is a view of a source: no memory of its own.
+bool op_is_view(op_kind op);
+
+}  // namespace weft

@@ -1,0 +1,156 @@
+// weft/gguf/gguf.h — GGUF files: validated reading (memory-mapped by default) and atomic writing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/core/type.h"
+
+namespace weft {
+
+// Metadata value types, with their on-disk ids.
+enum class gguf_type : uint32_t {
+    u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
+    string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+};
+const char *gguf_type_name(gguf_type t);
+
+// A problem with a GGUF file; what() names the file and what is wrong, e.g.
+//   "model.gguf: tensor 'blk.0.attn_q.weight': data [1024, 1048576) past end of file (1000000 bytes)"
+class gguf_error : public error {
+public:
+    using error::error;
+};
+
+// One key/value pair, decoded.
+struct gguf_kv {
+    std::string key;
+    gguf_type type = gguf_type::u8;
+    gguf_type array_type = gguf_type::u8;  // when type == array
+    uint64_t n = 1;                         // elements (1 for scalars)
+    std::vector<uint8_t> raw;               // numeric/bool scalar or array elements, little-endian
+    std::vector<std::string> strings;       // string, or array of strings
+
+    bool is_array() const { return type == gguf_type::array; }
+    gguf_type element_type() const { return is_array() ? array_type : type; }
+};
+
+struct gguf_tensor_info {
+    std::string name;
+    uint32_t n_dims = 0;
+    int64_t ne[4] = {1, 1, 1, 1};
+    dtype type = dtype::f32;
+    uint64_t offset = 0;  // relative to the start of the data section
+    size_t nbytes = 0;    // from type and shape
+};
+
+struct gguf_open_options {
+    bool use_mmap = true;   // false: read the data section into memory with plain reads
+    bool load_data = true;  // false: metadata and tensor infos only (e.g. a vocabulary-only load)
+};
+
+class gguf_file {
+public:
+    // Reads and validates the whole header; throws gguf_error naming `path` and the problem.
+    static std::unique_ptr<gguf_file> open(const std::string &path, const gguf_open_options &opt = {});
+    // Same, over bytes in memory (the fuzzer's entry point); `name` is used in messages.
+    static std::unique_ptr<gguf_file> from_memory(const void *data, size_t size, std::string name = "<memory>");
+    ~gguf_file();
+
+    const std::string &path() const { return path_; }
+    uint32_t version() const { return version_; }
+    size_t alignment() const { return alignment_; }
+    uint64_t file_size() const { return file_size_; }
+    uint64_t data_offset() const { return data_offset_; }  // start of the data section in the file
+
+    // --- metadata
+    const std::vector<gguf_kv> &kvs() const { return kvs_; }
+    const gguf_kv *find(std::string_view key) const;
+    bool has(std::string_view key) const { return find(key) != nullptr; }
+
+    // Typed getters. Absent key: std::nullopt. Present with an incompatible type: gguf_error naming
+    // the key, the type found and the type wanted. Integers convert between widths when the value
+    // fits; floats accept f32/f64 (and integers).
+    std::optional<int64_t> get_int(std::string_view key) const;
+    std::optional<uint64_t> get_uint(std::string_view key) const;
+    std::optional<double> get_float(std::string_view key) const;
+    std::optional<bool> get_bool(std::string_view key) const;
+    std::optional<std::string> get_string(std::string_view key) const;
+    // Arrays (a scalar is accepted as an array of one where that makes sense for per-layer values).
+    std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;
+    std::optional<std::vector<float>> get_float_array(std::string_view key) const;
+    const std::vector<std::string> *get_string_array(std::string_view key) const;
+
+    // --- tensors
+    const std::vector<gguf_tensor_info> &tensors() const { return tensors_; }
+    const gguf_tensor_info *find_tensor(std::string_view name) const;
+    // The tensor's bytes: in the mapping (or the read buffer); null when opened without data.
+    const uint8_t *tensor_data(const gguf_tensor_info &t) const;
+    // The whole data section (for wrapping in one host buffer); null without data.
+    const uint8_t *data_base() const;
+    size_t data_size() const;
+
+private:
+    gguf_file() = default;
+    void parse(const uint8_t *bytes, size_t size, bool header_only_in_bytes);
+
+    std::string path_;
+    uint32_t version_ = 0;
+    size_t alignment_ = 32;
+    uint64_t file_size_ = 0;
+    uint64_t data_offset_ = 0;
+    std::vector<gguf_kv> kvs_;
+    std::vector<gguf_tensor_info> tensors_;
+
+    struct storage;  // the mapping or the read buffer
+    std::unique_ptr<storage> storage_;
+    const uint8_t *data_ = nullptr;
+    size_t data_size_ = 0;
+};
+
+// Builds a GGUF file: metadata in insertion order (setting a key again replaces it), tensors in
+// insertion order at aligned offsets. write() goes to "<path>.tmp.<pid>" and renames on success,
+// so a failed write leaves no partial file.
+class gguf_writer {
+public:
+    gguf_writer();
+    ~gguf_writer();
+
+    void set_u8(const std::string &key, uint8_t v);
+    void set_i8(const std::string &key, int8_t v);
+    void set_u16(const std::string &key, uint16_t v);
+    void set_i16(const std::string &key, int16_t v);
+    void set_u32(const std::string &key, uint32_t v);
+    void set_i32(const std::string &key, int32_t v);
+    void set_u64(const std::string &key, uint64_t v);
+    void set_i64(const std::string &key, int64_t v);
+    void set_f32(const std::string &key, float v);
+    void set_f64(const std::string &key, double v);
+    void set_bool(const std::string &key, bool v);
+    void set_string(const std::string &key, const std::string &v);
+    void set_array(const std::string &key, gguf_type elem, const void *data, size_t n);  // numeric/bool
+    void set_string_array(const std::string &key, const std::vector<std::string> &v);
+    void set_kv(const gguf_kv &kv);  // copy a decoded pair (e.g. from another file)
+    void remove(const std::string &key);
+
+    // The bytes are copied only at write(): `data` must stay valid until then.
+    // Throws gguf_error on a duplicate name or a size inconsistent with type and shape.
+    void add_tensor(const std::string &name, dtype t, std::span<const int64_t> ne, const void *data,
+                    size_t nbytes);
+
+    void set_alignment(size_t a);  // also recorded as general.alignment when not 32
+    void write(const std::string &path) const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace weft
