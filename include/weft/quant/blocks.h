@@ -1,0 +1,153 @@
+// weft/quant/blocks.h — the on-disk block layouts of the quantized types, byte-identical to GGUF's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "weft/core/fp16.h"
+
+namespace weft {
+
+// Elements per block. The "legacy" types quantize 32 values per block with one (or two) fp16
+// numbers; the K-quants group 256 values into a super-block of 16 or 8 sub-blocks whose scales
+// are themselves quantized against one fp16 super-scale.
+inline constexpr int qk4_0 = 32;
+inline constexpr int qk4_1 = 32;
+inline constexpr int qk5_0 = 32;
+inline constexpr int qk5_1 = 32;
+inline constexpr int qk8_0 = 32;
+inline constexpr int qk8_1 = 32;
+inline constexpr int qk_k = 256;
+inline constexpr int k_scale_size = 12;  // 8 six-bit scales + 8 six-bit mins of q4_K / q5_K
+
+// x = d * (q - 8), q in [0, 15]; element j in the low nibble of qs[j], element j + 16 in the high.
+struct block_q4_0 {
+    fp16_t d;
+    uint8_t qs[qk4_0 / 2];
+};
+
+// x = d * q + m, q in [0, 15]; same nibble order as q4_0.
+struct block_q4_1 {
+    fp16_t d;
+    fp16_t m;
+    uint8_t qs[qk4_1 / 2];
+};
+
+// x = d * (q - 16), q in [0, 31]: four low bits as in q4_0, the fifth bit of element j is bit j of qh.
+struct block_q5_0 {
+    fp16_t d;
+    uint8_t qh[4];
+    uint8_t qs[qk5_0 / 2];
+};
+
+// x = d * q + m, q in [0, 31]; bits as in q5_0.
+struct block_q5_1 {
+    fp16_t d;
+    fp16_t m;
+    uint8_t qh[4];
+    uint8_t qs[qk5_1 / 2];
+};
+
+// x = d * q, q in [-127, 127].
+struct block_q8_0 {
+    fp16_t d;
+    int8_t qs[qk8_0];
+};
+
+// Activations for q4_1 / q5_1: as q8_0 plus s = d * sum(qs), which carries the weight minimum.
+struct block_q8_1 {
+    fp16_t d;
+    fp16_t s;
+    int8_t qs[qk8_1];
+};
+
+// 16 sub-blocks of 16: x = d * (scales & 15) * q - dmin * (scales >> 4), q in [0, 3].
+// Element 128 * h + 32 * s + l (h < 2, s < 4, l < 32) is bits 2s..2s+1 of qs[32 * h + l].
+struct block_q2_k {
+    uint8_t scales[qk_k / 16];
+    uint8_t qs[qk_k / 4];
+    fp16_t d;
+    fp16_t dmin;
+};
+
+// 16 sub-blocks of 16: x = d * (scale - 32) * (q - 4 * !hbit), with six-bit scales packed in
+// 12 bytes (low nibbles in bytes 0..7, high two bits in bytes 8..11). Low bits as in q2_K; the
+// high bit of element e is bit e / 32 of hmask[e % 32].
+struct block_q3_k {
+    uint8_t hmask[qk_k / 8];
+    uint8_t qs[qk_k / 4];
+    uint8_t scales[12];
+    fp16_t d;
+};
+
+// 8 sub-blocks of 32: x = d * scale * q - dmin * min, q in [0, 15], six-bit scales and mins in
+// `scales` (see scale_min_k4). Element 64 * p + l is the low nibble of qs[32 * p + l], element
+// 64 * p + 32 + l the high nibble.
+struct block_q4_k {
+    fp16_t d;
+    fp16_t dmin;
+    uint8_t scales[k_scale_size];
+    uint8_t qs[qk_k / 2];
+};
+
+// As q4_K with a fifth bit: element 64 * p + l has it in bit 2p of qh[l], 64 * p + 32 + l in bit 2p + 1.
+struct block_q5_k {
+    fp16_t d;
+    fp16_t dmin;
+    uint8_t scales[k_scale_size];
+    uint8_t qh[qk_k / 8];
+    uint8_t qs[qk_k / 2];
+};
+
+// 16 sub-blocks of 16: x = d * scales[s] * (q - 32), q in [0, 63]. Per half h of 128 elements,
+// element 128h + 32c + l takes its low nibble from ql[64h + l + 32 * (c & 1)] (low nibble for
+// c < 2, high for c >= 2) and its two high bits from bits 2c..2c+1 of qh[32h + l].
+struct block_q6_k {
+    uint8_t ql[qk_k / 2];
+    uint8_t qh[qk_k / 4];
+    int8_t scales[qk_k / 16];
+    fp16_t d;
+};
+
+// Activations for the K-quants: x = d * q, with the sums of each group of 16 quants precomputed
+// (they multiply the weight minimums without touching the quants again).
+struct block_q8_k {
+    float d;
+    int8_t qs[qk_k];
+    int16_t bsums[qk_k / 16];
+};
+
+static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
+static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
+static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
+static_assert(sizeof(block_q5_1) == 24, "q5_1 block is 24 bytes");
+static_assert(sizeof(block_q8_0) == 34, "q8_0 block is 34 bytes");
+static_assert(sizeof(block_q8_1) == 36, "q8_1 block is 36 bytes");
+static_assert(sizeof(block_q2_k) == 84, "q2_K block is 84 bytes");
+static_assert(sizeof(block_q3_k) == 110, "q3_K block is 110 bytes");
+static_assert(sizeof(block_q4_k) == 144, "q4_K block is 144 bytes");
+static_assert(sizeof(block_q5_k) == 176, "q5_K block is 176 bytes");
+static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
+static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
+
+// Sub-block j (< 8) of a q4_K / q5_K block: its six-bit scale and min. Bytes 0..3 hold scales
+// 0..3 (low six bits), bytes 4..7 mins 0..3; scales/mins 4..7 keep their low nibbles in bytes
+// 8..11 and their top two bits in the spare top bits of bytes 0..7.
+inline void scale_min_k4(int j, const uint8_t *q, uint8_t *scale, uint8_t *min) {
+    if (j < 4) {
+        *scale = q[j] & 63;
+        *min = q[j + 4] & 63;
+    } else {
+        *scale = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *min = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+// Sub-block j (< 16) of a q3_K block: its signed scale in [-32, 31].
+inline int scale_q3_k(int j, const uint8_t *scales) {
+    const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+    const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+}  // namespace weft

@@ -1,0 +1,101 @@
+// src/quant/kernels.h — the row kernels of every type (scalar references and SIMD), private to quant.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "weft/quant/quant.h"
+
+namespace weft::quant {
+
+// The instruction-set levels that have a kernel table. quant_traits_of() serves the best level
+// the CPU supports (scalar under force_scalar); tests reach every level through these.
+enum class isa { scalar, avx2 };
+bool isa_supported(isa level);
+// The table of one level (its entries fall back to lower levels where it has no kernel of its
+// own); only call its functions when isa_supported(level).
+const quant_traits &quant_traits_at(dtype t, isa level);
+
+// Round to nearest, ties to even, for |x| < 2^22: adding 1.5 * 2^23 pushes the fraction out of the
+// mantissa so the FPU's rounding does the work. Same result as _mm256_round_ps(x, NEAREST_INT).
+inline int nearest_int(float x) {
+    const float shifted = x + 12582912.f;
+    int32_t bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
+}
+
+// ---- scale searches (scale_search.cpp), shared by the quantizers; weights may be null where noted
+
+// Groups whose largest magnitude is below this quantize to all zeros.
+inline constexpr float k_group_max_eps = 1e-15f;
+
+// Symmetric: levels l in [-nmax, nmax - 1] stored as L = l + nmax; minimizes sum w (x - scale l)^2
+// over 19 candidate scales (w = x^2 when weights is null). Returns the scale.
+float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *weights);
+// Symmetric, as above, refined by moving single values between levels (q3_K's search).
+float make_q3_quants(int n, int nmax, const float *x, int8_t *L, const float *weights);
+// Asymmetric: x ≈ scale * L - the_min with L in [0, nmax]; weighted least squares over nstep + 1
+// grids (absolute error when use_mad). weights must not be null; Laux is n bytes of scratch.
+float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
+                       uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+
+// Every type offers the same three row functions; the macro declares one family.
+#define WEFT_DECLARE_ROW_KERNELS(type)                                    \
+    void to_float_##type(const void *src, float *dst, int64_t n);         \
+    void from_float_##type##_ref(const float *src, void *dst, int64_t n); \
+    void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
+
+WEFT_DECLARE_ROW_KERNELS(f32);
+WEFT_DECLARE_ROW_KERNELS(f16);
+WEFT_DECLARE_ROW_KERNELS(bf16);
+WEFT_DECLARE_ROW_KERNELS(q4_0);
+WEFT_DECLARE_ROW_KERNELS(q4_1);
+WEFT_DECLARE_ROW_KERNELS(q5_0);
+WEFT_DECLARE_ROW_KERNELS(q5_1);
+WEFT_DECLARE_ROW_KERNELS(q8_0);
+WEFT_DECLARE_ROW_KERNELS(q2_k);
+WEFT_DECLARE_ROW_KERNELS(q3_k);
+WEFT_DECLARE_ROW_KERNELS(q4_k);
+WEFT_DECLARE_ROW_KERNELS(q5_k);
+WEFT_DECLARE_ROW_KERNELS(q6_k);
+#undef WEFT_DECLARE_ROW_KERNELS
+
+// The activation types have no dot product of their own (they are only ever the y side).
+void to_float_q8_1(const void *src, float *dst, int64_t n);
+void from_float_q8_1_ref(const float *src, void *dst, int64_t n);
+void to_float_q8_k(const void *src, float *dst, int64_t n);
+void from_float_q8_k_ref(const float *src, void *dst, int64_t n);
+
+// Importance-weighted quantizers (importance: one weight per value of the row).
+void quantize_row_q4_0_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q4_1_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q5_0_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q5_1_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q2_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q3_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q4_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q5_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+
+// AVX2 + FMA + F16C kernels (*_avx2.cpp); only called when the CPU has all three.
+void vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q2_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q3_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q6_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void to_float_f16_avx2(const void *src, float *dst, int64_t n);
+void from_float_f16_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
+
+}  // namespace weft::quant

@@ -1,0 +1,161 @@
+// tests/quant/test_fixtures.cpp — our quantizers against the established one's output on real files.
+//
+// tiny-llama-F32.gguf holds the original weights; tiny-llama-<TYPE>.gguf holds the same tensors as
+// the reference implementation quantized them (the K-quant files are mixes, and the small tensors
+// stay f32). Quantizing the F32 tensors ourselves must give the same bytes, and our round-trip
+// error must be no worse than theirs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "common/fixtures.h"
+#include "quant/quant_testing.h"
+#include "weft/gguf/gguf.h"
+#include "weft/quant/quant.h"
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+std::unique_ptr<gguf_file> open_model(const std::string &name) {
+    return gguf_file::open(fixture("models/" + name));
+}
+
+int64_t rows_of(const gguf_tensor_info &t) {
+    return t.ne[1] * t.ne[2] * t.ne[3];
+}
+
+// The original weights of the quantized tensor `q`, from the F32 file.
+const float *original_of(const gguf_file &f32, const gguf_tensor_info &q) {
+    const gguf_tensor_info *orig = f32.find_tensor(q.name);
+    if (!orig) return nullptr;
+    EXPECT_EQ(orig->type, dtype::f32) << q.name;
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(orig->ne[d], q.ne[d]) << q.name;
+    return reinterpret_cast<const float *>(f32.tensor_data(*orig));
+}
+
+std::string file_for(const std::string &type) {
+    return "tiny-llama-" + type + ".gguf";
+}
+
+}  // namespace
+
+// ---- bit-exact reproduction of every quantized tensor
+
+class QuantFixtureBytes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantFixtureBytes, ReferenceQuantizerIsReproducedBitForBit) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string file = GetParam();
+    const std::string original =
+        file.find("qwen2") != std::string::npos ? "tiny-qwen2-F32.gguf" : file_for("F32");
+    const auto f32 = open_model(original);
+    const auto quantized = open_model(file);
+    // An importance matrix would change the reference's output; these files were made without.
+    EXPECT_FALSE(quantized->has("quantize.imatrix.file")) << file;
+    size_t tensors_compared = 0;
+    std::map<dtype, size_t> blocks_compared;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (t.type == dtype::f32) continue;  // kept as is, nothing to reproduce
+        SCOPED_TRACE(file + ": " + t.name + " (" + type_name(t.type) + ")");
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr) << "no tensor of that name in " << original;
+        const size_t bytes = row_size(t.type, t.ne[0]) * size_t(rows_of(t));
+        ASSERT_EQ(bytes, t.nbytes);
+        std::vector<uint8_t> ours(bytes);
+        EXPECT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0]), bytes);
+        const uint8_t *theirs = quantized->tensor_data(t);
+        const size_t block_bytes = type_traits(t.type).type_size;
+        size_t mismatched = 0, first = bytes;
+        for (size_t b = 0; b < bytes / block_bytes; ++b) {
+            if (std::memcmp(theirs + b * block_bytes, ours.data() + b * block_bytes, block_bytes) != 0) {
+                if (!mismatched) first = b;
+                ++mismatched;
+            }
+        }
+        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << bytes / block_bytes
+                                  << " blocks differ, the first is block " << first;
+        ++tensors_compared;
+        blocks_compared[t.type] += bytes / block_bytes;
+    }
+    EXPECT_GT(tensors_compared, 0u) << file << " has no quantized tensors";
+    std::ostringstream summary;
+    for (const auto &[type, blocks] : blocks_compared) summary << type_name(type) << ":" << blocks << " ";
+    RecordProperty("blocks_compared", summary.str());
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureBytes,
+                         ::testing::Values("tiny-llama-F16.gguf", "tiny-llama-Q8_0.gguf",
+                                           "tiny-llama-Q4_0.gguf", "tiny-llama-Q4_1.gguf",
+                                           "tiny-llama-Q5_0.gguf", "tiny-llama-Q5_1.gguf",
+                                           "tiny-llama-Q2_K.gguf", "tiny-llama-Q3_K.gguf",
+                                           "tiny-llama-Q4_K.gguf", "tiny-llama-Q5_K.gguf",
+                                           "tiny-llama-Q6_K.gguf", "tiny-qwen2-Q8_0.gguf"),
+                         [](const auto &info) {
+                             std::string name = info.param.substr(0, info.param.size() - 5);  // no ".gguf"
+                             for (char &c : name)
+                                 if (c == '-') c = '_';
+                             return name;
+                         });
+
+// ---- round-trip error against the established quantizer's
+
+struct error_case {
+    const char *file_type;  // "Q4_K": tiny-llama-Q4_K.gguf
+    dtype type;             // the tensors of the file compared (the file's main type)
+};
+
+class QuantFixtureError : public ::testing::TestWithParam<error_case> {};
+
+// For the tensors of the given type in the file: their error is the dequantized file tensor vs the
+// original, ours is our quantize-then-dequantize of the original. Ours must not be worse than
+// theirs by more than 2%.
+TEST_P(QuantFixtureError, RoundTripErrorIsNoWorseThanTheEstablishedQuantizer) {
+    WEFT_REQUIRE_FIXTURES();
+    const error_case c = GetParam();
+    const auto f32 = open_model(file_for("F32"));
+    const auto quantized = open_model(file_for(c.file_type));
+    double their_sq = 0, our_sq = 0, ref_sq = 0;
+    size_t tensors = 0;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (t.type != c.type) continue;
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr) << t.name;
+        const int64_t n = t.ne[0] * rows_of(t);
+        std::vector<float> theirs(static_cast<size_t>(n)), ours(static_cast<size_t>(n));
+        quant_traits_of(t.type).to_float(quantized->tensor_data(t), theirs.data(), n);
+        std::vector<uint8_t> q(t.nbytes);
+        quantize_rows(t.type, x, q.data(), rows_of(t), t.ne[0]);
+        quant_traits_of(t.type).to_float(q.data(), ours.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            their_sq += std::pow(double(theirs[size_t(i)]) - x[i], 2);
+            our_sq += std::pow(double(ours[size_t(i)]) - x[i], 2);
+            ref_sq += double(x[i]) * x[i];
+        }
+        ++tensors;
+    }
+    ASSERT_GT(tensors, 0u) << file_for(c.file_type) << " has no " << type_name(c.type) << " tensors";
+    const double their_error = std::sqrt(their_sq / ref_sq), our_error = std::sqrt(our_sq / ref_sq);
+    RecordProperty("their_relative_rmse", std::to_string(their_error));
+    RecordProperty("our_relative_rmse", std::to_string(our_error));
+    std::cout << "[ error    ] " << type_name(c.type) << " (" << tensors << " tensors): established "
+              << their_error << ", weft " << our_error << "\n";
+    EXPECT_LE(our_error, their_error * 1.02) << type_name(c.type);
+    EXPECT_TRUE(std::isfinite(our_error));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureError,
+                         ::testing::Values(error_case{"F16", dtype::f16}, error_case{"Q8_0", dtype::q8_0},
+                                           error_case{"Q4_0", dtype::q4_0}, error_case{"Q4_1", dtype::q4_1},
+                                           error_case{"Q5_0", dtype::q5_0}, error_case{"Q5_1", dtype::q5_1},
+                                           error_case{"Q2_K", dtype::q2_k}, error_case{"Q3_K", dtype::q3_k},
+                                           error_case{"Q4_K", dtype::q4_k}, error_case{"Q5_K", dtype::q5_k},
+                                           error_case{"Q6_K", dtype::q6_k}),
+                         [](const auto &info) { return std::string(info.param.file_type); });

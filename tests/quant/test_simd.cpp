@@ -1,0 +1,127 @@
+// tests/quant/test_simd.cpp — every SIMD kernel against its scalar reference, on random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "quant/kernels.h"
+#include "quant/quant_testing.h"
+#include "weft/core/cpu_features.h"
+#include "weft/quant/blocks.h"
+#include "weft/quant/quant.h"
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+using quant::isa;
+
+bool simd_available() {
+    return quant::isa_supported(isa::avx2);
+}
+
+// The AVX2 table's entry, whatever quant_traits_of() currently serves.
+const quant_traits &avx2_traits(dtype t) {
+    return quant::quant_traits_at(t, isa::avx2);
+}
+
+#define REQUIRE_SIMD()                                                                                \
+    do {                                                                                              \
+        if (!simd_available()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU (or WEFT_FORCE_SCALAR)"; \
+    } while (0)
+
+std::string name_of(const ::testing::TestParamInfo<dtype> &info) {
+    return type_name(info.param);
+}
+
+}  // namespace
+
+class SimdVecDot : public ::testing::TestWithParam<dtype> {};
+
+// The fast dot product and the reference see the same quantized rows; they differ only in the
+// order of float additions, so the difference is bounded by a few ulps of sum |x_i y_i|.
+TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
+    REQUIRE_SIMD();
+    const dtype t = GetParam();
+    const quant_traits &tr = quant_traits_of(t);
+    const vec_dot_fn vec_dot = avx2_traits(t).vec_dot;
+    ASSERT_NE(vec_dot, tr.vec_dot_ref) << type_name(t) << " has no SIMD dot product";
+    const bool plain = type_traits(t).block_size == 1;
+    // Odd block counts, and for the plain types lengths that exercise the vector tails.
+    std::vector<int64_t> lengths;
+    for (int64_t blocks : {1, 2, 3, 5, 7, 13}) lengths.push_back(row_length(t, blocks));
+    if (plain) lengths.insert(lengths.end(), {1, 7, 9, 31, 33, 100, 257});
+    uint32_t seed = 1;
+    for (int64_t n : lengths) {
+        for (int rep = 0; rep < 5; ++rep, ++seed) {
+            // Mixed scales between rows so that both large and small blocks appear.
+            const float sigma = rep % 2 ? 0.02f : 3.0f;
+            const auto xf = normal_values(size_t(n), seed, sigma);
+            const auto yf = normal_values(size_t(n), seed + 1000, 1.0f);
+            std::vector<uint8_t> xq(row_size(t, n)), yq(row_size(tr.vec_dot_type, n));
+            tr.from_float_ref(xf.data(), xq.data(), n);
+            quant_traits_of(tr.vec_dot_type).from_float_ref(yf.data(), yq.data(), n);
+            const auto xd = dequantize(t, xq, n);
+            const auto yd = dequantize(tr.vec_dot_type, yq, n);
+            double magnitude = 0;
+            for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]);
+            float fast = 0, ref = 0;
+            tr.vec_dot(n, &fast, xq.data(), yq.data());
+            tr.vec_dot_ref(n, &ref, xq.data(), yq.data());
+            ASSERT_TRUE(std::isfinite(fast));
+            EXPECT_NEAR(fast, ref, 2e-6 * magnitude + 1e-30)
+                << type_name(t) << ", n = " << n << ", rep " << rep;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SimdVecDot, ::testing::ValuesIn(weight_types()), name_of);
+
+class SimdFromFloat : public ::testing::TestWithParam<dtype> {};
+
+// The fast activation quantizers produce the reference's bytes exactly, including on values
+// that sit exactly on rounding ties and on all-zero blocks.
+TEST_P(SimdFromFloat, ProducesTheReferenceBytes) {
+    REQUIRE_SIMD();
+    const dtype t = GetParam();
+    const quant_traits &tr = quant_traits_of(t);
+    const from_float_fn from_float = avx2_traits(t).from_float;
+    ASSERT_NE(from_float, tr.from_float_ref) << type_name(t) << " has no SIMD quantizer";
+    for (int64_t blocks : {1, 3, 6}) {
+        const int64_t n = row_length(t, blocks);
+        auto x = normal_values(size_t(n), uint32_t(blocks) * 31, 2.0f);
+        // Ties: with the block maximum at 127 the scale is 1, so k + 0.5 lands on a tie.
+        for (int64_t i = 0; i < std::min<int64_t>(n, 32); ++i) x[size_t(i)] = float(i % 2 ? i : -i) + 0.5f;
+        x[0] = 127.0f;
+        if (n > 64)
+            for (int64_t i = n - 32; i < n; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
+        std::vector<uint8_t> ref(row_size(t, n));
+        tr.from_float_ref(x.data(), ref.data(), n);
+        std::vector<uint8_t> fast(row_size(t, n));
+        from_float(x.data(), fast.data(), n);
+        EXPECT_EQ(fast, ref) << type_name(t) << ", " << blocks << " blocks";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(ActivationTypes, SimdFromFloat,
+                         ::testing::Values(dtype::f16, dtype::q8_0, dtype::q8_1, dtype::q8_k), name_of);
+
+TEST(SimdToFloat, HalfConversionMatchesTheReference) {
+    REQUIRE_SIMD();
+    const to_float_fn to_float = avx2_traits(dtype::f16).to_float;
+    ASSERT_NE(to_float, quant::quant_traits_at(dtype::f16, isa::scalar).to_float)
+        << "f16 has no SIMD conversion";
+    std::vector<fp16_t> every(0x10000);
+    for (uint32_t h = 0; h < 0x10000; ++h) every[h] = fp16_t(h);
+    std::vector<float> out(every.size());
+    to_float(every.data(), out.data(), int64_t(every.size()) - 3);  // a tail too
+    for (size_t h = 0; h + 3 < every.size(); ++h) {
+        const float want = fp16_to_fp32(fp16_t(h));
+        if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(out[h])) << std::hex << h;
+        } else {
+            ASSERT_EQ(out[h], want) << std::hex << h;
+        }
+    }
+}
