@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR="${WEFT_WERROR:-OFF}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"
-# the main job: show the commands
-"$BUILD_DIR"/weft --help
+# the main job: record a small model's compute graph, print it and plan its memory
+"$BUILD_DIR"/weft graph --demo

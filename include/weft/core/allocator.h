@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "weft/core/backend.h"
@@ -26,6 +27,10 @@ public:
     // Places every tensor of g that has no data. Grows the buffer if g needs more than reserved
     // (and counts that: a correctly reserved context never grows).
     void alloc_graph(graph &g);
+    // The same, keeping the tensors in `keep` alive to the end of the graph (never freed, never
+    // overwritten in place): the scheduler passes the tensors that another backend reads later.
+    void reserve(const graph &g, const std::unordered_set<const tensor *> &keep);
+    void alloc_graph(graph &g, const std::unordered_set<const tensor *> &keep);
 
     size_t planned_peak_bytes() const { return planned_peak_; }  // of the last planned graph
     size_t buffer_size() const;
@@ -38,7 +43,10 @@ public:
         std::unordered_map<const tensor *, const tensor *> inplace;  // node -> source it reuses
         size_t peak_bytes = 0;
     };
+    // Tensors planned: those without data (nodes, and leafs that are not weights: a leaf flagged
+    // tensor_flag_param is the loader's business), each block aligned to `alignment`.
     static plan make_plan(const graph &g, size_t alignment);
+    static plan make_plan(const graph &g, size_t alignment, const std::unordered_set<const tensor *> &keep);
 
 private:
     buffer_type &bt_;

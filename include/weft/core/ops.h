@@ -12,19 +12,23 @@
 
 namespace weft {
 
+// op_params layout (int32 words; p.i[k] = param_i32(k), p.f[k] = param_f32(k)) is given next to
+// each op; ops not mentioned have none.
+
 // --- elementwise and broadcasting (result: a's shape, f32; b broadcast when b.ne[i] divides a.ne[i])
+// a and b are f32, f16 or bf16.
 tensor *add(context &ctx, tensor *a, tensor *b);
 tensor *sub(context &ctx, tensor *a, tensor *b);
 tensor *mul(context &ctx, tensor *a, tensor *b);
 tensor *div(context &ctx, tensor *a, tensor *b);
-tensor *scale(context &ctx, tensor *a, float s);
+tensor *scale(context &ctx, tensor *a, float s);  // p.f[0] = s
 tensor *silu(context &ctx, tensor *a);
 tensor *gelu(context &ctx, tensor *a);
-// act(gate) * up; gate and up have the same shape
+// act(gate) * up; gate and up have the same shape; p.i[0] = glu_kind
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
 inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) { return glu(ctx, gate, up, glu_kind::swiglu); }
 
-// --- normalisation over ne[0]
+// --- normalisation over ne[0]; p.f[0] = eps (>= 0)
 tensor *rms_norm(context &ctx, tensor *a, float eps);
 tensor *norm(context &ctx, tensor *a, float eps);
 
@@ -33,10 +37,12 @@ tensor *norm(context &ctx, tensor *a, float eps);
 tensor *mul_mat(context &ctx, tensor *a, tensor *b);
 
 // --- rows
-// a [n_embd, n_rows, A2, A3] any type, ids i32 [n, B2, B3?] -> f32 [n_embd, n, B2, B3]
+// a [n_embd, n_rows, A2, A3] any type, ids i32 [n, A2, A3] -> f32 [n_embd, n, A2, A3]
 tensor *get_rows(context &ctx, tensor *a, tensor *ids);
 // writes the rows of src [ne0, n, ...] into dst [ne0, rows, ...] at ids (i32 or i64 [n]), in place,
-// converting to dst's type; returns a view of dst that depends on the write
+// converting to dst's type; returns a view of dst that depends on the write.
+// src is f32 [ne0, n, ne2, ne3] (ne2, ne3 as dst's); ids [n, I2, I3] with I2 | ne2, I3 | ne3.
+// src[] = {dst, src, ids}.
 tensor *set_rows(context &ctx, tensor *dst, tensor *src, tensor *ids);
 
 // --- positions
@@ -51,20 +57,29 @@ struct rope_params {
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
 };
-// a [head_dim, n_head, n_tokens, 1], pos i32 [n_tokens], freq_factors optional f32 [n_dims/2]
+// a f32/f16 [head_dim, n_head, n_tokens, 1], pos i32 [n_tokens], freq_factors optional f32 [>= n_dims/2]
+// -> f32, a's shape. src[] = {a, pos, freq_factors}. op_params: p.i[0] n_dims, p.i[1] mode,
+// p.i[2] n_ctx_orig, p.f[3] freq_base, p.f[4] freq_scale, p.f[5] ext_factor, p.f[6] attn_factor,
+// p.f[7] beta_fast, p.f[8] beta_slow (rope_params_of reads them back). May run in place: a
+// kernel must read both elements of a rotated pair before writing either.
 tensor *rope(context &ctx, tensor *a, tensor *pos, const rope_params &p, tensor *freq_factors = nullptr);
 rope_params rope_params_of(const tensor &rope_node);
 
 // softmax over ne[0] of (a * scale + mask); mask f32/f16 [ne0, >= ne1] broadcast over dims 2, 3
+// (mask.ne[2] | a.ne[2], mask.ne[3] | a.ne[3]), contiguous. src[] = {a, mask}; p.f[0] = scale.
 tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 1.0f);
 
 // --- copies and layout
-tensor *cpy(context &ctx, tensor *src, tensor *dst);  // dst's type; returns a view of dst
+// cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)
+// with src[] = {src, dst}. Kernels write src[0], converted, into src[1] when it is set and into the
+// node itself when it is not: cast records a cpy whose result owns its memory and whose src[1] is
+// null. The scheduler never substitutes a write target (src[1] of cpy, src[0] of set_rows).
+tensor *cpy(context &ctx, tensor *src, tensor *dst);
 tensor *cont(context &ctx, tensor *a);
-tensor *cast(context &ctx, tensor *a, dtype t);        // contiguous copy converted to t
-tensor *concat(context &ctx, tensor *a, tensor *b, int dim);
+tensor *cast(context &ctx, tensor *a, dtype t);        // contiguous copy converted to t (op cpy)
+tensor *concat(context &ctx, tensor *a, tensor *b, int dim);  // same types; p.i[0] = dim
 
-// --- reductions
+// --- reductions: argmax f32 [n, rows] -> i32 [rows]; sum_rows, mean [n, ...] -> f32 [1, ...]
 tensor *argmax(context &ctx, tensor *a);
 tensor *sum_rows(context &ctx, tensor *a);
 tensor *mean(context &ctx, tensor *a);
@@ -80,7 +95,7 @@ tensor *reshape(context &ctx, tensor *a, std::initializer_list<int64_t> ne);  //
 tensor *reshape_2d(context &ctx, tensor *a, int64_t ne0, int64_t ne1);
 tensor *reshape_3d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2);
 tensor *reshape_4d(context &ctx, tensor *a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
-// axis i of a becomes axis ax[i] of the result
+// axis i of a becomes axis ax[i] of the result; p.i[0..3] = ax (transpose: 1, 0, 2, 3)
 tensor *permute(context &ctx, tensor *a, int ax0, int ax1, int ax2, int ax3);
 tensor *transpose(context &ctx, tensor *a);  // swaps dims 0 and 1
 

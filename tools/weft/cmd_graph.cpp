@@ -1,0 +1,136 @@
+// tools/weft/cmd_graph.cpp — `weft graph`: build a compute graph, print it, plan its memory, dump DOT.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "weft/command.h"
+#include "weft/core/allocator.h"
+#include "weft/core/error.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
+
+namespace weft::tool {
+namespace {
+
+struct graph_options {
+    bool demo = false;
+    std::string dot_path;  // empty: no DOT file
+    int64_t n_embd = 64;
+    int64_t n_hidden = 256;
+    int64_t n_tokens = 8;
+};
+
+constexpr size_t planner_alignment = 64;
+
+std::string human_bytes(size_t bytes) {
+    char buf[32];
+    if (bytes >= (size_t(1) << 20))
+        std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / double(1 << 20));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f KiB", double(bytes) / 1024.0);
+    return buf;
+}
+
+// Writes the DOT text next to `path` first and renames it into place, so a reader never sees a
+// half-written file and a failure leaves any previous file untouched.
+void write_dot_atomically(const graph &g, const std::string &path) {
+    const std::filesystem::path target(path);
+    std::filesystem::path temp = target;
+    temp += ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+        if (!out) throw error(path + ": cannot create temporary file " + temp.string());
+        graph_dump_dot(g, out);
+        out.flush();
+        if (!out) {
+            std::error_code ignored;
+            std::filesystem::remove(temp, ignored);
+            throw error(path + ": writing the DOT file failed");
+        }
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, target, ec);
+    if (ec) {
+        std::error_code ignored;
+        std::filesystem::remove(temp, ignored);
+        throw error(path + ": cannot move the DOT file into place: " + ec.message());
+    }
+}
+
+// What every mode prints once it has a graph: the nodes and leafs, counts, nodes per op and the
+// planned peak of compute memory (what a graph_allocator would reserve for it).
+void report_graph(const graph &g, const graph_options &opt) {
+    graph_print(g, std::cout);
+    std::cout << "\nnodes: " << g.nodes.size() << "\nleafs: " << g.leafs.size() << "\nnodes per op:\n";
+    for (const auto &[op, n] : graph_op_counts(g)) std::cout << "  " << op_name(op) << ": " << n << '\n';
+    const auto plan = graph_allocator::make_plan(g, planner_alignment);
+    std::cout << "planned peak compute memory: " << plan.peak_bytes << " bytes ("
+              << human_bytes(plan.peak_bytes) << "), " << plan.offsets.size() << " tensors placed, "
+              << plan.inplace.size() << " in place\n";
+    std::cout.flush();
+    if (!opt.dot_path.empty()) {
+        write_dot_atomically(g, opt.dot_path);
+        std::fprintf(stderr, "wrote %s\n", opt.dot_path.c_str());
+    }
+}
+
+// --demo: a two-layer MLP y = W2 · silu(W1 · x), recorded in a metadata-only context.
+int graph_demo(const graph_options &opt) {
+    context ctx(context_params{context_overhead(16), true});
+    tensor *x =
+        ctx.new_tensor(dtype::f32, {opt.n_embd, opt.n_tokens})->set_name("x");  // f32 [n_embd, n_tokens]
+    x->flags |= tensor_flag_input;
+    tensor *w1 =
+        ctx.new_tensor(dtype::f32, {opt.n_embd, opt.n_hidden})->set_name("W1");  // [n_embd, n_hidden]
+    w1->flags |= tensor_flag_param;
+    tensor *w2 =
+        ctx.new_tensor(dtype::f32, {opt.n_hidden, opt.n_embd})->set_name("W2");  // [n_hidden, n_embd]
+    w2->flags |= tensor_flag_param;
+    tensor *h = mul_mat(ctx, w1, x)->set_name("h");  // [n_hidden, n_tokens]
+    tensor *act = silu(ctx, h)->set_name("act");
+    tensor *y = mul_mat(ctx, w2, act)->set_name("y");  // [n_embd, n_tokens]
+    y->flags |= tensor_flag_output;
+
+    graph g;
+    build_forward_expand(g, y);
+    std::cout << "demo: two-layer MLP y = W2 * silu(W1 * x), n_embd = " << opt.n_embd
+              << ", n_hidden = " << opt.n_hidden << ", n_tokens = " << opt.n_tokens << "\n\n";
+    report_graph(g, opt);
+    return 0;
+}
+
+int graph_main(int argc, char **argv) {
+    CLI::App app{
+        "Builds a compute graph without computing it, prints its nodes and leafs (index, op, name,\n"
+        "shape, type, sources), the nodes per op and the planned peak compute memory, and\n"
+        "optionally writes it as Graphviz DOT (render with: dot -Tsvg FILE -o graph.svg).",
+        "weft graph"};
+    graph_options opt;
+    app.add_flag("--demo", opt.demo, "a two-layer MLP y = W2 * silu(W1 * x)");
+    app.add_option("--dot", opt.dot_path, "also write the graph as Graphviz DOT to FILE")
+        ->option_text("FILE");
+    app.add_option("--embd", opt.n_embd, "demo: embedding size (x is [embd, tokens])")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+    app.add_option("--hidden", opt.n_hidden, "demo: hidden size of the MLP")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+    app.add_option("--tokens", opt.n_tokens, "demo: number of tokens")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+    CLI11_PARSE(app, argc, argv);
+
+    if (opt.demo) return graph_demo(opt);
+    throw error("no graph chosen: pass --demo (see --help)");
+}
+
+[[maybe_unused]] const bool registered =
+    register_command({"graph", "build a compute graph, print it, plan its memory, write DOT", &graph_main});
+
+}  // namespace
+}  // namespace weft::tool
