@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -24,12 +25,18 @@ public:
     buffer_type &default_buffer_type() override { return cpu_buffer_type(); }
     bool supports_op(const tensor &node) const override;
     bool supports_buffer_type(const buffer_type &bt) const override { return bt.is_host(); }
+    // Every thread walks the nodes together (one barrier after each node that computes; views are
+    // free). Throws weft::error for a node without memory, an op/type the kernels do not support
+    // (see supports_op), or bad data found while computing (a get_rows/set_rows id out of range).
+    // Not reentrant: one graph at a time per backend.
     compute_status graph_compute(graph &g, const eval_callback &cb) override;
 
     // The pool is created once and resized only when the count changes; workers sleep (no
     // busy-spinning) between graphs.
     void set_n_threads(int n);
     int n_threads() const;
+    // Worker threads started over this backend's life: n_threads - 1 per pool size, never per graph.
+    int64_t threads_started() const;
     // Polled between nodes; returning true aborts the graph (compute_status::aborted).
     void set_abort_callback(std::function<bool()> cb);
 

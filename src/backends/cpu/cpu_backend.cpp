@@ -1,0 +1,176 @@
+// src/backends/cpu/cpu_backend.cpp — the CPU backend: op support, work memory, and graph execution
+// with every thread walking the node list together (one barrier between dependent nodes).
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/thread_pool.h"
+#include "weft/backends/cpu.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
+
+namespace weft {
+
+struct cpu_backend::impl {
+    explicit impl(int n_threads) : pool(n_threads) {}
+
+    cpu::thread_pool pool;
+    std::function<bool()> abort_callback;
+
+    // Work memory shared by the threads of a node; grown to the largest need, never shrunk.
+    std::unique_ptr<std::byte, decltype(&std::free)> work{nullptr, &std::free};
+    size_t work_size = 0;
+
+    cpu::run_control control;
+
+    void reserve_work(size_t bytes);
+    void poll_abort(size_t node_index);
+    void check_graph(const graph &g) const;
+    compute_status run_nodes(graph &g, size_t begin, size_t end);
+    void compute_nodes(int ith, graph &g, size_t begin, size_t end);
+};
+
+namespace {
+
+std::string node_label(const tensor &t) {
+    return std::string(op_name(t.op)) + " '" + t.name + "' " + t.shape_str() + " " + type_name(t.type);
+}
+
+void check_thread_count(int n) {
+    if (n < 1) throw error("[cpu] n_threads is " + std::to_string(n) + ": must be at least 1");
+}
+
+}  // namespace
+
+void cpu_backend::impl::reserve_work(size_t bytes) {
+    if (bytes <= work_size) return;
+    const size_t rounded = cpu::pad_to_cache_line(bytes);
+    auto *block = static_cast<std::byte *>(std::aligned_alloc(cpu::cache_line, rounded));
+    if (block == nullptr)
+        throw error("[cpu] cannot allocate " + std::to_string(bytes) + " bytes of kernel work memory");
+    work.reset(block);
+    work_size = rounded;
+}
+
+// Bad input caught before any thread starts: nodes without memory, ops the kernels cannot run.
+void cpu_backend::impl::check_graph(const graph &g) const {
+    for (const tensor *node : g.nodes) {
+        const cpu::op_kernel &k = cpu::kernel_of(node->op);
+        if (!k.compute) continue;
+        if (node->data == nullptr)
+            throw error("[cpu] node " + node_label(*node) +
+                        " has no memory: allocate the graph before computing");
+        for (const tensor *src : node->src)
+            if (src && src->data == nullptr)
+                throw error("[cpu] node " + node_label(*node) + ": source '" + src->name + "' " +
+                            src->shape_str() + " has no data");
+        if (k.supports && !k.supports(*node)) {
+            std::string srcs;
+            for (const tensor *src : node->src)
+                if (src)
+                    srcs +=
+                        std::string(srcs.empty() ? "" : ", ") + type_name(src->type) + " " + src->shape_str();
+            throw error("[cpu] node " + node_label(*node) + " with sources (" + srcs +
+                        ") is not supported by the CPU kernels");
+        }
+    }
+}
+
+// Called by thread 0 after its share of a node. An exception must not leave thread 0's loop (the
+// other threads would wait at the barrier for ever): it becomes the graph's failure.
+void cpu_backend::impl::poll_abort(size_t node_index) {
+    try {
+        if (abort_callback()) control.request_stop(node_index);
+    } catch (const std::exception &e) {
+        control.report_failure(node_index, std::string("[cpu] the abort callback threw: ") + e.what());
+    }
+}
+
+void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t end) {
+    cpu::compute_params p;
+    p.ith = ith;
+    p.nth = pool.size();
+    p.wdata = work.get();
+    p.wsize = work_size;
+    p.pool = &pool;
+    p.control = &control;
+    for (size_t i = begin; i < end; ++i) {
+        tensor &node = *g.nodes[i];
+        const cpu::op_kernel &k = cpu::kernel_of(node.op);
+        if (!k.compute) continue;  // views and leafs: no work, no barrier
+        p.node_index = i;
+        try {
+            k.compute(p, node);
+        } catch (const std::exception &e) {
+            // kernels report bad data through p.fail(); anything else (out of memory) must still
+            // reach the barrier, or the other threads would wait there for ever
+            control.report_failure(i, "[cpu] node " + node_label(node) + ": " + e.what());
+        }
+        if (ith == 0 && abort_callback) poll_abort(i);
+        pool.barrier();
+        if (control.should_stop(i)) break;
+    }
+}
+
+compute_status cpu_backend::impl::run_nodes(graph &g, size_t begin, size_t end) {
+    pool.run([&](int ith) { compute_nodes(ith, g, begin, end); });
+    if (control.failed) throw error(control.failure);
+    return control.stop_after.load() != cpu::run_control::never ? compute_status::aborted
+                                                                : compute_status::ok;
+}
+
+cpu_backend::cpu_backend(int n_threads) {
+    check_thread_count(n_threads);
+    impl_ = std::make_unique<impl>(n_threads);
+}
+
+cpu_backend::~cpu_backend() = default;
+
+bool cpu_backend::supports_op(const tensor &node) const {
+    const cpu::op_kernel &k = cpu::kernel_of(node.op);
+    return !k.supports || k.supports(node);
+}
+
+compute_status cpu_backend::graph_compute(graph &g, const eval_callback &cb) {
+    impl &s = *impl_;
+    s.check_graph(g);
+    size_t work_needed = 0;
+    for (const tensor *node : g.nodes) {
+        const cpu::op_kernel &k = cpu::kernel_of(node->op);
+        if (k.compute && k.work_size) work_needed = std::max(work_needed, k.work_size(*node, s.pool.size()));
+    }
+    s.reserve_work(work_needed);
+    s.control.reset();
+
+    if (!cb) return s.run_nodes(g, 0, g.nodes.size());
+    // With an observer: run up to (and including) the next node it wants to see, show it, go on.
+    size_t begin = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const bool observe = cb(g.nodes[i], true);
+        if (!observe && i + 1 < g.nodes.size()) continue;
+        const compute_status status = s.run_nodes(g, begin, i + 1);
+        if (status != compute_status::ok) return status;
+        if (observe && !cb(g.nodes[i], false)) return compute_status::aborted;
+        begin = i + 1;
+    }
+    return compute_status::ok;
+}
+
+void cpu_backend::set_n_threads(int n) {
+    check_thread_count(n);
+    impl_->pool.resize(n);
+}
+
+int cpu_backend::n_threads() const {
+    return impl_->pool.size();
+}
+
+int64_t cpu_backend::threads_started() const {
+    return impl_->pool.threads_started();
+}
+
+void cpu_backend::set_abort_callback(std::function<bool()> cb) {
+    impl_->abort_callback = std::move(cb);
+}
+
+}  // namespace weft

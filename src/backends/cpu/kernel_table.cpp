@@ -1,0 +1,91 @@
+// src/backends/cpu/kernel_table.cpp — the CPU kernel of every op, in one table sized by op_kind::count.
+#include <array>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/thread_pool.h"
+#include "weft/core/error.h"
+
+namespace weft::cpu {
+
+void compute_params::barrier() const {
+    if (pool) pool->barrier();
+}
+
+namespace {
+
+static_assert(size_t(op_kind::count) == 26, "op set changed: give the new op a CPU kernel below");
+
+// A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
+constexpr op_kernel kernel_entry(op_kind op) {
+    switch (op) {
+        case op_kind::none:
+            return {};
+        case op_kind::get_rows:
+            return {compute_get_rows, supports_get_rows, work_size_get_rows};
+        case op_kind::add:
+            return {compute_add, supports_binary, work_size_binary};
+        case op_kind::sub:
+            return {compute_sub, supports_binary, work_size_binary};
+        case op_kind::mul:
+            return {compute_mul, supports_binary, work_size_binary};
+        case op_kind::div:
+            return {compute_div, supports_binary, work_size_binary};
+        case op_kind::scale:
+            return {compute_scale, supports_unary, work_size_unary};
+        case op_kind::rms_norm:
+            return {compute_rms_norm, supports_norm, work_size_row_scratch};
+        case op_kind::norm:
+            return {compute_norm, supports_norm, work_size_row_scratch};
+        case op_kind::mul_mat:
+            return {compute_mul_mat, supports_mul_mat, work_size_mul_mat};
+        case op_kind::rope:
+            return {compute_rope, supports_rope, work_size_rope};
+        case op_kind::soft_max:
+            return {compute_soft_max, supports_soft_max, work_size_row_scratch};
+        case op_kind::silu:
+            return {compute_silu, supports_unary, work_size_unary};
+        case op_kind::gelu:
+            return {compute_gelu, supports_unary, work_size_unary};
+        case op_kind::glu:
+            return {compute_glu, supports_glu, work_size_glu};
+        case op_kind::cpy:
+            return {compute_cpy, supports_cpy, work_size_cpy};
+        case op_kind::cont:
+            return {compute_cont, supports_cont, work_size_cpy};
+        case op_kind::set_rows:
+            return {compute_set_rows, supports_set_rows, work_size_set_rows};
+        case op_kind::concat:
+            return {compute_concat, supports_concat, nullptr};
+        case op_kind::argmax:
+            return {compute_argmax, supports_argmax, nullptr};
+        case op_kind::sum_rows:
+            return {compute_sum_rows, supports_sum_rows, nullptr};
+        case op_kind::mean:
+            return {compute_mean, supports_sum_rows, nullptr};
+        // views share their source's memory: nothing to compute
+        case op_kind::view:
+        case op_kind::reshape:
+        case op_kind::permute:
+        case op_kind::transpose:
+            return {};
+        case op_kind::count:
+            break;
+    }
+    return {};
+}
+
+constexpr auto kernel_table = [] {
+    std::array<op_kernel, size_t(op_kind::count)> table{};
+    for (size_t i = 0; i < table.size(); ++i) table[i] = kernel_entry(op_kind(i));
+    return table;
+}();
+
+}  // namespace
+
+const op_kernel &kernel_of(op_kind op) {
+    const auto i = size_t(op);
+    WEFT_ASSERT(i < kernel_table.size());
+    return kernel_table[i];
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,182 @@
+// src/backends/cpu/kernels.h — what a CPU kernel sees (its share of a node, work memory, a barrier)
+// and the per-op kernel table.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "weft/core/tensor.h"
+
+namespace weft::cpu {
+
+class thread_pool;
+
+// When the threads stop early. Every thread checks after the barrier that ends node i whether a
+// stop was requested at a node <= i; a request is always made before its node's barrier, so all
+// threads leave the node list at the same node (a plain flag could be seen one node early by a
+// thread still leaving the previous barrier, and the others would wait for it forever).
+struct run_control {
+    static constexpr size_t never = ~size_t(0);
+    std::atomic<size_t> stop_after{never};  // the first node after which to stop
+    std::mutex mutex;
+    std::string failure;  // bad input found while computing (the first one); thrown as weft::error
+    bool failed = false;
+
+    void reset() {
+        stop_after.store(never);
+        failure.clear();
+        failed = false;
+    }
+    void request_stop(size_t node_index) {
+        size_t current = stop_after.load();
+        while (node_index < current && !stop_after.compare_exchange_weak(current, node_index)) {
+        }
+    }
+    void report_failure(size_t node_index, const std::string &what) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!failed) failure = what;
+            failed = true;
+        }
+        request_stop(node_index);
+    }
+    bool should_stop(size_t node_index) const {
+        return stop_after.load(std::memory_order_relaxed) <= node_index;
+    }
+};
+
+struct compute_params {
+    int ith = 0;                  // this thread, 0 .. nth-1
+    int nth = 1;                  // threads sharing the node
+    std::byte *wdata = nullptr;   // work memory of the node, shared by its threads (64-byte aligned)
+    size_t wsize = 0;             // bytes of wdata
+    thread_pool *pool = nullptr;  // for barrier()
+    run_control *control = nullptr;
+    size_t node_index = 0;  // of the node being computed
+
+    void barrier() const;
+    // Bad input found while computing: the graph stops after this node and graph_compute throws.
+    void fail(const std::string &what) const { control->report_failure(node_index, what); }
+};
+
+// Computes this thread's share of dst (dst.src[] are the inputs).
+using kernel_fn = void (*)(const compute_params &p, tensor &dst);
+// Bytes of shared work memory the kernel needs with n_threads threads.
+using work_size_fn = size_t (*)(const tensor &dst, int n_threads);
+// Whether the kernel handles this node's types and layouts.
+using supports_fn = bool (*)(const tensor &dst);
+
+struct op_kernel {
+    kernel_fn compute = nullptr;       // null: nothing to compute (leafs, views)
+    supports_fn supports = nullptr;    // null: always supported
+    work_size_fn work_size = nullptr;  // null: no work memory
+};
+
+// The kernel entry of an op (a table sized by op_kind::count).
+const op_kernel &kernel_of(op_kind op);
+
+// [begin, end) of n items for thread ith of nth, in contiguous blocks.
+struct index_range {
+    int64_t begin;
+    int64_t end;
+};
+inline index_range split_range(int64_t n, int ith, int nth) {
+    const int64_t per_thread = (n + nth - 1) / nth;
+    const int64_t begin = std::min(n, per_thread * ith);
+    return {begin, std::min(n, begin + per_thread)};
+}
+
+// Work memory per thread is padded to a cache line so threads never share one.
+constexpr size_t cache_line = 64;
+inline size_t pad_to_cache_line(size_t bytes) {
+    return (bytes + cache_line - 1) / cache_line * cache_line;
+}
+
+// The float scratch of thread ith when each thread gets floats_per_thread floats of wdata.
+inline float *thread_scratch(const compute_params &p, int64_t floats_per_thread) {
+    const size_t stride = pad_to_cache_line(size_t(floats_per_thread) * sizeof(float));
+    return reinterpret_cast<float *>(p.wdata + size_t(p.ith) * stride);
+}
+inline size_t scratch_size(int64_t floats_per_thread, int n_threads) {
+    return pad_to_cache_line(size_t(floats_per_thread) * sizeof(float)) * size_t(n_threads);
+}
+
+// Address of element (i0, i1, i2, i3) of t.
+inline char *element_at(const tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return static_cast<char *>(t.data) + i0 * int64_t(t.nb[0]) + i1 * int64_t(t.nb[1]) +
+           i2 * int64_t(t.nb[2]) + i3 * int64_t(t.nb[3]);
+}
+inline char *row_at(const tensor &t, int64_t i1, int64_t i2, int64_t i3) {
+    return element_at(t, 0, i1, i2, i3);
+}
+
+// Splits a flat row index of a tensor with ne1, ne2 rows per dim into (i1, i2, i3).
+inline void unravel_row(int64_t row, const int64_t *ne, int64_t &i1, int64_t &i2, int64_t &i3) {
+    i3 = row / (ne[1] * ne[2]);
+    const int64_t rest = row - i3 * ne[1] * ne[2];
+    i2 = rest / ne[1];
+    i1 = rest - i2 * ne[1];
+}
+
+// --- kernels, grouped by file -----------------------------------------------------------------
+// ops_elementwise.cpp
+void compute_add(const compute_params &p, tensor &dst);
+void compute_sub(const compute_params &p, tensor &dst);
+void compute_mul(const compute_params &p, tensor &dst);
+void compute_div(const compute_params &p, tensor &dst);
+void compute_scale(const compute_params &p, tensor &dst);
+void compute_silu(const compute_params &p, tensor &dst);
+void compute_gelu(const compute_params &p, tensor &dst);
+void compute_glu(const compute_params &p, tensor &dst);
+bool supports_binary(const tensor &dst);
+bool supports_unary(const tensor &dst);
+bool supports_glu(const tensor &dst);
+size_t work_size_binary(const tensor &dst, int n_threads);
+size_t work_size_unary(const tensor &dst, int n_threads);
+size_t work_size_glu(const tensor &dst, int n_threads);
+
+// ops_norm.cpp
+void compute_rms_norm(const compute_params &p, tensor &dst);
+void compute_norm(const compute_params &p, tensor &dst);
+void compute_soft_max(const compute_params &p, tensor &dst);
+bool supports_norm(const tensor &dst);
+bool supports_soft_max(const tensor &dst);
+size_t work_size_row_scratch(const tensor &dst, int n_threads);  // one float row (src0.ne[0]) per thread
+
+// ops_rope.cpp
+void compute_rope(const compute_params &p, tensor &dst);
+bool supports_rope(const tensor &dst);
+size_t work_size_rope(const tensor &dst, int n_threads);
+
+// ops_mul_mat.cpp
+void compute_mul_mat(const compute_params &p, tensor &dst);
+bool supports_mul_mat(const tensor &dst);
+size_t work_size_mul_mat(const tensor &dst, int n_threads);
+
+// ops_copy.cpp
+void compute_get_rows(const compute_params &p, tensor &dst);
+void compute_set_rows(const compute_params &p, tensor &dst);
+void compute_cpy(const compute_params &p, tensor &dst);
+void compute_cont(const compute_params &p, tensor &dst);
+void compute_concat(const compute_params &p, tensor &dst);
+bool supports_get_rows(const tensor &dst);
+bool supports_set_rows(const tensor &dst);
+bool supports_cpy(const tensor &dst);
+bool supports_cont(const tensor &dst);
+bool supports_concat(const tensor &dst);
+size_t work_size_get_rows(const tensor &dst, int n_threads);
+size_t work_size_set_rows(const tensor &dst, int n_threads);
+size_t work_size_cpy(const tensor &dst, int n_threads);
+
+// ops_reduce.cpp
+void compute_argmax(const compute_params &p, tensor &dst);
+void compute_sum_rows(const compute_params &p, tensor &dst);
+void compute_mean(const compute_params &p, tensor &dst);
+bool supports_argmax(const tensor &dst);
+bool supports_sum_rows(const tensor &dst);
+
+}  // namespace weft::cpu

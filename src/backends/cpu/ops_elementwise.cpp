@@ -1,0 +1,168 @@
+// src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, glu.
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/rows.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// Scratch rows per thread: a row of each source (converted when not contiguous f32) and the result.
+constexpr int scratch_rows = 3;
+
+float silu_f32(float x) {
+    return x / (1.0f + std::exp(-x));
+}
+
+// The tanh approximation of GELU, as the established engine computes it.
+float gelu_f32(float x) {
+    constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    constexpr float coef_a = 0.044715f;
+    return 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+}
+
+// The result row of dst: written in place when dst is contiguous f32, else in scratch and stored.
+float *result_row(tensor &dst, char *row, float *scratch) {
+    return dst.type == dtype::f32 && dst.nb[0] == sizeof(float) ? reinterpret_cast<float *>(row) : scratch;
+}
+void finish_row(tensor &dst, const float *out, char *row) {
+    if (reinterpret_cast<const char *>(out) != row) store_row(dst.type, out, row, dst.nb[0], dst.ne[0]);
+}
+
+// dst = op(a, b) with b repeated over every dim where b.ne[i] < a.ne[i] (b.ne[i] divides a.ne[i]).
+template <class Op>
+void binary_op(const compute_params &p, tensor &dst, Op op) {
+    const tensor &a = *dst.src[0];
+    const tensor &b = *dst.src[1];
+    const int64_t ne0 = dst.ne[0];
+    const int64_t nb_ne0 = b.ne[0];
+    float *scratch = thread_scratch(p, scratch_rows * ne0);
+    float *a_scratch = scratch;
+    float *b_scratch = scratch + ne0;
+    float *out_scratch = scratch + 2 * ne0;
+
+    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        int64_t i1, i2, i3;
+        unravel_row(r, dst.ne, i1, i2, i3);
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, a_scratch);
+        const float *y = row_as_f32(b.type, row_at(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]), b.nb[0],
+                                    nb_ne0, b_scratch);
+        char *drow = row_at(dst, i1, i2, i3);
+        float *out = result_row(dst, drow, out_scratch);
+        if (nb_ne0 == ne0) {
+            for (int64_t i = 0; i < ne0; ++i) out[i] = op(x[i], y[i]);
+        } else if (nb_ne0 == 1) {
+            const float y0 = y[0];
+            for (int64_t i = 0; i < ne0; ++i) out[i] = op(x[i], y0);
+        } else {
+            for (int64_t start = 0; start < ne0; start += nb_ne0)
+                for (int64_t i = 0; i < nb_ne0; ++i) out[start + i] = op(x[start + i], y[i]);
+        }
+        finish_row(dst, out, drow);
+    }
+}
+
+// dst = f(a) row by row.
+template <class F>
+void unary_op(const compute_params &p, tensor &dst, F f) {
+    const tensor &a = *dst.src[0];
+    const int64_t ne0 = dst.ne[0];
+    float *scratch = thread_scratch(p, scratch_rows * ne0);
+    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        int64_t i1, i2, i3;
+        unravel_row(r, dst.ne, i1, i2, i3);
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
+        char *drow = row_at(dst, i1, i2, i3);
+        float *out = result_row(dst, drow, scratch + ne0);
+        for (int64_t i = 0; i < ne0; ++i) out[i] = f(x[i]);
+        finish_row(dst, out, drow);
+    }
+}
+
+template <class Act>
+void glu_op(const compute_params &p, tensor &dst, Act act) {
+    const tensor &gate = *dst.src[0];
+    const tensor &up = *dst.src[1];
+    const int64_t ne0 = dst.ne[0];
+    float *scratch = thread_scratch(p, scratch_rows * ne0);
+    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        int64_t i1, i2, i3;
+        unravel_row(r, dst.ne, i1, i2, i3);
+        const float *g = row_as_f32(gate.type, row_at(gate, i1, i2, i3), gate.nb[0], ne0, scratch);
+        const float *u = row_as_f32(up.type, row_at(up, i1, i2, i3), up.nb[0], ne0, scratch + ne0);
+        char *drow = row_at(dst, i1, i2, i3);
+        float *out = result_row(dst, drow, scratch + 2 * ne0);
+        for (int64_t i = 0; i < ne0; ++i) out[i] = act(g[i]) * u[i];
+        finish_row(dst, out, drow);
+    }
+}
+
+}  // namespace
+
+void compute_add(const compute_params &p, tensor &dst) {
+    binary_op(p, dst, [](float x, float y) { return x + y; });
+}
+void compute_sub(const compute_params &p, tensor &dst) {
+    binary_op(p, dst, [](float x, float y) { return x - y; });
+}
+void compute_mul(const compute_params &p, tensor &dst) {
+    binary_op(p, dst, [](float x, float y) { return x * y; });
+}
+void compute_div(const compute_params &p, tensor &dst) {
+    binary_op(p, dst, [](float x, float y) { return x / y; });
+}
+
+void compute_scale(const compute_params &p, tensor &dst) {
+    const float s = dst.param_f32(0);
+    unary_op(p, dst, [s](float x) { return x * s; });
+}
+void compute_silu(const compute_params &p, tensor &dst) {
+    unary_op(p, dst, silu_f32);
+}
+void compute_gelu(const compute_params &p, tensor &dst) {
+    unary_op(p, dst, gelu_f32);
+}
+
+void compute_glu(const compute_params &p, tensor &dst) {
+    if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu)
+        glu_op(p, dst, silu_f32);
+    else
+        glu_op(p, dst, gelu_f32);
+}
+
+bool supports_binary(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    const tensor *b = dst.src[1];
+    return a && b && is_float_type(a->type) && is_float_type(b->type) && is_float_type(dst.type) &&
+           same_shape(*a, dst) && can_repeat(*b, *a);
+}
+
+bool supports_unary(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    return a && is_float_type(a->type) && is_float_type(dst.type) && same_shape(*a, dst);
+}
+
+bool supports_glu(const tensor &dst) {
+    const tensor *gate = dst.src[0];
+    const tensor *up = dst.src[1];
+    const int32_t kind = dst.param_i32(0);
+    return gate && up && is_float_type(gate->type) && is_float_type(up->type) && is_float_type(dst.type) &&
+           same_shape(*gate, dst) && same_shape(*up, dst) &&
+           (kind == int32_t(glu_kind::swiglu) || kind == int32_t(glu_kind::geglu));
+}
+
+size_t work_size_binary(const tensor &dst, int n_threads) {
+    return scratch_size(scratch_rows * dst.ne[0], n_threads);
+}
+size_t work_size_unary(const tensor &dst, int n_threads) {
+    return scratch_size(scratch_rows * dst.ne[0], n_threads);
+}
+size_t work_size_glu(const tensor &dst, int n_threads) {
+    return scratch_size(scratch_rows * dst.ne[0], n_threads);
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,114 @@
+// src/backends/cpu/ops_norm.cpp — row normalisations: rms_norm, norm (mean/variance) and soft_max.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/rows.h"
+
+namespace weft::cpu {
+
+namespace {
+
+constexpr int scratch_rows = 3;
+
+// Calls f(x, out, n) for each row of dst in this thread's share; x is the source row as floats.
+template <class F>
+void for_each_row(const compute_params &p, tensor &dst, F f) {
+    const tensor &a = *dst.src[0];
+    const int64_t ne0 = dst.ne[0];
+    float *scratch = thread_scratch(p, scratch_rows * ne0);
+    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        int64_t i1, i2, i3;
+        unravel_row(r, dst.ne, i1, i2, i3);
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
+        char *drow = row_at(dst, i1, i2, i3);
+        const bool direct = dst.type == dtype::f32 && dst.nb[0] == sizeof(float);
+        float *out = direct ? reinterpret_cast<float *>(drow) : scratch + ne0;
+        f(x, out, ne0, i1, i2, i3, scratch + 2 * ne0);
+        if (!direct) store_row(dst.type, out, drow, dst.nb[0], ne0);
+    }
+}
+
+}  // namespace
+
+void compute_rms_norm(const compute_params &p, tensor &dst) {
+    const float eps = dst.param_f32(0);
+    for_each_row(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+        double sum_sq = 0.0;
+        for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i]) * double(x[i]);
+        const float mean_sq = float(sum_sq / double(n));
+        const float scale = 1.0f / std::sqrt(mean_sq + eps);
+        for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
+    });
+}
+
+void compute_norm(const compute_params &p, tensor &dst) {
+    const float eps = dst.param_f32(0);
+    for_each_row(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
+        const float mean = float(sum / double(n));
+        double sum_sq = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float centered = x[i] - mean;
+            out[i] = centered;
+            sum_sq += double(centered) * double(centered);
+        }
+        const float scale = 1.0f / std::sqrt(float(sum_sq / double(n)) + eps);
+        for (int64_t i = 0; i < n; ++i) out[i] *= scale;
+    });
+}
+
+void compute_soft_max(const compute_params &p, tensor &dst) {
+    const tensor *mask = dst.src[1];
+    const float scale = dst.param_f32(0);
+    for_each_row(
+        p, dst,
+        [&](const float *x, float *out, int64_t n, int64_t i1, int64_t i2, int64_t i3, float *mask_scratch) {
+            if (mask) {
+                const float *m = row_as_f32(
+                    mask->type, row_at(*mask, i1 % mask->ne[1], i2 % mask->ne[2], i3 % mask->ne[3]),
+                    mask->nb[0], n, mask_scratch);
+                for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale + m[i];
+            } else {
+                for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
+            }
+            float max = -std::numeric_limits<float>::infinity();
+            for (int64_t i = 0; i < n; ++i) max = std::max(max, out[i]);
+            if (max == -std::numeric_limits<float>::infinity()) {
+                // every position masked: nothing to attend to, the row is zeros rather than 0/0
+                for (int64_t i = 0; i < n; ++i) out[i] = 0.0f;
+                return;
+            }
+            double sum = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+                const float e = std::exp(out[i] - max);
+                out[i] = e;
+                sum += double(e);
+            }
+            const float inv_sum = float(1.0 / sum);
+            for (int64_t i = 0; i < n; ++i) out[i] *= inv_sum;
+        });
+}
+
+bool supports_norm(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    return a && is_float_type(a->type) && is_float_type(dst.type) && same_shape(*a, dst);
+}
+
+bool supports_soft_max(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    const tensor *mask = dst.src[1];
+    if (!a || !is_float_type(a->type) || dst.type != dtype::f32 || !same_shape(*a, dst)) return false;
+    if (!mask) return true;
+    return (mask->type == dtype::f32 || mask->type == dtype::f16) && mask->ne[0] >= a->ne[0] &&
+           mask->ne[1] > 0 && mask->ne[2] > 0 && mask->ne[3] > 0 && a->ne[2] % mask->ne[2] == 0 &&
+           a->ne[3] % mask->ne[3] == 0;
+}
+
+size_t work_size_row_scratch(const tensor &dst, int n_threads) {
+    return scratch_size(scratch_rows * dst.ne[0], n_threads);
+}
+
+}  // namespace weft::cpu

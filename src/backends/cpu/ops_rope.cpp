@@ -1,0 +1,123 @@
+// src/backends/cpu/ops_rope.cpp — rotary position embedding (normal and NeoX pairing, YaRN scaling).
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/rows.h"
+#include "weft/core/ops.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// YaRN: the dimension whose wavelength makes n_rot full turns over the training context.
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return float(n_dims) * std::log(float(n_ctx_orig) / (n_rot * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(base));
+}
+
+// The range of pair indices over which YaRN ramps from extrapolation to interpolation.
+void yarn_corr_dims(const rope_params &rp, float dims[2]) {
+    const float start = std::floor(yarn_corr_dim(rp.n_dims, rp.n_ctx_orig, rp.beta_fast, rp.freq_base));
+    const float end = std::ceil(yarn_corr_dim(rp.n_dims, rp.n_ctx_orig, rp.beta_slow, rp.freq_base));
+    dims[0] = std::max(0.0f, start);
+    dims[1] = std::min(float(rp.n_dims - 1), end);
+}
+
+// 1 below `low` (pure extrapolation), 0 above `high`, linear in between.
+float yarn_ramp(float low, float high, int64_t pair) {
+    const float y = (float(pair) - low) / std::max(0.001f, high - low);
+    return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+// cos and sin (times the attention magnitude scale) of every rotated pair at position pos:
+// theta_i = pos * base^(-2i/n_dims) / freq_factor_i, interpolated by freq_scale (YaRN mixes the two).
+void fill_rope_cache(float pos, const rope_params &rp, const float *freq_factors, const float corr_dims[2],
+                     float *cos_sin) {
+    const float theta_scale = std::pow(rp.freq_base, -2.0f / float(rp.n_dims));
+    float theta_base = pos;  // multiplied pair by pair, as the established engine does
+    for (int64_t i = 0; i < rp.n_dims / 2; ++i) {
+        const float theta_extrap = theta_base / (freq_factors ? freq_factors[i] : 1.0f);
+        const float theta_interp = rp.freq_scale * theta_extrap;
+        float theta = theta_interp;
+        float mscale = rp.attn_factor;
+        if (rp.ext_factor != 0.0f) {
+            const float ramp_mix = yarn_ramp(corr_dims[0], corr_dims[1], i) * rp.ext_factor;
+            theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0f + 0.1f * std::log(1.0f / rp.freq_scale);
+        }
+        cos_sin[2 * i] = std::cos(theta) * mscale;
+        cos_sin[2 * i + 1] = std::sin(theta) * mscale;
+        theta_base *= theta_scale;
+    }
+}
+
+}  // namespace
+
+void compute_rope(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];
+    const tensor &pos = *dst.src[1];
+    const tensor *factors = dst.src[2];
+    const rope_params rp = rope_params_of(dst);
+    const int64_t ne0 = dst.ne[0];
+    const int64_t n_dims = rp.n_dims;
+    const int64_t half = n_dims / 2;
+    const bool neox = rp.mode == rope_mode_neox;
+    float corr_dims[2] = {0.0f, 0.0f};
+    yarn_corr_dims(rp, corr_dims);
+    const auto *freq_factors = factors ? static_cast<const float *>(factors->data) : nullptr;
+
+    float *scratch = thread_scratch(p, 2 * ne0 + n_dims);
+    float *cos_sin = scratch + 2 * ne0;
+    int64_t cached_token = -1, cached_i3 = -1;
+    const bool direct = dst.type == dtype::f32 && dst.nb[0] == sizeof(float);
+
+    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        int64_t i1, i2, i3;
+        unravel_row(r, dst.ne, i1, i2, i3);
+        if (i2 != cached_token || i3 != cached_i3) {
+            const auto position = *reinterpret_cast<const int32_t *>(element_at(pos, i2, 0, 0, 0));
+            fill_rope_cache(float(position), rp, freq_factors, corr_dims, cos_sin);
+            cached_token = i2;
+            cached_i3 = i3;
+        }
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
+        char *drow = row_at(dst, i1, i2, i3);
+        float *out = direct ? reinterpret_cast<float *>(drow) : scratch + ne0;
+        for (int64_t i = 0; i < half; ++i) {
+            // normal: pairs (x[2i], x[2i+1]); neox: pairs (x[i], x[i + n_dims/2])
+            const int64_t j0 = neox ? i : 2 * i;
+            const int64_t j1 = neox ? i + half : 2 * i + 1;
+            const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+            const float x0 = x[j0], x1 = x[j1];
+            out[j0] = x0 * c - x1 * s;
+            out[j1] = x0 * s + x1 * c;
+        }
+        for (int64_t i = n_dims; i < ne0; ++i) out[i] = x[i];
+        if (!direct) store_row(dst.type, out, drow, dst.nb[0], ne0);
+    }
+}
+
+bool supports_rope(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    const tensor *pos = dst.src[1];
+    const tensor *factors = dst.src[2];
+    if (!a || !pos || !is_float_type(a->type) || !is_float_type(dst.type) || !same_shape(*a, dst))
+        return false;
+    const rope_params rp = rope_params_of(dst);
+    if (rp.mode != rope_mode_normal && rp.mode != rope_mode_neox) return false;
+    if (rp.n_dims <= 0 || rp.n_dims % 2 != 0 || rp.n_dims > a->ne[0]) return false;
+    if (pos->type != dtype::i32 || pos->ne[0] < a->ne[2]) return false;
+    if (factors &&
+        (factors->type != dtype::f32 || !factors->is_contiguous() || factors->ne[0] < rp.n_dims / 2))
+        return false;
+    return true;
+}
+
+size_t work_size_rope(const tensor &dst, int n_threads) {
+    return scratch_size(2 * dst.ne[0] + rope_params_of(dst).n_dims, n_threads);
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,110 @@
+// tests/backends/cpu_testing.h — helpers of the CPU backend tests: random tensors, element readers,
+// running one graph with 1, 2 and 3 threads, and the normalized error against a reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "weft/backends/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
+#include "weft/core/tensor.h"
+
+namespace weft::test {
+
+// An arena that allocates data for every tensor: op results get memory too, so a graph built in it
+// runs without a planner ("unplanned execution").
+inline std::unique_ptr<context> data_context(size_t bytes = size_t(64) << 20) {
+    return std::make_unique<context>(context_params{bytes, false});
+}
+
+// Fills every element (through the tensor's strides) with uniform values in [lo, hi).
+inline void fill_uniform(tensor &t, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (int64_t i3 = 0; i3 < t.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < t.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < t.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) tensor_set_f32(t, dist(rng), i0, i1, i2, i3);
+}
+
+inline double at(const tensor &t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
+    return double(tensor_get_f32(t, i0, i1, i2, i3));
+}
+
+// All elements in logical order (ne[0] fastest).
+inline std::vector<float> values_of(const tensor &t) {
+    std::vector<float> v;
+    v.reserve(size_t(t.nelements()));
+    for (int64_t i3 = 0; i3 < t.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < t.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < t.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) v.push_back(tensor_get_f32(t, i0, i1, i2, i3));
+    return v;
+}
+
+// sum (x - ref)^2 / sum ref^2 (the plain squared error when the reference is all zeros)
+inline double normalized_error(const std::vector<float> &x, const std::vector<double> &ref) {
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        err += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+        norm += ref[i] * ref[i];
+    }
+    return norm > 0 ? err / norm : err;
+}
+
+inline int count_non_finite(const std::vector<float> &x) {
+    int n = 0;
+    for (float v : x) n += std::isfinite(v) ? 0 : 1;
+    return n;
+}
+
+// The expected value of element (i0, i1, i2, i3) of the result.
+using reference_fn = std::function<double(int64_t i0, int64_t i1, int64_t i2, int64_t i3)>;
+
+inline std::vector<double> reference_values(const tensor &out, const reference_fn &ref) {
+    std::vector<double> v;
+    v.reserve(size_t(out.nelements()));
+    for (int64_t i3 = 0; i3 < out.ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < out.ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < out.ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < out.ne[0]; ++i0) v.push_back(ref(i0, i1, i2, i3));
+    return v;
+}
+
+// Computes the graph of `out` with 1, 2 and 3 threads; each run must match the reference within
+// `bound` (normalized error), contain no NaN/Inf, and equal the single-threaded run exactly
+// (every kernel computes each element the same way whatever the split). `check` is what is read
+// back (out itself unless the op writes elsewhere, e.g. set_rows). Returns the 1-thread values.
+inline std::vector<float> expect_matches_reference(tensor *out, const reference_fn &ref, double bound,
+                                                   tensor *check = nullptr) {
+    if (!check) check = out;
+    graph g;
+    build_forward_expand(g, out);
+    const std::vector<double> expected = reference_values(*check, ref);
+    std::vector<float> first;
+    for (int n_threads : {1, 2, 3}) {
+        cpu_backend backend(n_threads);
+        EXPECT_TRUE(backend.supports_op(*out)) << op_name(out->op);
+        EXPECT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+        const std::vector<float> got = values_of(*check);
+        EXPECT_EQ(count_non_finite(got), 0) << n_threads << " threads";
+        const double err = normalized_error(got, expected);
+        EXPECT_LE(err, bound) << op_name(out->op) << " '" << out->name << "' " << out->shape_str() << " with "
+                              << n_threads << " threads";
+        if (first.empty())
+            first = got;
+        else
+            EXPECT_EQ(got, first) << op_name(out->op) << ": " << n_threads << " threads differ from 1 thread";
+    }
+    return first;
+}
+
+}  // namespace weft::test
