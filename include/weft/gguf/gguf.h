@@ -3,11 +3,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/core/error.h"
@@ -17,15 +19,30 @@ namespace weft {
 
 // Metadata value types, with their on-disk ids.
 enum class gguf_type : uint32_t {
-    u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-    string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+    u8 = 0,
+    i8 = 1,
+    u16 = 2,
+    i16 = 3,
+    u32 = 4,
+    i32 = 5,
+    f32 = 6,
+    boolean = 7,
+    string = 8,
+    array = 9,
+    u64 = 10,
+    i64 = 11,
+    f64 = 12,
 };
 const char *gguf_type_name(gguf_type t);
+
+// The name of a general.file_type value in the established numbering ("ALL_F32", "MOSTLY_Q4_K_M");
+// nullptr for a value that is not (or no longer) assigned.
+const char *gguf_file_type_name(int64_t file_type);
 
 // A problem with a GGUF file; what() names the file and what is wrong, e.g.
 //   "model.gguf: tensor 'blk.0.attn_q.weight': data [1024, 1048576) past end of file (1000000 bytes)"
 class gguf_error : public error {
-public:
+  public:
     using error::error;
 };
 
@@ -34,9 +51,9 @@ struct gguf_kv {
     std::string key;
     gguf_type type = gguf_type::u8;
     gguf_type array_type = gguf_type::u8;  // when type == array
-    uint64_t n = 1;                         // elements (1 for scalars)
-    std::vector<uint8_t> raw;               // numeric/bool scalar or array elements, little-endian
-    std::vector<std::string> strings;       // string, or array of strings
+    uint64_t n = 1;                        // elements (1 for scalars)
+    std::vector<uint8_t> raw;              // numeric/bool scalar or array elements, little-endian
+    std::vector<std::string> strings;      // string, or array of strings
 
     bool is_array() const { return type == gguf_type::array; }
     gguf_type element_type() const { return is_array() ? array_type : type; }
@@ -57,11 +74,14 @@ struct gguf_open_options {
 };
 
 class gguf_file {
-public:
+  public:
     // Reads and validates the whole header; throws gguf_error naming `path` and the problem.
+    // Versions 2 and 3 (little-endian) are read; nested arrays (arrays of arrays) are rejected.
     static std::unique_ptr<gguf_file> open(const std::string &path, const gguf_open_options &opt = {});
-    // Same, over bytes in memory (the fuzzer's entry point); `name` is used in messages.
-    static std::unique_ptr<gguf_file> from_memory(const void *data, size_t size, std::string name = "<memory>");
+    // Same, over bytes in memory (the fuzzer's entry point); `name` is used in messages. The data
+    // section is copied, so `data` need not outlive the result.
+    static std::unique_ptr<gguf_file> from_memory(const void *data, size_t size,
+                                                  std::string name = "<memory>");
     ~gguf_file();
 
     const std::string &path() const { return path_; }
@@ -97,7 +117,7 @@ public:
     const uint8_t *data_base() const;
     size_t data_size() const;
 
-private:
+  private:
     gguf_file() = default;
     void parse(const uint8_t *bytes, size_t size, bool header_only_in_bytes);
 
@@ -108,6 +128,10 @@ private:
     uint64_t data_offset_ = 0;
     std::vector<gguf_kv> kvs_;
     std::vector<gguf_tensor_info> tensors_;
+    // name -> index; the views point into kvs_ / tensors_, which do not change after parsing
+    std::unordered_map<std::string_view, size_t> kv_index_;
+    std::unordered_map<std::string_view, size_t> tensor_index_;
+    void build_index();
 
     struct storage;  // the mapping or the read buffer
     std::unique_ptr<storage> storage_;
@@ -119,7 +143,7 @@ private:
 // insertion order at aligned offsets. write() goes to "<path>.tmp.<pid>" and renames on success,
 // so a failed write leaves no partial file.
 class gguf_writer {
-public:
+  public:
     gguf_writer();
     ~gguf_writer();
 
@@ -144,11 +168,16 @@ public:
     // Throws gguf_error on a duplicate name or a size inconsistent with type and shape.
     void add_tensor(const std::string &name, dtype t, std::span<const int64_t> ne, const void *data,
                     size_t nbytes);
+    // Like add_tensor, but the bytes are produced during write() by `fill(dst)` (dst holds the
+    // tensor's nbytes, computed from type and shape), one tensor at a time: a converter streams
+    // instead of holding every output tensor in memory. An exception from `fill` aborts the write.
+    using tensor_fill_fn = std::function<void(uint8_t *dst, size_t nbytes)>;
+    void add_tensor_fill(const std::string &name, dtype t, std::span<const int64_t> ne, tensor_fill_fn fill);
 
     void set_alignment(size_t a);  // also recorded as general.alignment when not 32
     void write(const std::string &path) const;
 
-private:
+  private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };

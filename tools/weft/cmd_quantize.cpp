@@ -1,0 +1,410 @@
+// tools/weft/cmd_quantize.cpp — `weft quantize IN OUT TYPE`: converts weights to a type or K-quant mix.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/command.h"
+#include "weft/gguf/gguf.h"
+#include "weft/quant/quant.h"
+
+namespace weft::tool {
+namespace {
+
+// A target the user can name: a file type of the established numbering, the type most weights
+// get, and whether the per-tensor mix rules below apply.
+struct recipe {
+    const char *name;
+    uint32_t file_type;  // general.file_type
+    dtype base;
+    const char *rule;  // for --help
+};
+
+// The choices of the established quantizer (llama_ftype); "Q3_K", "Q4_K" and "Q5_K" are, as there,
+// aliases of their _M mixes, and "Q2_K" is itself a mix.
+const recipe recipes[] = {
+    {"F32", 0, dtype::f32, "every tensor f32"},
+    {"F16", 1, dtype::f16, "2-D weights f16"},
+    {"BF16", 32, dtype::bf16, "2-D weights bf16"},
+    {"Q8_0", 7, dtype::q8_0, "q8_0; output.weight stays q8_0"},
+    {"Q4_0", 2, dtype::q4_0, "q4_0; output.weight q6_K"},
+    {"Q4_1", 3, dtype::q4_1, "q4_1; output.weight q6_K"},
+    {"Q5_0", 8, dtype::q5_0, "q5_0; output.weight q6_K"},
+    {"Q5_1", 9, dtype::q5_1, "q5_1; output.weight q6_K"},
+    {"Q2_K", 10, dtype::q2_k,
+     "q2_K; attn_v q3_K (q4_K when n_head/n_head_kv >= 4), ffn_down and attn_output q3_K, output q6_K"},
+    {"Q3_K_S", 11, dtype::q3_k, "q3_K; output q6_K"},
+    {"Q3_K_M", 12, dtype::q3_k,
+     "q3_K; attn_v q5_K in the first 2 layers, q4_K after; ffn_down q5_K in the first 1/16 of the layers, "
+     "q4_K after; attn_output q4_K; output q6_K"},
+    {"Q3_K_L", 13, dtype::q3_k, "q3_K; attn_v, ffn_down and attn_output q5_K; output q6_K"},
+    {"Q4_K_S", 14, dtype::q4_k,
+     "q4_K; attn_v q5_K in the first 4 layers; ffn_down q5_K in the first 1/8 of the layers; output q6_K"},
+    {"Q4_K_M", 15, dtype::q4_k, "q4_K; attn_v and ffn_down q6_K in the more-bits layers (*); output q6_K"},
+    {"Q5_K_S", 16, dtype::q5_k, "q5_K; output q6_K"},
+    {"Q5_K_M", 17, dtype::q5_k, "q5_K; attn_v and ffn_down q6_K in the more-bits layers (*); output q6_K"},
+    {"Q6_K", 18, dtype::q6_k, "q6_K everywhere"},
+};
+
+struct alias {
+    const char *name;
+    const char *target;
+};
+const alias aliases[] = {{"Q3_K", "Q3_K_M"}, {"Q4_K", "Q4_K_M"}, {"Q5_K", "Q5_K_M"}};
+
+std::string upper(std::string s) {
+    for (auto &c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+}
+
+const recipe *find_recipe(std::string name) {
+    name = upper(name);
+    for (const auto &a : aliases)
+        if (name == a.name) name = a.target;
+    for (const auto &r : recipes)
+        if (name == r.name) return &r;
+    return nullptr;
+}
+
+// The established "use more bits" layer pattern: the first and last eighth of the layers and every
+// third layer in between.
+bool use_more_bits(int i_layer, int n_layers) {
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+// Layer index from a "blk.N." prefix, or -1.
+int layer_of(const std::string &name) {
+    if (name.rfind("blk.", 0) != 0) return -1;
+    int n = 0;
+    size_t i = 4;
+    if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+    while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && n < 1000000)
+        n = n * 10 + (name[i++] - '0');
+    return n;
+}
+
+bool contains(const std::string &s, const char *part) {
+    return s.find(part) != std::string::npos;
+}
+
+// What the mix rules need to know about the model.
+struct model_shape {
+    int n_layer = 0;
+    int n_gqa = 1;  // n_head / n_head_kv
+    int n_attention_wv = 0;
+    bool has_output = false;
+};
+
+model_shape shape_of_model(const gguf_file &in) {
+    model_shape m;
+    int max_layer = -1;
+    for (const auto &t : in.tensors()) {
+        max_layer = std::max(max_layer, layer_of(t.name));
+        if (contains(t.name, "attn_v.weight")) ++m.n_attention_wv;
+        if (t.name == "output.weight") m.has_output = true;
+    }
+    m.n_layer = max_layer + 1;
+    if (const auto arch = in.get_string("general.architecture")) {
+        if (const auto n = in.get_int(*arch + ".block_count"))
+            m.n_layer = int(std::clamp<int64_t>(*n, 0, 1 << 20));
+        // head counts may be per-layer arrays: take the first layer's
+        const auto heads = in.get_int_array(*arch + ".attention.head_count");
+        const auto heads_kv = in.get_int_array(*arch + ".attention.head_count_kv");
+        if (heads && heads_kv && !heads->empty() && !heads_kv->empty() && heads_kv->front() > 0)
+            m.n_gqa = int(heads->front() / heads_kv->front());
+    }
+    return m;
+}
+
+// The established fallback when a row length is not a multiple of the chosen type's block size.
+dtype fallback_for_row(dtype t, int64_t ne0) {
+    if (ne0 % type_traits(t).block_size == 0) return t;
+    switch (t) {
+        case dtype::q2_k:
+        case dtype::q3_k:
+            t = dtype::q4_0;
+            break;  // the established IQ4_NL is 4.5 bits too
+        case dtype::q4_k:
+            t = dtype::q5_0;
+            break;
+        case dtype::q5_k:
+            t = dtype::q5_1;
+            break;
+        case dtype::q6_k:
+            t = dtype::q8_0;
+            break;
+        default:
+            break;
+    }
+    return ne0 % type_traits(t).block_size == 0 ? t : dtype::f16;
+}
+
+// Chooses each tensor's output type in file order (the attn_v counter depends on the order, as in
+// the established quantizer).
+class type_chooser {
+  public:
+    type_chooser(const recipe &r, const model_shape &m, bool pure) : r_(r), m_(m), pure_(pure) {}
+
+    dtype choose(const gguf_tensor_info &t) {
+        const std::string &name = t.name;
+        const bool is_weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
+        int n_dims = 0;
+        for (int d = 0; d < 4; ++d)
+            if (t.ne[d] > 1) n_dims = d + 1;
+        // Norms, biases and other 1-D tensors are not quantized: f16/bf16/quantized ones become f32,
+        // f32 and integer tensors keep their type.
+        if (!is_weight || n_dims < 2) {
+            const bool lossy =
+                type_traits(t.type).is_quantized || t.type == dtype::f16 || t.type == dtype::bf16;
+            return lossy ? dtype::f32 : t.type;
+        }
+        if (r_.base == dtype::f32 || r_.base == dtype::f16 || r_.base == dtype::bf16) return r_.base;
+        dtype ty = pure_ ? r_.base : mixed(t);
+        return fallback_for_row(ty, t.ne[0]);
+    }
+
+  private:
+    dtype mixed(const gguf_tensor_info &t) {
+        const std::string &name = t.name;
+        const uint32_t ft = r_.file_type;
+        dtype ty = r_.base;
+        const bool is_output = name == "output.weight" || (!m_.has_output && name == "token_embd.weight");
+        if (is_output) {
+            if (t.ne[0] % 256 != 0) return dtype::q8_0;
+            return ty == dtype::q8_0 ? ty : dtype::q6_k;
+        }
+        if (contains(name, "attn_v.weight")) {
+            const int i = i_attention_wv_++;
+            if (ft == 10)
+                ty = m_.n_gqa >= 4 ? dtype::q4_k : dtype::q3_k;
+            else if (ft == 12)
+                ty = i < 2 ? dtype::q5_k : dtype::q4_k;
+            else if (ft == 13)
+                ty = dtype::q5_k;
+            else if ((ft == 15 || ft == 17) && use_more_bits(i, m_.n_attention_wv))
+                ty = dtype::q6_k;
+            else if (ft == 14 && i < 4)
+                ty = dtype::q5_k;
+        } else if (contains(name, "ffn_down")) {
+            const int i = std::max(layer_of(name), 0);
+            const int n = m_.n_layer;
+            if (ft == 10)
+                ty = dtype::q3_k;
+            else if (ft == 12)
+                ty = i < n / 16 ? dtype::q5_k : dtype::q4_k;
+            else if (ft == 13)
+                ty = dtype::q5_k;
+            else if ((ft == 15 || ft == 17) && use_more_bits(i, n))
+                ty = dtype::q6_k;
+            else if (ft == 14 && i < n / 8)
+                ty = dtype::q5_k;
+        } else if (contains(name, "attn_output.weight")) {
+            if (ft == 10)
+                ty = dtype::q3_k;
+            else if (ft == 12)
+                ty = dtype::q4_k;
+            else if (ft == 13)
+                ty = dtype::q5_k;
+        } else if (contains(name, "attn_qkv.weight")) {
+            if (ft == 12 || ft == 13)
+                ty = dtype::q4_k;
+            else if (ft == 15)
+                ty = dtype::q5_k;
+            else if (ft == 17)
+                ty = dtype::q6_k;
+        }
+        return ty;
+    }
+
+    const recipe &r_;
+    const model_shape &m_;
+    bool pure_;
+    int i_attention_wv_ = 0;
+};
+
+std::string shape_text(const gguf_tensor_info &t) {
+    std::string s = "[";
+    for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
+    return s + "]";
+}
+
+// Dequantizes rows of `in` to f32 and quantizes them to `to`, rows split across threads.
+void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uint8_t *dst, size_t dst_bytes,
+                    int n_threads) {
+    const int64_t ne0 = t.ne[0];
+    const int64_t nrows = t.ne[1] * t.ne[2] * t.ne[3];
+    const size_t src_row = row_size(t.type, ne0);
+    const size_t dst_row = row_size(to, ne0);
+    WEFT_ASSERT(dst_row * size_t(nrows) == dst_bytes);
+    if (t.type != dtype::f32 && !has_quant_traits(t.type))
+        throw error("tensor '" + t.name + "' has type " + type_name(t.type) +
+                    ", which weft cannot convert to f32");
+    const to_float_fn to_float = t.type == dtype::f32 ? nullptr : quant_traits_of(t.type).to_float;
+
+    const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 16) / ne0);  // ~256 KiB of f32 per chunk
+    const int n_workers = int(std::clamp<int64_t>(n_threads, 1, std::max<int64_t>(1, nrows)));
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    auto work = [&](int worker) {
+        try {
+            std::vector<float> buf(size_t(rows_per_chunk * ne0));
+            const int64_t per_worker = (nrows + n_workers - 1) / n_workers;
+            const int64_t r_begin = std::min(nrows, per_worker * worker);
+            const int64_t r_end = std::min(nrows, r_begin + per_worker);
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += rows_per_chunk) {
+                const int64_t nr = std::min(rows_per_chunk, r_end - r0);
+                for (int64_t r = 0; r < nr; ++r) {
+                    const uint8_t *row = src + size_t(r0 + r) * src_row;
+                    float *out = buf.data() + r * ne0;
+                    if (to_float)
+                        to_float(row, out, ne0);
+                    else
+                        std::memcpy(out, row, size_t(ne0) * sizeof(float));
+                }
+                const size_t written = quantize_rows(to, buf.data(), dst + size_t(r0) * dst_row, nr, ne0);
+                WEFT_ASSERT(written == size_t(nr) * dst_row);
+            }
+        } catch (...) {
+            std::lock_guard lock(failure_mutex);
+            if (!failure) failure = std::current_exception();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int w = 1; w < n_workers; ++w) threads.emplace_back(work, w);
+    work(0);
+    for (auto &th : threads) th.join();
+    if (failure) std::rethrow_exception(failure);
+}
+
+std::string mib(double bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+std::string help_footer() {
+    std::string s = "TYPE (the established file types; case does not matter):\n";
+    for (const auto &r : recipes) {
+        char line[512];
+        std::snprintf(line, sizeof line, "  %-7s %s\n", r.name, r.rule);
+        s += line;
+    }
+    s +=
+        "  Q3_K, Q4_K, Q5_K are aliases of Q3_K_M, Q4_K_M, Q5_K_M.\n\n"
+        "Rules common to all types:\n"
+        "  - only tensors whose name ends in \"weight\" with 2 or more dimensions are converted; norms,\n"
+        "    biases and other 1-D tensors are written as f32 (f32 and integer ones are copied as they are);\n"
+        "  - output.weight (token_embd.weight when the model has no output.weight) gets q6_K in the\n"
+        "    quantized types (q8_0 stays q8_0; q8_0 too when its rows are not a multiple of 256);\n"
+        "    token_embd.weight otherwise gets the base type;\n"
+        "  - (*) the more-bits layers are the first and last eighth and every third layer between\n"
+        "    ((i - n/8) % 3 == 2), counted over the attn_v tensors / the layers;\n"
+        "  - a row length that is not a multiple of the block size falls back: q2_K/q3_K -> q4_0,\n"
+        "    q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0, and f16 when that still does not divide;\n"
+        "  - --pure turns the mix and the output rule off (every converted tensor gets the base type);\n"
+        "  - input tensors of any type are dequantized to f32 first; a tensor whose type does not\n"
+        "    change is copied byte for byte.\n"
+        "general.file_type is set to the type's number and all other metadata is copied.\n";
+    return s;
+}
+
+int quantize_main(int argc, char **argv) {
+    CLI::App app{
+        "Converts the weights of a GGUF model to another type or an established K-quant mix.\n"
+        "Writes OUT atomically (a temporary file renamed at the end); prints a line per tensor to stderr.",
+        "weft quantize"};
+    std::string in_path, out_path, type_arg;
+    int n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    bool pure = false;
+    app.add_option("input", in_path, "input GGUF file")->required();
+    app.add_option("output", out_path, "output GGUF file")->required();
+    app.add_option("type", type_arg, "target type or mix (see below)")->required();
+    app.add_option("-t,--threads", n_threads, "threads used per tensor")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    app.add_flag("--pure", pure, "no mix: every converted tensor gets the base type (fallbacks still apply)");
+    app.footer(help_footer());
+    CLI11_PARSE(app, argc, argv);
+
+    const recipe *r = find_recipe(type_arg);
+    if (!r) throw error("unknown type '" + type_arg + "' (see weft quantize --help)");
+    if (!has_quant_traits(r->base))
+        throw error("type " + std::string(type_name(r->base)) +
+                    " cannot be produced: the quant layer has no traits for it");
+    std::error_code ec;
+    if (in_path == out_path || std::filesystem::equivalent(in_path, out_path, ec))
+        throw error("input and output are the same file: " + in_path);
+
+    const auto in = gguf_file::open(in_path);
+    const model_shape shape = shape_of_model(*in);
+    type_chooser chooser(*r, shape, pure);
+
+    gguf_writer out;
+    for (const auto &kv : in->kvs()) {
+        if (kv.key == "general.file_type" || kv.key == "general.quantization_version") continue;
+        out.set_kv(kv);
+    }
+    // As the established quantizer: the quantization version, then the file type, after the copied keys.
+    out.set_u32("general.quantization_version", 2);
+    out.set_u32("general.file_type", r->file_type);
+
+    // The established quantizer's order: tensors outside the layers first, then layer by layer,
+    // by name within each (its tensor map is sorted by name). It fixes the attn_v counting order
+    // and lets a file be compared byte for byte with the established tool's output.
+    std::vector<const gguf_tensor_info *> order;
+    for (const auto &t : in->tensors()) order.push_back(&t);
+    std::sort(order.begin(), order.end(), [](const gguf_tensor_info *a, const gguf_tensor_info *b) {
+        const int la = layer_of(a->name), lb = layer_of(b->name);
+        return la != lb ? la < lb : a->name < b->name;
+    });
+
+    const auto start = std::chrono::steady_clock::now();
+    const size_t n_tensors = order.size();
+    uint64_t bytes_in = 0, bytes_out = 0;
+    for (size_t i = 0; i < n_tensors; ++i) {
+        const gguf_tensor_info &t = *order[i];
+        const dtype to = chooser.choose(t);
+        if (!has_quant_traits(to) && to != t.type)
+            throw error("tensor '" + t.name + "' would become " + type_name(to) +
+                        ", which the quant layer cannot produce");
+        std::vector<int64_t> ne(t.ne, t.ne + std::max<uint32_t>(t.n_dims, 1));
+        const uint8_t *src = in->tensor_data(t);
+        bytes_in += t.nbytes;
+        bytes_out += row_size(to, t.ne[0]) * size_t(t.ne[1] * t.ne[2] * t.ne[3]);
+        out.add_tensor_fill(
+            t.name, to, ne, [&t, src, to, n_threads, i, n_tensors](uint8_t *dst, size_t nbytes) {
+                const auto t0 = std::chrono::steady_clock::now();
+                if (to == t.type)
+                    std::memcpy(dst, src, nbytes);
+                else
+                    convert_tensor(t, src, to, dst, nbytes, n_threads);
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                std::fprintf(stderr, "[%4zu/%4zu] %-32s %-20s %5s -> %-5s %10s -> %10s %8.1f ms\n", i + 1,
+                             n_tensors, t.name.c_str(), shape_text(t).c_str(), type_name(t.type),
+                             type_name(to), mib(double(t.nbytes)).c_str(), mib(double(nbytes)).c_str(), ms);
+            });
+    }
+
+    out.write(out_path);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "weft quantize: %s -> %s (%s): tensors %s -> %s in %.2f s\n", in_path.c_str(),
+                 out_path.c_str(), r->name, mib(double(bytes_in)).c_str(), mib(double(bytes_out)).c_str(), s);
+    return 0;
+}
+
+[[maybe_unused]] const bool registered = register_command(
+    {"quantize", "convert a GGUF model's weights to another type or K-quant mix", &quantize_main});
+
+}  // namespace
+}  // namespace weft::tool
