@@ -13,12 +13,15 @@
 #include "weft/core/error.h"
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
+#include "weft/model/model.h"
+#include "weft/runtime/context.h"
 
 namespace weft::tool {
 namespace {
 
 struct graph_options {
     bool demo = false;
+    std::string model_path;  // -m: one decode step of this model
     std::string dot_path;  // empty: no DOT file
     int64_t n_embd = 64;
     int64_t n_hidden = 256;
@@ -104,6 +107,21 @@ int graph_demo(const graph_options &opt) {
     return 0;
 }
 
+// -m MODEL: the graph of one decode step of --tokens tokens, built as decode would build it (KV
+// cache views, mask, output row) but not computed.
+int graph_model(const graph_options &opt) {
+    auto m = model::load(opt.model_path);
+    inference_params ip;
+    ip.n_ctx = uint32_t((opt.n_tokens + 255) / 256 * 256);
+    ip.n_batch = ip.n_ubatch = uint32_t(opt.n_tokens);
+    ip.n_threads = ip.n_threads_batch = 1;
+    inference_context ctx(*m, ip);
+    std::cout << "model: " << m->describe() << "\none decode step of " << opt.n_tokens << " tokens, KV cache of "
+              << ctx.n_ctx() << " cells\n\n";
+    ctx.visit_step_graph(int32_t(opt.n_tokens), [&](const graph &g) { report_graph(g, opt); });
+    return 0;
+}
+
 int graph_main(int argc, char **argv) {
     CLI::App app{
         "Builds a compute graph without computing it, prints its nodes and leafs (index, op, name,\n"
@@ -112,6 +130,9 @@ int graph_main(int argc, char **argv) {
         "weft graph"};
     graph_options opt;
     app.add_flag("--demo", opt.demo, "a two-layer MLP y = W2 * silu(W1 * x)");
+    app.add_option("-m,--model", opt.model_path, "a GGUF model: the graph of one decode step of --tokens tokens")
+        ->option_text("MODEL.gguf")
+        ->check(CLI::ExistingFile);
     app.add_option("--dot", opt.dot_path, "also write the graph as Graphviz DOT to FILE")
         ->option_text("FILE");
     app.add_option("--embd", opt.n_embd, "demo: embedding size (x is [embd, tokens])")
@@ -120,13 +141,14 @@ int graph_main(int argc, char **argv) {
     app.add_option("--hidden", opt.n_hidden, "demo: hidden size of the MLP")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-    app.add_option("--tokens", opt.n_tokens, "demo: number of tokens")
+    app.add_option("--tokens", opt.n_tokens, "tokens in the step (--demo and -m)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
     CLI11_PARSE(app, argc, argv);
 
     if (opt.demo) return graph_demo(opt);
-    throw error("no graph chosen: pass --demo (see --help)");
+    if (!opt.model_path.empty()) return graph_model(opt);
+    throw error("no graph chosen: pass --demo or -m MODEL.gguf (see --help)");
 }
 
 [[maybe_unused]] const bool registered =
