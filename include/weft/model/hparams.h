@@ -1,0 +1,51 @@
+// weft/model/hparams.h — a model's hyper-parameters, read from the arch-prefixed GGUF keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+class gguf_file;
+
+enum class rope_scaling_kind { none, linear, yarn };
+
+struct model_hparams {
+    std::string arch;  // general.architecture
+
+    int64_t n_vocab = 0;
+    int64_t n_ctx_train = 0;             // <arch>.context_length
+    int64_t n_embd = 0;                  // <arch>.embedding_length
+    int64_t n_layer = 0;                 // <arch>.block_count
+    std::vector<int64_t> n_head_arr;     // <arch>.attention.head_count (per layer)
+    std::vector<int64_t> n_head_kv_arr;  // <arch>.attention.head_count_kv (default: n_head)
+    std::vector<int64_t> n_ff_arr;       // <arch>.feed_forward_length (per layer)
+    int64_t n_embd_head_k = 0;           // <arch>.attention.key_length (default n_embd / n_head)
+    int64_t n_embd_head_v = 0;           // <arch>.attention.value_length (default n_embd / n_head)
+    int64_t n_rot = 0;                   // <arch>.rope.dimension_count (default n_embd_head_k)
+    float norm_rms_eps = 1e-5f;          // <arch>.attention.layer_norm_rms_epsilon
+
+    int32_t rope_mode = 0;            // rope_mode_normal or rope_mode_neox (by architecture)
+    float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+    float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear, yarn)
+    rope_scaling_kind rope_scaling = rope_scaling_kind::none;  // <arch>.rope.scaling.type
+    int64_t n_ctx_orig = 0;         // <arch>.rope.scaling.original_context_length (default n_ctx_train)
+    float yarn_ext_factor = 0.0f;   // 1 for yarn, 0 otherwise
+    float yarn_attn_factor = 1.0f;  // <arch>.rope.scaling.attn_factor
+    float yarn_beta_fast = 32.0f;   // <arch>.rope.scaling.yarn_beta_fast
+    float yarn_beta_slow = 1.0f;    // <arch>.rope.scaling.yarn_beta_slow
+
+    int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
+    int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }
+    int64_t n_ff(int64_t il = 0) const { return n_ff_arr.at(size_t(il)); }
+    int64_t n_embd_k_gqa(int64_t il = 0) const { return n_embd_head_k * n_head_kv(il); }
+    int64_t n_embd_v_gqa(int64_t il = 0) const { return n_embd_head_v * n_head_kv(il); }
+};
+
+// Reads the keys shared by the Llama-family architectures (prefix = general.architecture) with
+// the established defaults; throws weft::error naming the file and the key on a missing required
+// key or an impossible value (zero heads, a head count not dividing n_embd ...).
+model_hparams read_hparams(const gguf_file &f, const std::string &arch);
+
+}  // namespace weft

@@ -1,0 +1,153 @@
+// weft/model/model.h — a loaded model: hparams, zero-copy weights, vocabulary, the graph of one ubatch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/core/tensor.h"
+#include "weft/model/hparams.h"
+#include "weft/vocab/vocab.h"
+
+namespace weft {
+
+class context;
+class gguf_file;
+class backend_buffer;
+struct graph;
+class architecture;
+
+// Loading was stopped by the progress callback returning false.
+class load_cancelled : public error {
+  public:
+    using error::error;
+};
+
+struct model_params {
+    bool use_mmap = true;     // false: read the data section into memory instead of mapping it
+    bool vocab_only = false;  // vocabulary, hyper-parameters and metadata only; no weights
+    // Called with the fraction loaded (0..1, reaching 1 at the end); returning false cancels
+    // the load (model::load then throws load_cancelled).
+    std::function<bool(float progress)> progress;
+};
+
+// The weights of one block (layer). Optional tensors are null when the architecture or the file
+// has none. Shapes use the ne[0]-innermost order; mul_mat(w, x) maps [k] to [m] for w [k, m].
+struct layer_weights {
+    tensor *attn_norm = nullptr;    // [n_embd]
+    tensor *wq = nullptr;           // [n_embd, n_embd_head_k * n_head]
+    tensor *wk = nullptr;           // [n_embd, n_embd_head_k * n_head_kv]
+    tensor *wv = nullptr;           // [n_embd, n_embd_head_v * n_head_kv]
+    tensor *wo = nullptr;           // [n_embd_head_v * n_head, n_embd]
+    tensor *bq = nullptr;           // [n_embd_head_k * n_head] (qwen2)
+    tensor *bk = nullptr;           // [n_embd_head_k * n_head_kv] (qwen2)
+    tensor *bv = nullptr;           // [n_embd_head_v * n_head_kv] (qwen2)
+    tensor *attn_q_norm = nullptr;  // [n_embd_head_k] per-head RMS norm weight (qwen3)
+    tensor *attn_k_norm = nullptr;  // [n_embd_head_k] (qwen3)
+    tensor *ffn_norm = nullptr;     // [n_embd]
+    tensor *ffn_gate = nullptr;     // [n_embd, n_ff]
+    tensor *ffn_up = nullptr;       // [n_embd, n_ff]
+    tensor *ffn_down = nullptr;     // [n_ff, n_embd]
+};
+
+struct model_weights {
+    tensor *tok_embd = nullptr;     // [n_embd, n_vocab]
+    tensor *output_norm = nullptr;  // [n_embd]
+    tensor *output = nullptr;       // [n_embd, n_vocab]; == tok_embd when tied
+    tensor *rope_freqs = nullptr;   // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
+    std::vector<layer_weights> layers;
+};
+
+// The shape of one ubatch's graph. Two steps with equal shapes can share one graph (only the
+// inputs change), which is what graph reuse checks.
+struct graph_shape {
+    int64_t n_tokens = 0;     // tokens in the ubatch
+    int64_t n_outputs = 0;    // rows of logits computed (>= 1)
+    int64_t n_kv = 0;         // cache cells attended over: [0, n_kv)
+    bool embd_input = false;  // embeddings instead of token ids
+    bool operator==(const graph_shape &) const = default;
+};
+
+// The KV cache tensors of one layer, whole (every cell). The graph writes the new rows with
+// set_rows and attends over views of the first n_kv cells.
+struct kv_layer {
+    tensor *k = nullptr;  // f16/f32 [n_embd_k_gqa, kv_size]
+    tensor *v = nullptr;  // f16/f32 [n_embd_v_gqa, kv_size]
+};
+
+struct graph_build_params {
+    graph_shape shape;
+    std::span<const kv_layer> kv;  // one per layer
+};
+
+// The tensors of a built graph that the caller fills before each compute (all flagged as inputs)
+// and the one it reads after (flagged as output).
+struct graph_inputs {
+    tensor *tokens = nullptr;   // i32 [n_tokens] (token input)
+    tensor *embd = nullptr;     // f32 [n_embd, n_tokens] (embedding input)
+    tensor *pos = nullptr;      // i32 [n_tokens]
+    tensor *kv_idxs = nullptr;  // i64 [n_tokens]: the cache cell each token is written to
+    tensor *kq_mask = nullptr;  // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
+    tensor *out_ids = nullptr;  // i32 [n_outputs]: rows of the ubatch whose logits are computed
+    tensor *logits = nullptr;   // f32 [n_vocab, n_outputs] (output)
+};
+
+class model {
+  public:
+    // Opens the GGUF file, picks the architecture by general.architecture, reads hyper-parameters,
+    // the vocabulary and (unless vocab_only) the weights, pointing them into the file mapping.
+    // Throws weft::error naming the file and the problem (unknown architecture with the supported
+    // list, missing tensor, shape mismatch ...), load_cancelled when the callback says stop.
+    static std::unique_ptr<model> load(const std::string &path, const model_params &params = {});
+    ~model();
+    model(const model &) = delete;
+    model &operator=(const model &) = delete;
+
+    const std::string &path() const { return path_; }
+    const std::string &arch_name() const { return hparams_.arch; }
+    const model_hparams &hparams() const { return hparams_; }
+    const weft::vocab &vocab() const { return *vocab_; }
+    const model_weights &weights() const { return weights_; }
+    const gguf_file &file() const { return *file_; }
+    bool vocab_only() const { return vocab_only_; }
+    // tokenizer.chat_template, when the file has one
+    std::optional<std::string> chat_template() const;
+    // general.name, or the file name
+    std::string name() const;
+
+    int64_t n_params() const;       // weight elements
+    size_t n_weight_bytes() const;  // bytes of the weights
+    // "llama, 22 layers, n_embd 2048, 32 heads (4 KV), n_ff 5632, vocab 32000, 1.10 B params, Q4_0"
+    std::string describe() const;
+    double load_ms() const { return load_ms_; }
+
+    // Records the graph of one ubatch into ctx (a no_alloc arena) and g; returns its inputs.
+    // Every intermediate is named "<what>-<layer>".
+    graph_inputs build_graph(context &ctx, graph &g, const graph_build_params &p) const;
+    // Tensors (upper bound) that build_graph creates for one ubatch, to size the arena.
+    size_t graph_tensor_budget() const;
+
+  private:
+    model();
+    std::string path_;
+    model_hparams hparams_;
+    std::unique_ptr<gguf_file> file_;
+    std::unique_ptr<weft::vocab> vocab_;
+    std::unique_ptr<context> weights_ctx_;
+    std::unique_ptr<backend_buffer> weights_buffer_;  // host buffer over the mapping's data section
+    model_weights weights_;
+    std::unique_ptr<architecture> arch_;
+    bool vocab_only_ = false;
+    double load_ms_ = 0.0;
+};
+
+// The architectures model::load accepts, as their general.architecture names.
+std::vector<std::string> supported_architectures();
+
+}  // namespace weft

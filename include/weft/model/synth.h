@@ -1,0 +1,37 @@
+// weft/model/synth.h — synthetic models: random weights in a real layout, SPM byte-fallback vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "weft/core/type.h"
+
+namespace weft {
+
+class gguf_writer;
+
+struct synth_spec {
+    std::string arch = "llama";  // llama, qwen2 or qwen3
+    int64_t n_embd = 64;
+    int64_t n_layer = 2;
+    int64_t n_head = 4;
+    int64_t n_head_kv = 2;
+    int64_t head_dim = 0;  // 0: n_embd / n_head
+    int64_t n_ff = 128;
+    int64_t n_vocab = 300;    // >= 260: <unk>, <s>, </s>, 256 byte tokens, then letter pieces
+    int64_t n_ctx = 2048;     // <arch>.context_length
+    dtype type = dtype::f32;  // of the matrices; norms and biases stay f32
+    uint32_t seed = 42;
+    bool tied = false;  // no output.weight
+};
+
+// Validates the spec (known arch, positive sizes, GQA divisibility, rows a multiple of the type's
+// block); throws weft::error naming the problem.
+void synth_check(const synth_spec &s);
+// Sets the metadata and registers every tensor in w; each tensor's values are generated (and
+// quantized) only while w.write() streams it out, one tensor at a time.
+void synth_fill_writer(const synth_spec &s, gguf_writer &w);
+// synth_check, synth_fill_writer and an atomic write to path; returns the number of parameters.
+int64_t synth_write(const synth_spec &s, const std::string &path);
+
+}  // namespace weft

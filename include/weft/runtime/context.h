@@ -1,0 +1,146 @@
+// weft/runtime/context.h — inference_context: KV cache, batches, ubatches, graph reuse, decode, logits.
+//
+// Usage:
+//   auto m = weft::model::load("model.gguf");
+//   weft::inference_context ctx(*m, {.n_ctx = 2048});
+//   auto toks = m->vocab().tokenize(prompt, true, true);
+//   if (ctx.decode(weft::batch::from_tokens(toks)) != 0) ...;
+//   const float *logits = ctx.get_logits_ith(-1);   // the last token's row, n_vocab floats
+//
+// The class is called inference_context because weft::context is the core's tensor arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/core/graph.h"
+#include "weft/core/type.h"
+#include "weft/model/model.h"
+#include "weft/runtime/batch.h"
+
+namespace weft {
+
+class kv_cache;
+
+struct inference_params {
+    uint32_t n_ctx = 0;           // KV cache cells; 0: the model's training context
+    uint32_t n_batch = 2048;      // most tokens one decode call accepts
+    uint32_t n_ubatch = 512;      // most tokens one graph computes (capped at n_batch)
+    uint32_t n_seq_max = 1;       // distinct sequence ids (1..64)
+    int32_t n_threads = 0;        // threads for single-token steps (0: the hardware's count)
+    int32_t n_threads_batch = 0;  // threads for ubatches of more than one token (0: n_threads)
+    dtype kv_type = dtype::f16;   // f16 or f32
+    // Polled between graph nodes; returning true aborts decode (it returns 2).
+    std::function<bool()> abort_callback;
+    // Observes graph nodes (see eval_callback in core/graph.h).
+    eval_callback cb_eval;
+};
+
+// Timings since creation or the last perf_reset. A decode call of more than one token counts as
+// prompt evaluation, a single-token call as generation.
+struct inference_perf {
+    double t_p_eval_ms = 0.0;
+    int64_t n_p_eval = 0;  // tokens
+    double t_eval_ms = 0.0;
+    int64_t n_eval = 0;  // tokens
+    int64_t n_graph_builds = 0;
+    int64_t n_graph_reuses = 0;
+};
+
+// Return codes of decode.
+constexpr int decode_ok = 0;
+constexpr int decode_no_kv_space = 1;  // nothing was changed; free cells (seq_rm) or a bigger n_ctx
+constexpr int decode_aborted = 2;      // the abort callback stopped it; the batch was rolled back
+constexpr int decode_invalid = -1;     // the batch is malformed; last_error() says why
+constexpr int decode_failed = -2;      // computation failed
+
+class inference_context {
+  public:
+    // Allocates the KV cache and reserves the compute memory of a worst-case ubatch (n_ubatch
+    // tokens over the whole cache), so decoding does not grow memory. Throws weft::error on bad
+    // parameters or a vocabulary-only model.
+    inference_context(const model &m, const inference_params &params = {});
+    ~inference_context();
+    inference_context(const inference_context &) = delete;
+    inference_context &operator=(const inference_context &) = delete;
+
+    const weft::model &model() const { return model_; }
+    uint32_t n_ctx() const;
+    uint32_t n_batch() const { return params_.n_batch; }
+    uint32_t n_ubatch() const { return params_.n_ubatch; }
+    uint32_t n_seq_max() const { return params_.n_seq_max; }
+    int32_t n_vocab() const;
+    void set_n_threads(int32_t n_threads, int32_t n_threads_batch);
+
+    // 0 ok, 1 no KV space (nothing changed), 2 aborted, -1 invalid batch, -2 computation failed.
+    // Never throws for a bad batch: the message is in last_error().
+    int decode(const batch &b);
+    const std::string &last_error() const { return last_error_; }
+
+    // Logits of the last decode call. i is an index into that batch (negative: counted back from
+    // the last output, -1 being the last); a token that did not ask for output throws weft::error.
+    const float *get_logits_ith(int32_t i) const;
+    // All rows of the last decode call, in batch order of the tokens that asked for them.
+    const float *get_logits() const { return logits_.data(); }
+    int32_t n_outputs() const { return int32_t(output_batch_index_.size()); }
+
+    // --- KV cache (p0 < 0: from 0; p1 < 0: to the end)
+    bool kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1);  // s < 0: every sequence
+    void kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1);
+    void kv_seq_keep(seq_id s);
+    llm_pos kv_seq_pos_max(seq_id s) const;  // -1 when empty
+    llm_pos kv_seq_pos_min(seq_id s) const;  // -1 when empty
+    void kv_clear();
+    uint32_t kv_used_cells() const;
+    const kv_cache &kv() const { return *kv_; }
+
+    // --- performance and memory
+    inference_perf perf() const { return perf_; }
+    void perf_reset() { perf_ = {}; }
+    size_t kv_bytes() const;
+    size_t compute_buffer_bytes() const;
+    int compute_grow_count() const;  // times the compute buffer grew after the reservation (0 expected)
+
+    // Builds the graph of one decode step of n_tokens tokens (one output row, attending over the
+    // cells such a step would see) without running it, and hands it to fn. For `weft graph -m`.
+    void visit_step_graph(int32_t n_tokens, const std::function<void(const graph &)> &fn) const;
+    // The same graph described: node and leaf counts, nodes per op, planned compute memory; with a
+    // dot stream, also written as Graphviz DOT.
+    struct graph_report {
+        size_t n_nodes = 0;
+        size_t n_leafs = 0;
+        std::vector<std::pair<std::string, int>> ops;  // op name, nodes
+        size_t planned_bytes = 0;
+    };
+    graph_report describe_graph(int32_t n_tokens, std::ostream *dot = nullptr) const;
+
+  private:
+    struct filled_batch;
+    struct built_graph;
+    struct runtime_state;
+    int decode_impl(const batch &b);
+    bool validate_and_fill(const batch &b, filled_batch &fb);
+    void build_graph(built_graph &bg, const graph_shape &shape) const;
+    void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
+                    std::span<const uint32_t> cells, std::span<const int32_t> out_local);
+    size_t graph_capacity() const;
+
+    const weft::model &model_;
+    inference_params params_;
+    std::unique_ptr<kv_cache> kv_;
+    std::unique_ptr<runtime_state> state_;     // backend, scheduler, reusable graph
+    std::vector<float> logits_;                // n_outputs x n_vocab
+    std::vector<int32_t> output_batch_index_;  // output row -> batch index
+    std::vector<int32_t> batch_output_row_;    // batch index -> output row or -1
+    std::string last_error_;
+    inference_perf perf_;
+};
+
+}  // namespace weft

@@ -1,0 +1,83 @@
+// weft/runtime/kv_cache.h — the KV cache: per-layer K and V tensors, cells with position and sequences.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "weft/core/context.h"
+#include "weft/core/type.h"
+#include "weft/model/model.h"
+#include "weft/runtime/batch.h"
+
+namespace weft {
+
+class backend_buffer;
+
+// Sequences a cell can belong to (a bit set of this width).
+constexpr int32_t max_sequences = 64;
+
+struct kv_cell {
+    llm_pos pos = -1;       // -1: empty
+    uint64_t seq_mask = 0;  // bit s: the cell belongs to sequence s
+
+    bool empty() const { return seq_mask == 0; }
+    bool has_seq(seq_id s) const { return (seq_mask >> s) & 1u; }
+};
+
+class kv_cache {
+  public:
+    // kv_size cells for every layer of m; type f16 or f32 (else weft::error). Memory comes from one
+    // host buffer, zeroed.
+    kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max);
+    ~kv_cache();
+    kv_cache(const kv_cache &) = delete;
+    kv_cache &operator=(const kv_cache &) = delete;
+
+    uint32_t size() const { return uint32_t(cells_.size()); }
+    dtype type() const { return type_; }
+    uint32_t n_seq_max() const { return n_seq_max_; }
+    size_t total_bytes() const;
+    const std::vector<kv_layer> &layers() const { return layers_; }
+    const std::vector<kv_cell> &cells() const { return cells_; }
+    uint32_t used_cells() const;
+
+    // --- slots. find_slots picks free cells for n tokens without changing anything (empty result:
+    // they do not fit); assign marks the chosen cells with their tokens' positions and sequences.
+    std::vector<uint32_t> find_slots(uint32_t n_tokens) const;
+    void assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs);
+    // Cells [0, n) that a graph must attend over to see every used cell: one past the highest used
+    // cell, rounded up to `pad` (capped at size()), so consecutive decode steps share a shape.
+    uint32_t n_kv_for_graph(uint32_t pad = 256) const;
+
+    // --- sequences (p0 < 0: from 0; p1 < 0: to the end; s < 0 in seq_rm: every sequence)
+    bool seq_rm(seq_id s, llm_pos p0, llm_pos p1);
+    void seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1);
+    void seq_keep(seq_id s);
+    llm_pos seq_pos_max(seq_id s) const;  // -1 when the sequence is empty
+    llm_pos seq_pos_min(seq_id s) const;  // -1 when the sequence is empty
+    // seq_pos_max of every sequence [0, n_seq_max) in one pass over the cells
+    std::vector<llm_pos> seq_pos_max_all() const;
+    void clear();
+
+    // Saved and restored around a decode call that fails part way (the cells, not the data).
+    std::vector<kv_cell> snapshot() const { return cells_; }
+    void restore(std::vector<kv_cell> cells) { cells_ = std::move(cells); }
+
+    // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
+    // (shares one of its sequences and holds a position <= its position), -INF elsewhere.
+    void fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
+                   std::span<const std::vector<seq_id>> seqs) const;
+
+  private:
+    dtype type_;
+    uint32_t n_seq_max_;
+    std::vector<kv_cell> cells_;
+    std::unique_ptr<context> ctx_;
+    std::unique_ptr<backend_buffer> buffer_;
+    std::vector<kv_layer> layers_;
+};
+
+}  // namespace weft

@@ -1,0 +1,49 @@
+// src/model/arch_llama.cpp — Llama (2/3, Mistral, TinyLlama, SmolLM): RMSNorm, GQA + RoPE, SwiGLU.
+#include <cmath>
+
+#include "model/architecture.h"
+#include "model/graph_helpers.h"
+#include "model/tensor_loader.h"
+
+namespace weft {
+
+namespace {
+
+class arch_llama final : public architecture {
+  public:
+    const char *name() const override { return "llama"; }
+
+    void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
+        hp.rope_mode = rope_mode_normal;
+    }
+
+    void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
+        create_llama_globals(tl, hp, w);
+        w.layers.resize(size_t(hp.n_layer));
+        for (int64_t il = 0; il < hp.n_layer; ++il) create_llama_block(tl, hp, il, w.layers[size_t(il)]);
+    }
+
+    graph_inputs build_graph(graph_builder &b) const override {
+        const model_hparams &hp = b.hp;
+        const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
+        tensor *x = b.build_inp_embd();
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            const layer_weights &l = b.w.layers[size_t(il)];
+            tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
+            auto [q, k, v] = b.build_qkv(l, cur, il);
+            q = b.build_rope(q, "Qcur_rope", il);
+            k = b.build_rope(k, "Kcur_rope", il);
+            cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
+            x = b.build_ffn_block(l, cur, x, il);
+        }
+        return b.finish(x);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<architecture> make_arch_llama() {
+    return std::make_unique<arch_llama>();
+}
+
+}  // namespace weft

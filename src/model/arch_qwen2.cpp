@@ -1,0 +1,55 @@
+// src/model/arch_qwen2.cpp — Qwen2: the Llama block with Q/K/V biases and NeoX RoPE.
+#include <cmath>
+
+#include "model/architecture.h"
+#include "model/graph_helpers.h"
+#include "model/tensor_loader.h"
+
+namespace weft {
+
+namespace {
+
+class arch_qwen2 final : public architecture {
+  public:
+    const char *name() const override { return "qwen2"; }
+
+    void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
+        hp.rope_mode = rope_mode_neox;
+    }
+
+    void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
+        create_llama_globals(tl, hp, w);
+        w.layers.resize(size_t(hp.n_layer));
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            layer_weights &l = w.layers[size_t(il)];
+            create_llama_block(tl, hp, il, l);
+            l.bq = tl.create(block_tensor_name(il, "attn_q", "bias"), {hp.n_embd_head_k * hp.n_head(il)});
+            l.bk = tl.create(block_tensor_name(il, "attn_k", "bias"), {hp.n_embd_k_gqa(il)});
+            l.bv = tl.create(block_tensor_name(il, "attn_v", "bias"), {hp.n_embd_v_gqa(il)});
+        }
+    }
+
+    graph_inputs build_graph(graph_builder &b) const override {
+        const model_hparams &hp = b.hp;
+        const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
+        tensor *x = b.build_inp_embd();
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            const layer_weights &l = b.w.layers[size_t(il)];
+            tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
+            auto [q, k, v] = b.build_qkv(l, cur, il);  // with the Q, K, V biases
+            q = b.build_rope(q, "Qcur_rope", il);
+            k = b.build_rope(k, "Kcur_rope", il);
+            cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
+            x = b.build_ffn_block(l, cur, x, il);
+        }
+        return b.finish(x);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<architecture> make_arch_qwen2() {
+    return std::make_unique<arch_qwen2>();
+}
+
+}  // namespace weft

@@ -1,0 +1,41 @@
+// src/model/architecture.h — the architecture interface and the registry keyed by general.architecture.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "weft/model/model.h"
+
+namespace weft {
+
+class tensor_loader;
+class graph_builder;
+
+class architecture {
+  public:
+    virtual ~architecture() = default;
+    virtual const char *name() const = 0;
+    // Architecture-specific hyper-parameters on top of read_hparams (rope mode, extra keys).
+    virtual void adjust_hparams(const gguf_file &f, model_hparams &hp) const = 0;
+    // Creates every weight by name with its expected shape.
+    virtual void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const = 0;
+    // Records one ubatch's graph; returns through b.finish().
+    virtual graph_inputs build_graph(graph_builder &b) const = 0;
+};
+
+struct architecture_entry {
+    const char *name;  // general.architecture
+    std::unique_ptr<architecture> (*make)();
+};
+
+// Every registered architecture (explicit list: static-library objects are not pulled in by
+// self-registration).
+std::span<const architecture_entry> architecture_registry();
+
+// The factories, one per arch_*.cpp.
+std::unique_ptr<architecture> make_arch_llama();
+std::unique_ptr<architecture> make_arch_qwen2();
+std::unique_ptr<architecture> make_arch_qwen3();
+
+}  // namespace weft

@@ -1,0 +1,73 @@
+// src/model/graph_helpers.h — graph_builder: the shared pieces every architecture builds its graph from.
+#pragma once
+
+#include <cstdint>
+
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
+#include "weft/model/model.h"
+
+namespace weft {
+
+class graph_builder {
+  public:
+    graph_builder(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,
+                  const graph_build_params &p);
+
+    const model_hparams &hp;
+    const model_weights &w;
+    context &ctx;
+    graph &gf;
+    const graph_build_params &params;
+    const int64_t n_tokens;
+    const int64_t n_outputs;
+    const int64_t n_kv;
+
+    // "<base>-<il>" (il >= 0) or "<base>"
+    tensor *named(tensor *t, const char *base, int64_t il = -1);
+
+    // f32 [n_embd, n_tokens]: rows of token_embd for the token ids, or the embeddings input.
+    tensor *build_inp_embd();
+    // i32 [n_tokens]
+    tensor *build_inp_pos();
+
+    // rms_norm(x) * weight
+    tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il);
+    // weight · x (+ bias)
+    tensor *build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
+    // Q, K, V projections of x (with the layer's biases when it has them), split into heads:
+    // q [head_k, n_head, n_tokens], k [head_k, n_head_kv, n_tokens], v [head_v, n_head_kv, n_tokens].
+    struct qkv {
+        tensor *q, *k, *v;
+    };
+    qkv build_qkv(const layer_weights &l, tensor *x, int64_t il);
+    // x [head_dim, n_head, n_tokens] rotated by the positions input with the model's rope settings.
+    tensor *build_rope(tensor *x, const char *name, int64_t il);
+    // Writes k, v (each [head_dim, n_head_kv, n_tokens]) into layer il's cache rows, attends q
+    // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask:
+    // softmax(q·kᵀ·kq_scale + mask)·v, then the output projection wo. Returns [n_embd, n_tokens].
+    tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale);
+    // down(silu(gate(x)) * up(x))
+    tensor *build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il);
+    // The second half of a pre-norm block: residual add (keeping only output rows after the last
+    // layer), FFN norm, SwiGLU FFN, residual add. Returns the layer output "l_out-<il>".
+    tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il);
+    // Keeps only the rows that produce output (a no-op when every row does).
+    tensor *select_outputs(tensor *x);
+    // Final norm and output projection; marks the logits as the graph's output, expands the graph
+    // and returns the inputs.
+    graph_inputs finish(tensor *x);
+
+  private:
+    graph_inputs inputs_;
+    tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
+};
+
+// The Llama-family block weights every architecture here shares: attention norm, Q, K, V,
+// output projection, FFN norm, gate, up, down.
+void create_llama_block(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l);
+// token_embd, output_norm, output (tied to token_embd when absent), optional rope_freqs.
+void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weights &w);
+
+}  // namespace weft

@@ -1,0 +1,131 @@
+// src/model/hparams.cpp — Llama-family hyper-parameters from arch-prefixed GGUF keys, with defaults.
+#include "weft/model/hparams.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+
+namespace weft {
+
+namespace {
+
+class hparam_reader {
+  public:
+    hparam_reader(const gguf_file &f, const std::string &arch) : f_(f), prefix_(arch + ".") {}
+
+    std::string key(const std::string &suffix) const { return prefix_ + suffix; }
+
+    [[noreturn]] void fail(const std::string &suffix, const std::string &what) const {
+        throw error(f_.path() + ": " + key(suffix) + ": " + what);
+    }
+
+    int64_t required_int(const std::string &suffix) const {
+        auto v = f_.get_int(key(suffix));
+        if (!v) fail(suffix, "missing (required)");
+        return *v;
+    }
+    int64_t int_or(const std::string &suffix, int64_t def) const {
+        return f_.get_int(key(suffix)).value_or(def);
+    }
+    float float_or(const std::string &suffix, float def) const {
+        auto v = f_.get_float(key(suffix));
+        return v ? float(*v) : def;
+    }
+
+    // A per-layer value: a scalar applies to every layer, an array must have one entry per layer.
+    std::vector<int64_t> per_layer(const std::string &suffix, int64_t n_layer,
+                                   std::optional<int64_t> def) const {
+        auto v = f_.get_int_array(key(suffix));
+        if (!v) {
+            if (!def) fail(suffix, "missing (required)");
+            return std::vector<int64_t>(size_t(n_layer), *def);
+        }
+        if (v->size() == 1) return std::vector<int64_t>(size_t(n_layer), v->front());
+        if (int64_t(v->size()) != n_layer)
+            fail(suffix, "has " + std::to_string(v->size()) + " entries, expected 1 or one per layer (" +
+                             std::to_string(n_layer) + ")");
+        return *v;
+    }
+
+  private:
+    const gguf_file &f_;
+    std::string prefix_;
+};
+
+}  // namespace
+
+model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
+    hparam_reader r(f, arch);
+    model_hparams hp;
+    hp.arch = arch;
+
+    hp.n_embd = r.required_int("embedding_length");
+    hp.n_layer = r.required_int("block_count");
+    if (hp.n_embd <= 0) r.fail("embedding_length", "must be positive, is " + std::to_string(hp.n_embd));
+    if (hp.n_layer <= 0 || hp.n_layer > 4096)
+        r.fail("block_count", "must be in [1, 4096], is " + std::to_string(hp.n_layer));
+    hp.n_ctx_train = r.int_or("context_length", 2048);
+    if (hp.n_ctx_train <= 0)
+        r.fail("context_length", "must be positive, is " + std::to_string(hp.n_ctx_train));
+
+    hp.n_head_arr = r.per_layer("attention.head_count", hp.n_layer, std::nullopt);
+    hp.n_head_kv_arr = r.per_layer("attention.head_count_kv", hp.n_layer, hp.n_head_arr.front());
+    hp.n_ff_arr = r.per_layer("feed_forward_length", hp.n_layer, std::nullopt);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const int64_t nh = hp.n_head(il), nkv = hp.n_head_kv(il);
+        if (nh <= 0)
+            r.fail("attention.head_count",
+                   "layer " + std::to_string(il) + " has " + std::to_string(nh) + " heads");
+        if (nkv <= 0 || nh % nkv != 0)
+            r.fail("attention.head_count_kv", "layer " + std::to_string(il) + ": " + std::to_string(nkv) +
+                                                  " KV heads do not divide " + std::to_string(nh) + " heads");
+        if (hp.n_ff(il) <= 0)
+            r.fail("feed_forward_length", "layer " + std::to_string(il) + " is not positive");
+    }
+
+    const int64_t n_head0 = hp.n_head(0);
+    const int64_t default_head = hp.n_embd % n_head0 == 0 ? hp.n_embd / n_head0 : 0;
+    hp.n_embd_head_k = r.int_or("attention.key_length", default_head);
+    hp.n_embd_head_v = r.int_or("attention.value_length", default_head);
+    if (hp.n_embd_head_k <= 0 || hp.n_embd_head_v <= 0)
+        r.fail("attention.head_count", "embedding_length " + std::to_string(hp.n_embd) +
+                                           " is not a multiple of " + std::to_string(n_head0) +
+                                           " heads and no key_length/value_length is given");
+    hp.n_rot = r.int_or("rope.dimension_count", hp.n_embd_head_k);
+    if (hp.n_rot <= 0 || hp.n_rot > hp.n_embd_head_k || hp.n_rot % 2 != 0)
+        r.fail("rope.dimension_count", std::to_string(hp.n_rot) + " must be even and in [2, head size " +
+                                           std::to_string(hp.n_embd_head_k) + "]");
+
+    hp.norm_rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.rope_freq_base = r.float_or("rope.freq_base", 10000.0f);
+
+    // Rope scaling: rope.scaling.type with rope.scaling.factor, or the older rope.scale_linear.
+    float factor = r.float_or("rope.scaling.factor", 0.0f);
+    const float scale_linear = r.float_or("rope.scale_linear", 0.0f);
+    std::string type = f.get_string(r.key("rope.scaling.type")).value_or("");
+    if (type.empty()) type = (factor > 0.0f || scale_linear > 0.0f) ? "linear" : "none";
+    if (factor <= 0.0f) factor = scale_linear > 0.0f ? scale_linear : 1.0f;
+    if (type == "none") {
+        hp.rope_scaling = rope_scaling_kind::none;
+    } else if (type == "linear") {
+        hp.rope_scaling = rope_scaling_kind::linear;
+        hp.rope_freq_scale = 1.0f / factor;
+    } else if (type == "yarn") {
+        hp.rope_scaling = rope_scaling_kind::yarn;
+        hp.rope_freq_scale = 1.0f / factor;
+        hp.yarn_ext_factor = 1.0f;
+        hp.yarn_attn_factor = r.float_or("rope.scaling.attn_factor", 1.0f);
+        hp.yarn_beta_fast = r.float_or("rope.scaling.yarn_beta_fast", 32.0f);
+        hp.yarn_beta_slow = r.float_or("rope.scaling.yarn_beta_slow", 1.0f);
+    } else {
+        r.fail("rope.scaling.type", "'" + type + "' is not supported (none, linear, yarn)");
+    }
+    hp.n_ctx_orig = r.int_or("rope.scaling.original_context_length", hp.n_ctx_train);
+    hp.n_vocab = r.int_or("vocab_size", 0);  // usually absent: the vocabulary decides
+    return hp;
+}
+
+}  // namespace weft

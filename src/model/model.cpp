@@ -1,0 +1,168 @@
+// src/model/model.cpp — model::load: architecture, hparams, vocabulary, zero-copy weights; build_graph.
+#include "weft/model/model.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <unordered_set>
+
+#include "model/architecture.h"
+#include "model/graph_helpers.h"
+#include "model/tensor_loader.h"
+#include "weft/backends/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/gguf/gguf.h"
+
+namespace weft {
+
+model::model() = default;
+model::~model() = default;
+
+namespace {
+
+const architecture_entry *find_architecture(const std::string &name) {
+    for (const auto &e : architecture_registry())
+        if (name == e.name) return &e;
+    return nullptr;
+}
+
+std::string join(const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+}  // namespace
+
+std::unique_ptr<model> model::load(const std::string &path, const model_params &params) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<model> m(new model());
+    m->path_ = path;
+    m->vocab_only_ = params.vocab_only;
+
+    gguf_open_options opt;
+    opt.use_mmap = params.use_mmap;
+    opt.load_data = !params.vocab_only;
+    m->file_ = gguf_file::open(path, opt);
+    const gguf_file &f = *m->file_;
+
+    const auto arch_name = f.get_string("general.architecture");
+    if (!arch_name) throw error(path + ": general.architecture is missing");
+    const architecture_entry *entry = find_architecture(*arch_name);
+    if (!entry)
+        throw error(path + ": unknown architecture '" + *arch_name +
+                    "' (supported: " + join(supported_architectures()) + ")");
+    m->arch_ = entry->make();
+
+    m->vocab_ = vocab::load(f);
+    if (params.vocab_only) {
+        m->hparams_.arch = *arch_name;
+        m->hparams_.n_vocab = m->vocab_->n_tokens();
+        if (params.progress && !params.progress(1.0f)) throw load_cancelled(path + ": loading cancelled");
+        m->load_ms_ =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return m;
+    }
+
+    if (f.tensors().empty())
+        throw error(path +
+                    ": the file holds no tensors (a vocabulary-only file?); there are no weights to run");
+    model_hparams hp = read_hparams(f, *arch_name);
+    const int64_t n_vocab = m->vocab_->n_tokens();
+    if (hp.n_vocab != 0 && hp.n_vocab != n_vocab)
+        throw error(path + ": " + *arch_name + ".vocab_size is " + std::to_string(hp.n_vocab) +
+                    " but the vocabulary has " + std::to_string(n_vocab) + " tokens");
+    hp.n_vocab = n_vocab;
+    m->arch_->adjust_hparams(f, hp);
+    m->hparams_ = hp;
+
+    // Zero copy: one host buffer over the whole data section; every weight points into it.
+    const uint8_t *base = f.data_base();
+    if (!base) throw error(path + ": the file has no tensor data");
+    m->weights_buffer_ = cpu_buffer_from_host_ptr(const_cast<uint8_t *>(base), f.data_size());
+
+    context_params cp;
+    cp.mem_size = context_overhead(f.tensors().size() + 8);
+    cp.no_alloc = true;
+    m->weights_ctx_ = std::make_unique<context>(cp);
+
+    // Progress: the architecture creates tensors one by one; report per created tensor.
+    tensor_loader tl(f, *m->weights_ctx_, m->weights_buffer_.get());
+    m->arch_->create_tensors(tl, m->hparams_, m->weights_);
+    tl.check_all_used(*arch_name);
+    if (params.progress) {
+        // Touching the mapped pages is the expensive part of a load; walk them tensor by tensor
+        // so the callback sees real progress and can stop it.
+        const auto &ts = m->weights_ctx_->tensors();
+        size_t done = 0, total = 0;
+        for (const tensor *t : ts) total += t->nbytes();
+        volatile uint8_t sink = 0;
+        for (const tensor *t : ts) {
+            const uint8_t *p = static_cast<const uint8_t *>(t->data);
+            for (size_t i = 0; i < t->nbytes(); i += 4096) sink = sink + p[i];
+            done += t->nbytes();
+            if (!params.progress(total ? float(double(done) / double(total)) : 1.0f))
+                throw load_cancelled(path + ": loading cancelled by the progress callback");
+        }
+    }
+    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+}
+
+std::optional<std::string> model::chat_template() const {
+    return file_->get_string("tokenizer.chat_template");
+}
+
+std::string model::name() const {
+    if (auto n = file_->get_string("general.name")) return *n;
+    return std::filesystem::path(path_).filename().string();
+}
+
+int64_t model::n_params() const {
+    int64_t n = 0;
+    if (weights_ctx_)
+        for (const tensor *t : weights_ctx_->tensors()) n += t->nelements();
+    return n;
+}
+
+size_t model::n_weight_bytes() const {
+    size_t n = 0;
+    if (weights_ctx_)
+        for (const tensor *t : weights_ctx_->tensors()) n += t->nbytes();
+    return n;
+}
+
+std::string model::describe() const {
+    const model_hparams &hp = hparams_;
+    char buf[512];
+    if (vocab_only_) {
+        std::snprintf(buf, sizeof buf, "%s (vocabulary only), vocab %lld", hp.arch.c_str(),
+                      (long long)hp.n_vocab);
+        return buf;
+    }
+    // the most common weight type of the blocks, e.g. "Q4_0"
+    std::string type = "?";
+    if (!weights_.layers.empty() && weights_.layers[0].ffn_down)
+        type = type_name(weights_.layers[0].ffn_down->type);
+    std::snprintf(
+        buf, sizeof buf,
+        "%s, %lld layers, n_embd %lld, %lld heads (%lld KV), head size %lld, n_ff %lld, vocab %lld, "
+        "%.2f M params, %s, %.1f MiB",
+        hp.arch.c_str(), (long long)hp.n_layer, (long long)hp.n_embd, (long long)hp.n_head(0),
+        (long long)hp.n_head_kv(0), (long long)hp.n_embd_head_k, (long long)hp.n_ff(0), (long long)hp.n_vocab,
+        double(n_params()) / 1e6, type.c_str(), double(n_weight_bytes()) / (1024.0 * 1024.0));
+    return buf;
+}
+
+graph_inputs model::build_graph(context &ctx, graph &g, const graph_build_params &p) const {
+    if (vocab_only_) throw error(path_ + ": the model was loaded vocabulary-only and has no weights");
+    graph_builder b(hparams_, weights_, ctx, g, p);
+    return arch_->build_graph(b);
+}
+
+size_t model::graph_tensor_budget() const {
+    return size_t(hparams_.n_layer) * 64 + 256;
+}
+
+}  // namespace weft

@@ -1,0 +1,23 @@
+// src/model/registry.cpp — the architectures model::load knows, keyed by general.architecture.
+#include <array>
+
+#include "model/architecture.h"
+
+namespace weft {
+
+std::span<const architecture_entry> architecture_registry() {
+    static const std::array<architecture_entry, 3> entries = {{
+        {"llama", &make_arch_llama},
+        {"qwen2", &make_arch_qwen2},
+        {"qwen3", &make_arch_qwen3},
+    }};
+    return entries;
+}
+
+std::vector<std::string> supported_architectures() {
+    std::vector<std::string> names;
+    for (const auto &e : architecture_registry()) names.emplace_back(e.name);
+    return names;
+}
+
+}  // namespace weft

@@ -1,0 +1,232 @@
+// src/model/synth.cpp — synthetic models: SPM byte-fallback vocabulary, streamed random weights.
+#include "weft/model/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/quant/quant.h"
+
+namespace weft {
+
+namespace {
+
+// The effective head size of a spec.
+int64_t head_dim_of(const synth_spec &s) {
+    if (s.head_dim > 0) return s.head_dim;
+    return s.n_head > 0 && s.n_embd % s.n_head == 0 ? s.n_embd / s.n_head : 0;
+}
+
+// SplitMix64: a fast, well-mixed generator; every tensor gets its own stream from (seed, name).
+struct splitmix64 {
+    uint64_t state;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform() { return float(next() >> 40) * (1.0f / float(1ull << 24)) * 2.0f - 1.0f; }  // [-1, 1)
+};
+
+uint64_t name_hash(const std::string &s) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+// An SPM ("llama") vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then "▁" and pieces built
+// from letters so that merges exist for them; any text tokenizes (bytes fall back).
+struct synth_vocab {
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+};
+
+synth_vocab make_vocab(int64_t n_vocab) {
+    synth_vocab v;
+    auto push = [&](const std::string &s, float score, int32_t type) {
+        v.tokens.push_back(s);
+        v.scores.push_back(score);
+        v.types.push_back(type);
+    };
+    push("<unk>", 0.0f, 2);
+    push("<s>", 0.0f, 3);
+    push("</s>", 0.0f, 3);
+    for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        push(buf, 0.0f, 6);
+    }
+    const std::string space = "\xE2\x96\x81";  // U+2581, SPM's word-start marker
+    std::unordered_set<std::string> seen(v.tokens.begin(), v.tokens.end());
+    std::vector<std::string> pieces = {space};
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    const std::string others = "ETAOINSHRDLCUMWFGYPBVKJXQZ0123456789.,!?'\"-:;()";
+    for (char c : letters) pieces.push_back(std::string(1, c)), pieces.push_back(space + c);
+    for (char c : others) pieces.push_back(std::string(1, c)), pieces.push_back(space + c);
+    for (char a : letters)
+        for (char b : letters) pieces.push_back(std::string{a, b}), pieces.push_back(space + a + b);
+    for (char a : letters)
+        for (char b : letters)
+            for (char c : letters)
+                pieces.push_back(std::string{a, b, c}), pieces.push_back(space + a + b + c);
+    float score = -1.0f;
+    for (const std::string &p : pieces) {
+        if (int64_t(v.tokens.size()) >= n_vocab) break;
+        if (!seen.insert(p).second) continue;
+        push(p, score, 1);
+        score -= 1.0f;
+    }
+    for (int64_t i = 0; int64_t(v.tokens.size()) < n_vocab; ++i) {  // beyond the letter pieces
+        const std::string p = space + "w" + std::to_string(i);
+        if (!seen.insert(p).second) continue;
+        push(p, score, 1);
+        score -= 1.0f;
+    }
+    return v;
+}
+
+// One tensor to write: its shape and how its values are drawn.
+struct synth_tensor {
+    std::string name;
+    std::vector<int64_t> ne;
+    dtype type;
+    float center = 0.0f;  // values are center + amplitude * U(-1, 1)
+    float amplitude = 0.0f;
+};
+
+void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbytes) {
+    splitmix64 rng{(uint64_t(seed) << 32) ^ name_hash(t.name)};
+    const int64_t n_per_row = t.ne[0];
+    int64_t n_rows = 1;
+    for (size_t i = 1; i < t.ne.size(); ++i) n_rows *= t.ne[i];
+    const int64_t chunk_rows = std::max<int64_t>(1, (1 << 16) / n_per_row);
+    std::vector<float> rows(size_t(chunk_rows * n_per_row));
+    const size_t row_bytes = row_size(t.type, n_per_row);
+    WEFT_ASSERT(row_bytes * size_t(n_rows) == nbytes);
+    for (int64_t r = 0; r < n_rows; r += chunk_rows) {
+        const int64_t nr = std::min(chunk_rows, n_rows - r);
+        for (int64_t i = 0; i < nr * n_per_row; ++i) rows[size_t(i)] = t.center + t.amplitude * rng.uniform();
+        uint8_t *out = dst + size_t(r) * row_bytes;
+        if (t.type == dtype::f32)
+            std::memcpy(out, rows.data(), size_t(nr * n_per_row) * sizeof(float));
+        else
+            quantize_rows(t.type, rows.data(), out, nr, n_per_row);
+    }
+}
+
+std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
+    const int64_t hd = head_dim_of(s);
+    const int64_t n_q = hd * s.n_head, n_kv = hd * s.n_head_kv;
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };  // unit-variance outputs
+    std::vector<synth_tensor> ts;
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, amp(s.n_embd)});
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        ts.push_back({p + "attn_q.weight", {s.n_embd, n_q}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "attn_k.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "attn_v.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
+        if (s.arch == "qwen2") {
+            ts.push_back({p + "attn_q.bias", {n_q}, f32, 0.0f, 0.1f});
+            ts.push_back({p + "attn_k.bias", {n_kv}, f32, 0.0f, 0.1f});
+            ts.push_back({p + "attn_v.bias", {n_kv}, f32, 0.0f, 0.1f});
+        }
+        if (s.arch == "qwen3") {
+            ts.push_back({p + "attn_q_norm.weight", {hd}, f32, 1.0f, 0.2f});
+            ts.push_back({p + "attn_k_norm.weight", {hd}, f32, 1.0f, 0.2f});
+        }
+        ts.push_back({p + "attn_output.weight", {n_q, s.n_embd}, s.type, 0.0f, amp(n_q)});
+        ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "ffn_up.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "ffn_down.weight", {s.n_ff, s.n_embd}, s.type, 0.0f, amp(s.n_ff)});
+    }
+    return ts;
+}
+
+}  // namespace
+
+void synth_check(const synth_spec &s) {
+    auto require = [](bool ok, const std::string &what) {
+        if (!ok) throw error(what);
+    };
+    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3",
+            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3");
+    require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
+            "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
+    require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
+                                             " must divide heads " + std::to_string(s.n_head));
+    require(head_dim_of(s) > 0 && head_dim_of(s) % 2 == 0,
+            "synth: the head size (embd / heads, or head-dim) must be even and positive");
+    require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
+    if (!type_traits(s.type).is_quantized) return;
+    const int64_t bs = type_traits(s.type).block_size;
+    for (const synth_tensor &t : plan_tensors(s))
+        if (t.type == s.type && t.ne[0] % bs != 0)
+            throw error("synth: tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
+                        " values; " + type_name(s.type) + " needs a multiple of " + std::to_string(bs));
+}
+
+void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
+    synth_check(s);
+    const int64_t hd = head_dim_of(s);
+    const std::string &a = s.arch;
+    w.set_string("general.architecture", a);
+    w.set_string("general.name", "synth-" + a);
+    w.set_u32(a + ".context_length", uint32_t(s.n_ctx));
+    w.set_u32(a + ".embedding_length", uint32_t(s.n_embd));
+    w.set_u32(a + ".block_count", uint32_t(s.n_layer));
+    w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
+    w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
+    w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head_kv));
+    w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
+    w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
+    w.set_u32(a + ".rope.dimension_count", uint32_t(hd));
+    if (hd * s.n_head != s.n_embd) {
+        w.set_u32(a + ".attention.key_length", uint32_t(hd));
+        w.set_u32(a + ".attention.value_length", uint32_t(hd));
+    }
+
+    const synth_vocab v = make_vocab(s.n_vocab);
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+    w.set_array("tokenizer.ggml.scores", gguf_type::f32, v.scores.data(), v.scores.size());
+    w.set_array("tokenizer.ggml.token_type", gguf_type::i32, v.types.data(), v.types.size());
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_bool("tokenizer.ggml.add_eos_token", false);
+
+    for (const synth_tensor &t : plan_tensors(s)) {
+        const uint32_t seed = s.seed;
+        w.add_tensor_fill(t.name, t.type, t.ne,
+                          [t, seed](uint8_t *dst, size_t nbytes) { fill_tensor(t, seed, dst, nbytes); });
+    }
+}
+
+int64_t synth_write(const synth_spec &s, const std::string &path) {
+    gguf_writer w;
+    synth_fill_writer(s, w);
+    w.write(path);
+    int64_t n_params = 0;
+    for (const synth_tensor &t : plan_tensors(s)) {
+        int64_t n = 1;
+        for (int64_t d : t.ne) n *= d;
+        n_params += n;
+    }
+    return n_params;
+}
+
+}  // namespace weft

@@ -1,0 +1,73 @@
+// src/model/tensor_loader.cpp — weights by name: existence and shape checks, placement into the mapping.
+#include "model/tensor_loader.h"
+
+#include <vector>
+
+#include "weft/core/backend.h"
+#include "weft/core/error.h"
+
+namespace weft {
+
+namespace {
+
+std::string shape_text(std::span<const int64_t> ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+// ne without trailing 1s (at least one entry)
+std::vector<int64_t> trimmed(std::span<const int64_t> ne) {
+    std::vector<int64_t> v(ne.begin(), ne.end());
+    while (v.size() > 1 && v.back() == 1) v.pop_back();
+    return v;
+}
+
+}  // namespace
+
+std::string block_tensor_name(int64_t il, const char *what, const char *suffix) {
+    return "blk." + std::to_string(il) + "." + what + "." + suffix;
+}
+
+tensor_loader::tensor_loader(const gguf_file &f, context &ctx, backend_buffer *buffer)
+    : f_(f), ctx_(ctx), buffer_(buffer) {}
+
+tensor *tensor_loader::create(const std::string &name, std::initializer_list<int64_t> ne) {
+    return create_impl(name, ne, true);
+}
+
+tensor *tensor_loader::create_optional(const std::string &name, std::initializer_list<int64_t> ne) {
+    return create_impl(name, ne, false);
+}
+
+tensor *tensor_loader::create_impl(const std::string &name, std::initializer_list<int64_t> ne,
+                                   bool required) {
+    const gguf_tensor_info *info = f_.find_tensor(name);
+    if (!info) {
+        if (required) throw error(f_.path() + ": missing tensor '" + name + "'");
+        return nullptr;
+    }
+    const std::span<const int64_t> expected(ne.begin(), ne.size());
+    const std::span<const int64_t> found(info->ne, info->n_dims);
+    if (trimmed(expected) != trimmed(found))
+        throw error(f_.path() + ": tensor '" + name + "' has shape " + shape_text(found) + ", expected " +
+                    shape_text(expected));
+    if (!created_.insert(name).second) throw error(f_.path() + ": tensor '" + name + "' is used twice");
+
+    tensor *t = ctx_.new_tensor(info->type, found);
+    t->set_name(name);
+    t->flags |= tensor_flag_param;
+    if (buffer_) buffer_->place(*t, size_t(info->offset));
+    return t;
+}
+
+void tensor_loader::check_all_used(const std::string &arch) const {
+    if (created_.size() == f_.tensors().size()) return;
+    for (const gguf_tensor_info &t : f_.tensors())
+        if (!created_.count(t.name))
+            throw error(f_.path() + ": tensor '" + t.name + "' is not part of the " + arch +
+                        " architecture (" + std::to_string(f_.tensors().size() - created_.size()) +
+                        " unused tensors)");
+}
+
+}  // namespace weft

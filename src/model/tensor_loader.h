@@ -1,0 +1,46 @@
+// src/model/tensor_loader.h — creates weights by name, checks shapes, points them into the mapping.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <unordered_set>
+
+#include "weft/core/context.h"
+#include "weft/gguf/gguf.h"
+
+namespace weft {
+
+class backend_buffer;
+
+class tensor_loader {
+  public:
+    // buffer: a host buffer over f's data section (null for a metadata-only pass).
+    tensor_loader(const gguf_file &f, context &ctx, backend_buffer *buffer);
+
+    // The tensor `name` with shape ne (trailing 1s may be omitted on either side). Missing and
+    // required: weft::error "<file>: missing tensor '<name>'"; present with another shape:
+    // "<file>: tensor '<name>' has shape [a, b], expected [c, d]".
+    tensor *create(const std::string &name, std::initializer_list<int64_t> ne);
+    // Same, but a missing tensor gives null.
+    tensor *create_optional(const std::string &name, std::initializer_list<int64_t> ne);
+    bool has(const std::string &name) const { return f_.find_tensor(name) != nullptr; }
+
+    size_t n_created() const { return created_.size(); }
+    // Throws weft::error naming the first tensor of the file that no create call asked for (a file
+    // of another architecture, or a converter bug): such a model would silently compute wrong.
+    void check_all_used(const std::string &arch) const;
+
+  private:
+    tensor *create_impl(const std::string &name, std::initializer_list<int64_t> ne, bool required);
+
+    const gguf_file &f_;
+    context &ctx_;
+    backend_buffer *buffer_;
+    std::unordered_set<std::string> created_;
+};
+
+// "blk.3.attn_q.weight"
+std::string block_tensor_name(int64_t il, const char *what, const char *suffix = "weight");
+
+}  // namespace weft

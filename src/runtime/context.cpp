@@ -1,0 +1,424 @@
+// src/runtime/context.cpp — inference_context: validation, ubatches, KV slots, graph reuse, compute.
+#include "weft/runtime/context.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "weft/backends/cpu.h"
+#include "weft/core/allocator.h"
+#include "weft/core/context.h"
+#include "weft/core/ops.h"
+#include "weft/core/scheduler.h"
+#include "weft/runtime/kv_cache.h"
+
+namespace weft {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+void write_input(tensor *t, const void *src, size_t n) {
+    WEFT_ASSERT(t && t->data && n == t->nbytes());
+    if (t->buffer && !t->buffer->is_host())
+        t->buffer->set_tensor(*t, src, 0, n);
+    else
+        std::memcpy(t->data, src, n);
+}
+
+void read_output(const tensor *t, void *dst, size_t offset, size_t n) {
+    WEFT_ASSERT(t && t->data && offset + n <= t->nbytes());
+    if (t->buffer && !t->buffer->is_host())
+        t->buffer->get_tensor(*t, dst, offset, n);
+    else
+        std::memcpy(dst, static_cast<const uint8_t *>(t->data) + offset, n);
+}
+
+// The KV cells a graph attends over are padded to a multiple of this, so consecutive decode steps
+// have the same shape and reuse one graph.
+constexpr uint32_t n_kv_pad = 256;
+
+}  // namespace
+
+// A batch after validation, every per-token field present.
+struct inference_context::filled_batch {
+    int32_t n = 0;
+    const token *tokens = nullptr;  // or
+    const float *embd = nullptr;
+    std::vector<llm_pos> pos;
+    std::vector<std::vector<seq_id>> seqs;
+    std::vector<int8_t> output;
+};
+
+// One recorded graph with its arena; kept for reuse while the shape stays the same.
+struct inference_context::built_graph {
+    std::unique_ptr<context> ctx;
+    graph g;
+    graph_inputs in;
+    graph_shape shape;
+    bool valid = false;
+
+    explicit built_graph(size_t capacity) : g(capacity) {}
+};
+
+struct inference_context::runtime_state {
+    std::unique_ptr<cpu_backend> cpu;
+    std::unique_ptr<scheduler> sched;
+    std::unique_ptr<built_graph> current;
+};
+
+inference_context::inference_context(const weft::model &m, const inference_params &params)
+    : model_(m), params_(params), state_(std::make_unique<runtime_state>()) {
+    if (m.vocab_only())
+        throw error(m.path() + ": the model was loaded vocabulary-only; it has no weights to run");
+    const model_hparams &hp = m.hparams();
+    if (params_.n_ctx == 0) params_.n_ctx = uint32_t(hp.n_ctx_train);
+    if (params_.n_batch == 0) params_.n_batch = params_.n_ctx;
+    if (params_.n_ubatch == 0) params_.n_ubatch = params_.n_batch;
+    params_.n_ubatch = std::min(params_.n_ubatch, params_.n_batch);
+    params_.n_ubatch = std::min(params_.n_ubatch, params_.n_ctx);
+    if (params_.n_threads <= 0)
+        params_.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+    if (params_.n_threads_batch <= 0) params_.n_threads_batch = params_.n_threads;
+
+    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, params_.kv_type, params_.n_seq_max);
+
+    state_->cpu = std::make_unique<cpu_backend>(params_.n_threads);
+    if (params_.abort_callback) state_->cpu->set_abort_callback(params_.abort_callback);
+    state_->sched = std::make_unique<scheduler>(std::vector<backend *>{state_->cpu.get()});
+    if (params_.cb_eval) state_->sched->set_eval_callback(params_.cb_eval);
+
+    // Worst cases over every cell: a full ubatch with every row producing logits, the same with
+    // one row (its output selection changes the plan), and a single token. The buffer takes the
+    // largest, so decoding never grows it.
+    const int64_t n_ub = params_.n_ubatch;
+    for (const auto &[n_tokens, n_outputs] :
+         {std::pair{n_ub, n_ub}, std::pair{n_ub, int64_t(1)}, std::pair{int64_t(1), int64_t(1)}}) {
+        built_graph worst(graph_capacity());
+        graph_shape shape;
+        shape.n_tokens = n_tokens;
+        shape.n_outputs = n_outputs;
+        shape.n_kv = params_.n_ctx;
+        build_graph(worst, shape);
+        state_->sched->reserve(worst.g);
+    }
+}
+
+inference_context::~inference_context() = default;
+
+size_t inference_context::graph_capacity() const {
+    return std::max<size_t>(default_graph_size, model_.graph_tensor_budget());
+}
+
+uint32_t inference_context::n_ctx() const {
+    return kv_->size();
+}
+int32_t inference_context::n_vocab() const {
+    return int32_t(model_.hparams().n_vocab);
+}
+
+void inference_context::set_n_threads(int32_t n_threads, int32_t n_threads_batch) {
+    params_.n_threads = std::max(1, n_threads);
+    params_.n_threads_batch = std::max(1, n_threads_batch);
+}
+
+void inference_context::build_graph(built_graph &bg, const graph_shape &shape) const {
+    context_params cp;
+    cp.mem_size = context_overhead(model_.graph_tensor_budget());
+    cp.no_alloc = true;
+    bg.ctx = std::make_unique<context>(cp);
+    bg.g.clear();
+    bg.shape = shape;
+    graph_build_params p;
+    p.shape = shape;
+    p.kv = kv_->layers();
+    bg.in = model_.build_graph(*bg.ctx, bg.g, p);
+    bg.valid = true;
+}
+
+bool inference_context::validate_and_fill(const batch &b, filled_batch &fb) {
+    const model_hparams &hp = model_.hparams();
+    auto fail = [&](const std::string &what) {
+        last_error_ = "invalid batch: " + what;
+        return false;
+    };
+    const int32_t n = b.n_tokens();
+    if (!b.tokens.empty() && !b.embd.empty()) return fail("both tokens and embeddings are given");
+    if (n <= 0) return fail("no tokens");
+    if (uint32_t(n) > params_.n_batch)
+        return fail(std::to_string(n) + " tokens exceed n_batch " + std::to_string(params_.n_batch));
+    if (!b.embd.empty() && b.embd.size() != size_t(n) * size_t(hp.n_embd))
+        return fail("embeddings hold " + std::to_string(b.embd.size()) + " floats, expected " +
+                    std::to_string(n) + " x n_embd " + std::to_string(hp.n_embd));
+    auto check_size = [&](size_t sz, const char *field) {
+        return sz == 0 || sz == size_t(n) ? true
+                                          : fail(std::string(field) + " has " + std::to_string(sz) +
+                                                 " entries for " + std::to_string(n) + " tokens");
+    };
+    if (!check_size(b.pos.size(), "pos") || !check_size(b.seq_ids.size(), "seq_ids") ||
+        !check_size(b.output.size(), "output"))
+        return false;
+
+    fb.n = n;
+    fb.tokens = b.tokens.empty() ? nullptr : b.tokens.data();
+    fb.embd = b.embd.empty() ? nullptr : b.embd.data();
+    for (int32_t i = 0; fb.tokens && i < n; ++i)
+        if (fb.tokens[i] < 0 || fb.tokens[i] >= hp.n_vocab)
+            return fail("token " + std::to_string(i) + " has id " + std::to_string(fb.tokens[i]) +
+                        ", outside the vocabulary [0, " + std::to_string(hp.n_vocab) + ")");
+
+    fb.seqs.assign(size_t(n), std::vector<seq_id>{0});
+    if (!b.seq_ids.empty()) {
+        for (int32_t i = 0; i < n; ++i) {
+            const auto &s = b.seq_ids[size_t(i)];
+            if (s.empty()) return fail("token " + std::to_string(i) + " belongs to no sequence");
+            for (seq_id id : s)
+                if (id < 0 || uint32_t(id) >= params_.n_seq_max)
+                    return fail("token " + std::to_string(i) + " has sequence id " + std::to_string(id) +
+                                ", outside [0, n_seq_max " + std::to_string(params_.n_seq_max) + ")");
+            fb.seqs[size_t(i)] = s;
+        }
+    }
+
+    // Positions: each sequence continues after what the cache holds and never goes backwards.
+    std::vector<llm_pos> last = kv_->seq_pos_max_all();
+    fb.pos.resize(size_t(n));
+    for (int32_t i = 0; i < n; ++i) {
+        const auto &s = fb.seqs[size_t(i)];
+        llm_pos p;
+        if (b.pos.empty()) {
+            p = last[size_t(s.front())] + 1;
+        } else {
+            p = b.pos[size_t(i)];
+            if (p < 0)
+                return fail("token " + std::to_string(i) + " has negative position " + std::to_string(p));
+        }
+        for (seq_id id : s)
+            if (p <= last[size_t(id)])
+                return fail("token " + std::to_string(i) + " of sequence " + std::to_string(id) +
+                            " has position " + std::to_string(p) +
+                            ", not after the sequence's last position " + std::to_string(last[size_t(id)]));
+        for (seq_id id : s) last[size_t(id)] = p;
+        fb.pos[size_t(i)] = p;
+    }
+
+    if (b.output.empty()) {
+        fb.output.assign(size_t(n), 0);
+        fb.output.back() = 1;
+    } else {
+        fb.output = b.output;
+    }
+    return true;
+}
+
+void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
+                                   std::span<const uint32_t> cells, std::span<const int32_t> out_local) {
+    const graph_inputs &in = bg.in;
+    if (in.tokens) write_input(in.tokens, fb.tokens + begin, size_t(n) * sizeof(token));
+    if (in.embd)
+        write_input(in.embd, fb.embd + size_t(begin) * size_t(model_.hparams().n_embd),
+                    size_t(n) * size_t(model_.hparams().n_embd) * sizeof(float));
+    if (in.pos) write_input(in.pos, fb.pos.data() + begin, size_t(n) * sizeof(llm_pos));
+    if (in.kv_idxs) {
+        std::vector<int64_t> idx(cells.begin(), cells.end());
+        write_input(in.kv_idxs, idx.data(), idx.size() * sizeof(int64_t));
+    }
+    if (in.kq_mask) {
+        const uint32_t n_kv = uint32_t(bg.shape.n_kv);
+        std::vector<float> mask(size_t(n_kv) * size_t(n));
+        kv_->fill_mask(mask.data(), n_kv, std::span<const llm_pos>(fb.pos).subspan(size_t(begin), size_t(n)),
+                       std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n)));
+        write_input(in.kq_mask, mask.data(), mask.size() * sizeof(float));
+    }
+    if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
+}
+
+int inference_context::decode(const batch &b) {
+    last_error_.clear();
+    // A batch that fails part way leaves the cache as it was before the call.
+    std::vector<kv_cell> saved_cells = kv_->snapshot();
+    int rc;
+    try {
+        rc = decode_impl(b);
+    } catch (const std::exception &e) {
+        last_error_ = e.what();
+        if (state_->current) state_->current->valid = false;
+        rc = decode_failed;
+    }
+    if (rc == decode_aborted || rc == decode_failed) {
+        kv_->restore(std::move(saved_cells));
+        output_batch_index_.clear();
+        batch_output_row_.clear();
+        logits_.clear();
+    }
+    return rc;
+}
+
+int inference_context::decode_impl(const batch &b) {
+    const auto t0 = clock_type::now();
+    filled_batch fb;
+    if (!validate_and_fill(b, fb)) return decode_invalid;
+    const int32_t n = fb.n;
+
+    // Cells for every ubatch first: a batch that does not fit changes nothing.
+    const std::vector<uint32_t> slots = kv_->find_slots(uint32_t(n));
+    if (slots.empty()) {
+        last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
+                      std::to_string(kv_->size() - kv_->used_cells()) + " of " + std::to_string(kv_->size()) +
+                      " are free";
+        return decode_no_kv_space;
+    }
+
+    // Output rows in batch order.
+    const int32_t n_vocab = this->n_vocab();
+    output_batch_index_.clear();
+    batch_output_row_.assign(size_t(n), -1);
+    for (int32_t i = 0; i < n; ++i)
+        if (fb.output[size_t(i)]) {
+            batch_output_row_[size_t(i)] = int32_t(output_batch_index_.size());
+            output_batch_index_.push_back(i);
+        }
+    logits_.resize(output_batch_index_.size() * size_t(n_vocab));
+
+    const int32_t n_ubatch = int32_t(params_.n_ubatch);
+    for (int32_t begin = 0; begin < n; begin += n_ubatch) {
+        const int32_t nu = std::min(n_ubatch, n - begin);
+        const std::span<const uint32_t> cells(slots.data() + begin, size_t(nu));
+        for (int32_t t = 0; t < nu; ++t)
+            kv_->assign(cells[size_t(t)], fb.pos[size_t(begin + t)], fb.seqs[size_t(begin + t)]);
+
+        std::vector<int32_t> out_local;
+        for (int32_t t = 0; t < nu; ++t)
+            if (fb.output[size_t(begin + t)]) out_local.push_back(t);
+        const size_t n_wanted = out_local.size();
+        if (out_local.empty()) out_local.push_back(nu - 1);  // a graph computes at least one row
+
+        graph_shape shape;
+        shape.n_tokens = nu;
+        shape.n_outputs = int64_t(out_local.size());
+        shape.n_kv = kv_->n_kv_for_graph(n_kv_pad);
+        shape.embd_input = fb.embd != nullptr;
+
+        std::unique_ptr<built_graph> &cur = state_->current;
+        if (cur && cur->valid && cur->shape == shape) {
+            ++perf_.n_graph_reuses;
+        } else {
+            if (!cur) cur = std::make_unique<built_graph>(graph_capacity());
+            build_graph(*cur, shape);
+            state_->sched->alloc_graph(cur->g);
+            ++perf_.n_graph_builds;
+        }
+        set_inputs(*cur, fb, begin, nu, cells, out_local);
+        state_->cpu->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
+
+        const compute_status st = state_->sched->compute(cur->g);
+        if (st != compute_status::ok) {
+            if (st == compute_status::aborted) {
+                last_error_ = "decode aborted by the abort callback";
+                return decode_aborted;
+            }
+            last_error_ = "graph computation failed";
+            return decode_failed;
+        }
+
+        // Copy out the rows that were asked for (batch order within the ubatch).
+        const size_t row_bytes = size_t(n_vocab) * sizeof(float);
+        for (size_t r = 0; r < n_wanted; ++r) {
+            const int32_t row = batch_output_row_[size_t(begin + out_local[r])];
+            read_output(cur->in.logits, logits_.data() + size_t(row) * size_t(n_vocab), r * row_bytes,
+                        row_bytes);
+        }
+    }
+
+    const double ms = ms_since(t0);
+    if (n > 1) {
+        perf_.t_p_eval_ms += ms;
+        perf_.n_p_eval += n;
+    } else {
+        perf_.t_eval_ms += ms;
+        perf_.n_eval += n;
+    }
+    return decode_ok;
+}
+
+const float *inference_context::get_logits_ith(int32_t i) const {
+    const int32_t n_out = n_outputs();
+    if (i < 0) {
+        const int32_t j = n_out + i;
+        if (j < 0)
+            throw error("get_logits_ith(" + std::to_string(i) + "): the last decode produced " +
+                        std::to_string(n_out) + " rows of logits");
+        return logits_.data() + size_t(j) * size_t(n_vocab());
+    }
+    if (size_t(i) >= batch_output_row_.size())
+        throw error("get_logits_ith(" + std::to_string(i) + "): the last batch had " +
+                    std::to_string(batch_output_row_.size()) + " tokens");
+    const int32_t row = batch_output_row_[size_t(i)];
+    if (row < 0) throw error("get_logits_ith(" + std::to_string(i) + "): that token did not ask for logits");
+    return logits_.data() + size_t(row) * size_t(n_vocab());
+}
+
+bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
+    return kv_->seq_rm(s, p0, p1);
+}
+void inference_context::kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
+    kv_->seq_cp(src, dst, p0, p1);
+}
+void inference_context::kv_seq_keep(seq_id s) {
+    kv_->seq_keep(s);
+}
+llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
+    return kv_->seq_pos_max(s);
+}
+llm_pos inference_context::kv_seq_pos_min(seq_id s) const {
+    return kv_->seq_pos_min(s);
+}
+void inference_context::kv_clear() {
+    kv_->clear();
+}
+uint32_t inference_context::kv_used_cells() const {
+    return kv_->used_cells();
+}
+size_t inference_context::kv_bytes() const {
+    return kv_->total_bytes();
+}
+size_t inference_context::compute_buffer_bytes() const {
+    return state_->sched->compute_buffer_size();
+}
+int inference_context::compute_grow_count() const {
+    return state_->sched->grow_count();
+}
+
+void inference_context::visit_step_graph(int32_t n_tokens,
+                                         const std::function<void(const graph &)> &fn) const {
+    if (n_tokens <= 0 || uint32_t(n_tokens) > kv_->size())
+        throw error("graph of " + std::to_string(n_tokens) + " tokens: must be in [1, n_ctx " +
+                    std::to_string(kv_->size()) + "]");
+    built_graph bg(graph_capacity());
+    graph_shape shape;
+    shape.n_tokens = n_tokens;
+    shape.n_outputs = 1;
+    shape.n_kv = std::min<int64_t>(kv_->size(), (int64_t(n_tokens) + n_kv_pad - 1) / n_kv_pad * n_kv_pad);
+    build_graph(bg, shape);
+    fn(bg.g);
+}
+
+inference_context::graph_report inference_context::describe_graph(int32_t n_tokens, std::ostream *dot) const {
+    graph_report r;
+    visit_step_graph(n_tokens, [&](const graph &g) {
+        r.n_nodes = g.nodes.size();
+        r.n_leafs = g.leafs.size();
+        for (const auto &[op, count] : graph_op_counts(g)) r.ops.emplace_back(op_name(op), count);
+        r.planned_bytes = graph_allocator::make_plan(g, cpu_buffer_type().alignment()).peak_bytes;
+        if (dot) graph_dump_dot(g, *dot);
+    });
+    return r;
+}
+
+}  // namespace weft

@@ -1,0 +1,180 @@
+// src/runtime/kv_cache.cpp — KV cache: tensors in one host buffer, cells per sequence, slots, mask.
+#include "weft/runtime/kv_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "weft/backends/cpu.h"
+#include "weft/core/backend.h"
+#include "weft/core/error.h"
+
+namespace weft {
+
+namespace {
+
+bool in_range(llm_pos p, llm_pos p0, llm_pos p1) {
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llm_pos>::max();
+    return p >= p0 && p < p1;
+}
+
+}  // namespace
+
+kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max)
+    : type_(type), n_seq_max_(n_seq_max), cells_(kv_size) {
+    if (type != dtype::f16 && type != dtype::f32)
+        throw error(std::string("KV cache type ") + type_name(type) + " is not supported (f16, f32)");
+    if (kv_size == 0) throw error("KV cache: the context size must be positive");
+    if (n_seq_max == 0 || n_seq_max > uint32_t(max_sequences))
+        throw error("KV cache: n_seq_max " + std::to_string(n_seq_max) + " must be in [1, " +
+                    std::to_string(max_sequences) + "]");
+    const model_hparams &hp = m.hparams();
+
+    context_params cp;
+    cp.mem_size = context_overhead(size_t(hp.n_layer) * 2 + 4);
+    cp.no_alloc = true;
+    ctx_ = std::make_unique<context>(cp);
+
+    layers_.resize(size_t(hp.n_layer));
+    size_t total = 0;
+    const size_t align = cpu_buffer_type().alignment();
+    auto aligned = [&](size_t n) { return (n + align - 1) / align * align; };
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        kv_layer &l = layers_[size_t(il)];
+        l.k = ctx_->new_tensor(type, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
+        l.v = ctx_->new_tensor(type, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
+        l.k->format_name("cache_k_l%lld", static_cast<long long>(il));
+        l.v->format_name("cache_v_l%lld", static_cast<long long>(il));
+        total += aligned(l.k->nbytes()) + aligned(l.v->nbytes());
+    }
+    buffer_ = cpu_buffer_type().alloc(total);
+    buffer_->clear(0);
+    size_t offset = 0;
+    for (kv_layer &l : layers_) {
+        buffer_->place(*l.k, offset);
+        offset += aligned(l.k->nbytes());
+        buffer_->place(*l.v, offset);
+        offset += aligned(l.v->nbytes());
+    }
+}
+
+kv_cache::~kv_cache() = default;
+
+size_t kv_cache::total_bytes() const {
+    return buffer_ ? buffer_->size() : 0;
+}
+
+uint32_t kv_cache::used_cells() const {
+    return uint32_t(std::count_if(cells_.begin(), cells_.end(), [](const kv_cell &c) { return !c.empty(); }));
+}
+
+std::vector<uint32_t> kv_cache::find_slots(uint32_t n_tokens) const {
+    std::vector<uint32_t> slots;
+    slots.reserve(n_tokens);
+    for (uint32_t i = 0; i < cells_.size() && slots.size() < n_tokens; ++i)
+        if (cells_[i].empty()) slots.push_back(i);
+    if (slots.size() < n_tokens) slots.clear();
+    return slots;
+}
+
+void kv_cache::assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs) {
+    WEFT_ASSERT(cell < cells_.size() && cells_[cell].empty());
+    kv_cell &c = cells_[cell];
+    c.pos = pos;
+    for (seq_id s : seqs) {
+        WEFT_ASSERT(s >= 0 && uint32_t(s) < n_seq_max_);
+        c.seq_mask |= uint64_t(1) << s;
+    }
+}
+
+uint32_t kv_cache::n_kv_for_graph(uint32_t pad) const {
+    uint32_t used_end = 0;
+    for (uint32_t i = uint32_t(cells_.size()); i > 0; --i)
+        if (!cells_[i - 1].empty()) {
+            used_end = i;
+            break;
+        }
+    const uint32_t padded = std::max<uint32_t>(1, (used_end + pad - 1) / pad) * pad;
+    return std::min<uint32_t>(padded, size());
+}
+
+bool kv_cache::seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
+    if (s >= int32_t(n_seq_max_)) return false;
+    for (kv_cell &c : cells_) {
+        if (c.empty() || !in_range(c.pos, p0, p1)) continue;
+        if (s < 0)
+            c.seq_mask = 0;
+        else
+            c.seq_mask &= ~(uint64_t(1) << s);
+        if (c.empty()) c.pos = -1;
+    }
+    return true;
+}
+
+void kv_cache::seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
+    if (src == dst || src < 0 || dst < 0 || uint32_t(src) >= n_seq_max_ || uint32_t(dst) >= n_seq_max_)
+        return;
+    for (kv_cell &c : cells_)
+        if (c.has_seq(src) && in_range(c.pos, p0, p1)) c.seq_mask |= uint64_t(1) << dst;
+}
+
+void kv_cache::seq_keep(seq_id s) {
+    for (kv_cell &c : cells_) {
+        if (s >= 0 && uint32_t(s) < n_seq_max_ && c.has_seq(s)) {
+            c.seq_mask = uint64_t(1) << s;
+        } else {
+            c.seq_mask = 0;
+            c.pos = -1;
+        }
+    }
+}
+
+llm_pos kv_cache::seq_pos_max(seq_id s) const {
+    llm_pos m = -1;
+    if (s < 0 || uint32_t(s) >= n_seq_max_) return m;
+    for (const kv_cell &c : cells_)
+        if (c.has_seq(s)) m = std::max(m, c.pos);
+    return m;
+}
+
+std::vector<llm_pos> kv_cache::seq_pos_max_all() const {
+    std::vector<llm_pos> m(n_seq_max_, -1);
+    for (const kv_cell &c : cells_)
+        for (uint64_t bits = c.seq_mask; bits; bits &= bits - 1) {
+            const int s = std::countr_zero(bits);
+            m[size_t(s)] = std::max(m[size_t(s)], c.pos);
+        }
+    return m;
+}
+
+llm_pos kv_cache::seq_pos_min(seq_id s) const {
+    llm_pos m = -1;
+    if (s < 0 || uint32_t(s) >= n_seq_max_) return m;
+    for (const kv_cell &c : cells_)
+        if (c.has_seq(s) && (m < 0 || c.pos < m)) m = c.pos;
+    return m;
+}
+
+void kv_cache::clear() {
+    for (kv_cell &c : cells_) c = kv_cell{};
+}
+
+void kv_cache::fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
+                         std::span<const std::vector<seq_id>> seqs) const {
+    WEFT_ASSERT(pos.size() == seqs.size() && n_kv <= cells_.size());
+    const float hidden = -std::numeric_limits<float>::infinity();
+    for (size_t t = 0; t < pos.size(); ++t) {
+        uint64_t token_seqs = 0;
+        for (seq_id s : seqs[t]) token_seqs |= uint64_t(1) << s;
+        float *row = mask + t * n_kv;
+        for (uint32_t c = 0; c < n_kv; ++c) {
+            const kv_cell &cell = cells_[c];
+            const bool visible = (cell.seq_mask & token_seqs) != 0 && cell.pos <= pos[t];
+            row[c] = visible ? 0.0f : hidden;
+        }
+    }
+}
+
+}  // namespace weft

@@ -1,0 +1,307 @@
+// tests/model/test_model.cpp — model loading: registry, hparams, tensor checks, zero copy, progress.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "model/model_test_util.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+
+namespace weft {
+namespace {
+
+using test::copy_gguf;
+using test::gguf_edits;
+using test::synth_file;
+using test::temp_file;
+
+std::string error_of(const std::function<void()> &f) {
+    try {
+        f();
+    } catch (const error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+synth_spec spec_of(const std::string &arch) {
+    synth_spec s;
+    s.arch = arch;
+    s.n_embd = 64;
+    s.n_layer = 3;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 96;
+    s.n_vocab = 300;
+    return s;
+}
+
+TEST(ModelRegistry, ListsTheArchitectures) {
+    const auto names = supported_architectures();
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3"}));
+}
+
+// Loads every registered architecture from a synthetic file and builds a graph of it.
+TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
+    for (const std::string &arch : supported_architectures()) {
+        SCOPED_TRACE(arch);
+        synth_file f("model-" + arch, spec_of(arch));
+        auto m = model::load(f.path());
+        const model_hparams &hp = m->hparams();
+        EXPECT_EQ(hp.arch, arch);
+        EXPECT_EQ(hp.n_embd, 64);
+        EXPECT_EQ(hp.n_layer, 3);
+        EXPECT_EQ(hp.n_head(2), 4);
+        EXPECT_EQ(hp.n_head_kv(1), 2);
+        EXPECT_EQ(hp.n_ff(0), 96);
+        EXPECT_EQ(hp.n_vocab, 300);
+        EXPECT_EQ(hp.n_embd_head_k, 16);
+        EXPECT_EQ(hp.n_rot, 16);
+        EXPECT_EQ(hp.rope_mode, arch == "llama" ? rope_mode_normal : rope_mode_neox);
+        const layer_weights &l = m->weights().layers.at(2);
+        EXPECT_EQ(l.bq != nullptr, arch == "qwen2");
+        EXPECT_EQ(l.attn_q_norm != nullptr, arch == "qwen3");
+        EXPECT_NE(m->weights().output, m->weights().tok_embd);
+
+        // KV tensors need no data to record a graph.
+        context kv_ctx({context_overhead(16), true});
+        std::vector<kv_layer> kv;
+        for (int il = 0; il < 3; ++il)
+            kv.push_back({kv_ctx.new_tensor(dtype::f16, {32, 64}), kv_ctx.new_tensor(dtype::f16, {32, 64})});
+        context ctx({context_overhead(m->graph_tensor_budget()), true});
+        graph g;
+        graph_build_params p;
+        p.shape = {5, 2, 64, false};
+        p.kv = kv;
+        const graph_inputs in = m->build_graph(ctx, g, p);
+        ASSERT_NE(in.logits, nullptr);
+        EXPECT_EQ(in.logits->ne[0], 300);
+        EXPECT_EQ(in.logits->ne[1], 2);
+        EXPECT_EQ(g.nodes.back(), in.logits);
+        ASSERT_NE(in.out_ids, nullptr);
+        EXPECT_EQ(in.kq_mask->ne[0], 64);
+        EXPECT_EQ(in.kq_mask->ne[1], 5);
+        auto has_node = [&](const std::string &name) {
+            return std::any_of(g.nodes.begin(), g.nodes.end(),
+                               [&](const tensor *t) { return name == t->name; });
+        };
+        for (const char *name : {"attn_norm-0", "Qcur_rope-1", "kq_soft_max-2", "ffn_out-2", "l_out-2",
+                                 "result_norm", "result_output"})
+            EXPECT_TRUE(has_node(name)) << name;
+        EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
+    }
+}
+
+TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {
+    synth_file f("model-arch", spec_of("llama"));
+    temp_file broken("model-arch-broken");
+    gguf_edits e;
+    e.set_strings["general.architecture"] = "gptj";
+    copy_gguf(f.path(), broken.path(), e);
+    const std::string msg = error_of([&] { model::load(broken.path()); });
+    EXPECT_NE(msg.find("unknown architecture 'gptj'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("llama, qwen2, qwen3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(broken.path()), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+    synth_file f("model-missing", spec_of("llama"));
+    temp_file broken("model-missing-broken");
+    gguf_edits e;
+    e.drop_tensor = "blk.1.ffn_up.weight";
+    copy_gguf(f.path(), broken.path(), e);
+    const std::string msg = error_of([&] { model::load(broken.path()); });
+    EXPECT_NE(msg.find("missing tensor 'blk.1.ffn_up.weight'"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, ShapeMismatchNamesBothShapes) {
+    synth_file f("model-shape", spec_of("qwen2"));
+    temp_file broken("model-shape-broken");
+    gguf_edits e;
+    e.reshape_tensor = "blk.2.attn_q.weight";
+    e.new_shape = {64, 60};
+    copy_gguf(f.path(), broken.path(), e);
+    const std::string msg = error_of([&] { model::load(broken.path()); });
+    EXPECT_NE(msg.find("tensor 'blk.2.attn_q.weight' has shape [64, 60], expected [64, 64]"),
+              std::string::npos)
+        << msg;
+}
+
+TEST(ModelLoad, TensorsOfAnotherArchitectureAreRejected) {
+    // a qwen2 file relabeled as llama (keys renamed): its Q/K/V biases would be silently ignored
+    synth_file f("model-foreign", spec_of("qwen2"));
+    temp_file relabeled("model-foreign-relabeled");
+    auto src = gguf_file::open(f.path());
+    gguf_writer w;
+    for (const gguf_kv &kv : src->kvs()) {
+        gguf_kv copy = kv;
+        if (copy.key.rfind("qwen2.", 0) == 0) copy.key = "llama." + copy.key.substr(6);
+        w.set_kv(copy);
+    }
+    w.set_string("general.architecture", "llama");
+    for (const gguf_tensor_info &t : src->tensors())
+        w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), src->tensor_data(t), t.nbytes);
+    w.write(relabeled.path());
+    const std::string msg = error_of([&] { model::load(relabeled.path()); });
+    EXPECT_NE(msg.find("tensor 'blk.0.attn_q.bias' is not part of the llama architecture"), std::string::npos)
+        << msg;
+}
+
+TEST(ModelLoad, MissingRequiredKeyIsNamed) {
+    synth_file f("model-key", spec_of("llama"));
+    temp_file broken("model-key-broken");
+    gguf_edits e;
+    e.remove_keys = {"llama.block_count"};
+    copy_gguf(f.path(), broken.path(), e);
+    const std::string msg = error_of([&] { model::load(broken.path()); });
+    EXPECT_NE(msg.find("llama.block_count: missing"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, DefaultsWhenOptionalKeysAreAbsent) {
+    temp_file edited("model-defaults-edited");
+    gguf_edits e;
+    e.remove_keys = {"llama.rope.freq_base", "llama.attention.head_count_kv", "llama.rope.dimension_count",
+                     "llama.attention.layer_norm_rms_epsilon", "llama.context_length"};
+    // without head_count_kv the K and V projections must have all heads: drop the file's GQA shape
+    synth_spec s = spec_of("llama");
+    s.n_head_kv = s.n_head;
+    synth_file mha("model-defaults-mha", s);
+    copy_gguf(mha.path(), edited.path(), e);
+    auto m = model::load(edited.path());
+    const model_hparams &hp = m->hparams();
+    EXPECT_EQ(hp.rope_freq_base, 10000.0f);
+    EXPECT_EQ(hp.n_head_kv(0), hp.n_head(0));
+    EXPECT_EQ(hp.n_rot, hp.n_embd_head_k);
+    EXPECT_FLOAT_EQ(hp.norm_rms_eps, 1e-5f);
+    EXPECT_EQ(hp.n_ctx_train, 2048);
+    EXPECT_EQ(hp.rope_scaling, rope_scaling_kind::none);
+}
+
+TEST(ModelLoad, PerLayerHeadCountsAndRopeScaling) {
+    synth_file f("model-perlayer", spec_of("llama"));
+    temp_file edited("model-perlayer-edited");
+    {
+        auto src = gguf_file::open(f.path());
+        gguf_writer w;
+        for (const gguf_kv &kv : src->kvs()) w.set_kv(kv);
+        const int32_t heads[3] = {4, 4, 4};
+        w.set_array("llama.attention.head_count", gguf_type::i32, heads, 3);
+        w.set_string("llama.rope.scaling.type", "linear");
+        w.set_f32("llama.rope.scaling.factor", 4.0f);
+        for (const gguf_tensor_info &t : src->tensors())
+            w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), src->tensor_data(t),
+                         t.nbytes);
+        w.write(edited.path());
+    }
+    auto m = model::load(edited.path());
+    EXPECT_EQ(m->hparams().n_head_arr, (std::vector<int64_t>{4, 4, 4}));
+    EXPECT_EQ(m->hparams().rope_scaling, rope_scaling_kind::linear);
+    EXPECT_FLOAT_EQ(m->hparams().rope_freq_scale, 0.25f);
+}
+
+TEST(ModelLoad, YarnRopeScaling) {
+    synth_file f("model-yarn", spec_of("qwen2"));
+    temp_file edited("model-yarn-edited");
+    {
+        auto src = gguf_file::open(f.path());
+        gguf_writer w;
+        for (const gguf_kv &kv : src->kvs()) w.set_kv(kv);
+        w.set_string("qwen2.rope.scaling.type", "yarn");
+        w.set_f32("qwen2.rope.scaling.factor", 4.0f);
+        w.set_u32("qwen2.rope.scaling.original_context_length", 512);
+        for (const gguf_tensor_info &t : src->tensors())
+            w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), src->tensor_data(t),
+                         t.nbytes);
+        w.write(edited.path());
+    }
+    auto m = model::load(edited.path());
+    EXPECT_EQ(m->hparams().rope_scaling, rope_scaling_kind::yarn);
+    EXPECT_FLOAT_EQ(m->hparams().rope_freq_scale, 0.25f);
+    EXPECT_FLOAT_EQ(m->hparams().yarn_ext_factor, 1.0f);
+    EXPECT_EQ(m->hparams().n_ctx_orig, 512);
+    EXPECT_FLOAT_EQ(m->hparams().rope_freq_base, 1e6f);
+
+    temp_file bad("model-yarn-bad");
+    gguf_edits e;
+    e.set_strings["qwen2.rope.scaling.type"] = "longrope";
+    copy_gguf(f.path(), bad.path(), e);
+    const std::string msg = error_of([&] { model::load(bad.path()); });
+    EXPECT_NE(msg.find("qwen2.rope.scaling.type: 'longrope' is not supported"), std::string::npos) << msg;
+}
+
+TEST(ModelLoad, MissingOutputTiesToTokenEmbeddings) {
+    synth_spec s = spec_of("llama");
+    s.tied = true;
+    synth_file f("model-tied", s);
+    auto m = model::load(f.path());
+    EXPECT_EQ(m->weights().output, m->weights().tok_embd);
+}
+
+TEST(ModelLoad, WeightsPointIntoTheFileMapping) {
+    synth_file f("model-zero-copy", spec_of("qwen3"));
+    auto m = model::load(f.path());
+    const uint8_t *base = m->file().data_base();
+    const size_t size = m->file().data_size();
+    const tensor *t = m->weights().layers[1].ffn_down;
+    const auto *p = static_cast<const uint8_t *>(t->data);
+    ASSERT_GE(p, base);
+    EXPECT_LE(p + t->nbytes(), base + size);
+    EXPECT_EQ(p, m->file().tensor_data(*m->file().find_tensor("blk.1.ffn_down.weight")));
+}
+
+TEST(ModelLoad, ProgressIsReportedAndCanCancel) {
+    synth_file f("model-progress", spec_of("llama"));
+    std::vector<float> seen;
+    model_params p;
+    p.progress = [&](float x) {
+        seen.push_back(x);
+        return true;
+    };
+    model::load(f.path(), p);
+    ASSERT_FALSE(seen.empty());
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    EXPECT_FLOAT_EQ(seen.back(), 1.0f);
+
+    int calls = 0;
+    p.progress = [&](float) { return ++calls < 3; };
+    EXPECT_THROW(model::load(f.path(), p), load_cancelled);
+    EXPECT_EQ(calls, 3);
+}
+
+TEST(ModelLoad, VocabularyOnlyLoadsNoWeights) {
+    synth_file f("model-vocab-only", spec_of("llama"));
+    model_params p;
+    p.vocab_only = true;
+    auto m = model::load(f.path(), p);
+    EXPECT_TRUE(m->vocab_only());
+    EXPECT_EQ(m->vocab().n_tokens(), 300);
+    EXPECT_EQ(m->weights().tok_embd, nullptr);
+    EXPECT_EQ(m->n_params(), 0);
+}
+
+TEST(ModelLoad, Stories260KHyperParameters) {
+    WEFT_REQUIRE_FIXTURES();
+    auto m = model::load(test::fixture("models/stories260K.gguf"));
+    const model_hparams &hp = m->hparams();
+    EXPECT_EQ(hp.arch, "llama");
+    EXPECT_EQ(hp.n_embd, 64);
+    EXPECT_EQ(hp.n_layer, 5);
+    EXPECT_EQ(hp.n_head(0), 8);
+    EXPECT_EQ(hp.n_head_kv(0), 4);
+    EXPECT_EQ(hp.n_ff(0), 172);
+    EXPECT_EQ(hp.n_rot, 8);
+    EXPECT_EQ(hp.n_vocab, 512);
+    EXPECT_EQ(hp.n_ctx_train, 2048);
+    EXPECT_FALSE(m->chat_template().has_value());
+    EXPECT_NE(m->describe().find("5 layers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,97 @@
+// tests/runtime/test_kv_cache.cpp — KV cache cells: slots, sequence edits, mask, attended range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/model_test_util.h"
+#include "weft/model/model.h"
+#include "weft/runtime/kv_cache.h"
+
+namespace weft {
+namespace {
+
+class KvCache : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        synth_spec s;
+        s.n_layer = 2;
+        file_ = std::make_unique<test::synth_file>("kv", s);
+        model_ = model::load(file_->path());
+    }
+    std::unique_ptr<test::synth_file> file_;
+    std::unique_ptr<model> model_;
+};
+
+TEST_F(KvCache, TensorsPerLayerOfTheRequestedType) {
+    kv_cache kv(*model_, 40, dtype::f32, 1);
+    ASSERT_EQ(kv.layers().size(), 2u);
+    EXPECT_EQ(kv.layers()[1].k->type, dtype::f32);
+    EXPECT_EQ(kv.layers()[1].k->ne[0], model_->hparams().n_embd_k_gqa(1));
+    EXPECT_EQ(kv.layers()[1].v->ne[1], 40);
+    EXPECT_GE(kv.total_bytes(), 2u * 2u * 40u * size_t(model_->hparams().n_embd_k_gqa(0)) * 4u);
+    EXPECT_THROW(kv_cache(*model_, 40, dtype::q4_0, 1), error);
+    EXPECT_THROW(kv_cache(*model_, 40, dtype::f16, 65), error);
+}
+
+TEST_F(KvCache, SlotsAreFreeCellsAndNothingWhenTheyDoNotFit) {
+    kv_cache kv(*model_, 8, dtype::f16, 2);
+    const seq_id s0[] = {0};
+    for (uint32_t c : {0u, 2u, 3u}) kv.assign(c, llm_pos(c), s0);
+    EXPECT_EQ(kv.find_slots(3), (std::vector<uint32_t>{1, 4, 5}));
+    EXPECT_TRUE(kv.find_slots(6).empty());
+    EXPECT_EQ(kv.find_slots(5).size(), 5u);
+    EXPECT_EQ(kv.used_cells(), 3u);
+}
+
+TEST_F(KvCache, MaskHidesOtherSequencesAndTheFuture) {
+    kv_cache kv(*model_, 6, dtype::f16, 2);
+    const seq_id s0[] = {0}, s1[] = {1}, both[] = {0, 1};
+    kv.assign(0, 0, both);  // a shared prefix
+    kv.assign(1, 1, s0);
+    kv.assign(2, 1, s1);
+    kv.assign(3, 2, s0);
+    const std::vector<llm_pos> pos = {1, 2};
+    const std::vector<std::vector<seq_id>> seqs = {{1}, {0}};
+    std::vector<float> mask(6 * 2);
+    kv.fill_mask(mask.data(), 6, pos, seqs);
+    const float inf = INFINITY;
+    EXPECT_EQ(std::vector<float>(mask.begin(), mask.begin() + 6),
+              (std::vector<float>{0, -inf, 0, -inf, -inf, -inf}));
+    EXPECT_EQ(std::vector<float>(mask.begin() + 6, mask.end()),
+              (std::vector<float>{0, 0, -inf, 0, -inf, -inf}));
+}
+
+TEST_F(KvCache, SequenceEditsAndPositions) {
+    kv_cache kv(*model_, 8, dtype::f16, 3);
+    const seq_id s0[] = {0};
+    for (uint32_t c = 0; c < 5; ++c) kv.assign(c, llm_pos(c), s0);
+    EXPECT_EQ(kv.seq_pos_max(0), 4);
+    EXPECT_EQ(kv.seq_pos_max(1), -1);
+    kv.seq_cp(0, 1, 1, 3);  // positions 1 and 2
+    EXPECT_EQ(kv.seq_pos_min(1), 1);
+    EXPECT_EQ(kv.seq_pos_max(1), 2);
+    EXPECT_EQ(kv.seq_pos_max_all(), (std::vector<llm_pos>{4, 2, -1}));
+    EXPECT_TRUE(kv.seq_rm(0, 2, -1));
+    EXPECT_EQ(kv.seq_pos_max(0), 1);
+    EXPECT_EQ(kv.used_cells(), 3u);  // cell 2 still belongs to sequence 1
+    kv.seq_keep(1);
+    EXPECT_EQ(kv.seq_pos_max(0), -1);
+    EXPECT_EQ(kv.used_cells(), 2u);
+    EXPECT_TRUE(kv.seq_rm(-1, -1, -1));
+    EXPECT_EQ(kv.used_cells(), 0u);
+    EXPECT_FALSE(kv.seq_rm(3, 0, -1));  // no such sequence
+}
+
+TEST_F(KvCache, AttendedRangeIsPaddedAndCapped) {
+    kv_cache kv(*model_, 600, dtype::f16, 1);
+    EXPECT_EQ(kv.n_kv_for_graph(256), 256u);
+    const seq_id s0[] = {0};
+    kv.assign(300, 0, s0);
+    EXPECT_EQ(kv.n_kv_for_graph(256), 512u);
+    kv.assign(599, 1, s0);
+    EXPECT_EQ(kv.n_kv_for_graph(256), 600u);
+}
+
+}  // namespace
+}  // namespace weft

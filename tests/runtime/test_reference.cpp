@@ -1,0 +1,171 @@
+// tests/runtime/test_reference.cpp — whole-model logits and greedy tokens vs the fixtures.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/fixtures.h"
+#include "weft/model/model.h"
+#include "weft/runtime/context.h"
+
+namespace weft {
+namespace {
+
+struct reference {
+    std::string prompt;
+    std::vector<token> prompt_tokens;
+    int32_t n_vocab = 0;
+    std::vector<std::vector<float>> prompt_logits;
+    std::vector<token> greedy;
+    std::string greedy_text_hex;
+};
+
+reference read_reference(const std::string &path) {
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    reference r;
+    r.prompt = j.at("prompt").get<std::string>();
+    r.prompt_tokens = j.at("prompt_tokens").get<std::vector<token>>();
+    r.n_vocab = j.at("n_vocab").get<int32_t>();
+    r.prompt_logits = j.at("prompt_logits").get<std::vector<std::vector<float>>>();
+    r.greedy = j.at("greedy").get<std::vector<token>>();
+    r.greedy_text_hex = j.at("greedy_text_hex").get<std::string>();
+    return r;
+}
+
+std::string hex_of(const std::string &bytes) {
+    static const char digits[] = "0123456789abcdef";
+    std::string s;
+    for (unsigned char c : bytes) s += {digits[c >> 4], digits[c & 15]};
+    return s;
+}
+
+// sum (a - b)^2 / sum b^2
+double nmse(const float *a, const std::vector<float> &ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+    }
+    return num / den;
+}
+
+int32_t argmax(const float *row, int32_t n) {
+    return int32_t(std::max_element(row, row + n) - row);
+}
+
+struct reference_run {
+    std::vector<token> prompt_tokens;
+    std::vector<std::vector<float>> prompt_logits;
+    std::vector<token> greedy;
+    std::string greedy_text;
+};
+
+// Tokenizes with BOS and special tokens parsed, decodes the prompt with logits at every position,
+// then greedy decodes n tokens one at a time.
+reference_run run_reference(const model &m, const std::string &prompt, size_t n_greedy) {
+    reference_run out;
+    out.prompt_tokens = m.vocab().tokenize(prompt, true, true);
+    if (out.prompt_tokens.empty()) out.prompt_tokens.push_back(m.vocab().bos());
+    inference_params ip;
+    ip.n_ctx = 512;
+    ip.n_threads = ip.n_threads_batch = 2;
+    inference_context ctx(m, ip);
+    const int32_t n_vocab = ctx.n_vocab();
+    batch b;
+    for (size_t i = 0; i < out.prompt_tokens.size(); ++i) b.add(out.prompt_tokens[i], llm_pos(i), {0}, true);
+    EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
+    for (size_t i = 0; i < out.prompt_tokens.size(); ++i) {
+        const float *row = ctx.get_logits_ith(int32_t(i));
+        out.prompt_logits.emplace_back(row, row + n_vocab);
+    }
+    const float *last = ctx.get_logits_ith(-1);
+    for (size_t i = 0; i < n_greedy; ++i) {
+        const token t = argmax(last, n_vocab);
+        out.greedy.push_back(t);
+        out.greedy_text += m.vocab().token_to_piece(t, false);
+        if (i + 1 == n_greedy) break;
+        EXPECT_EQ(ctx.decode(batch::from_tokens({t})), decode_ok) << ctx.last_error();
+        last = ctx.get_logits_ith(-1);
+    }
+    return out;
+}
+
+void check_against(const std::string &model_file, const std::string &reference_file, bool exact_greedy,
+                   double nmse_bound) {
+    const reference ref = read_reference(test::fixture("reference/" + reference_file));
+    auto m = model::load(test::fixture("models/" + model_file));
+    ASSERT_EQ(m->hparams().n_vocab, ref.n_vocab);
+    const reference_run got = run_reference(*m, ref.prompt, ref.greedy.size());
+    ASSERT_EQ(got.prompt_tokens, ref.prompt_tokens);
+    ASSERT_EQ(got.prompt_logits.size(), ref.prompt_logits.size());
+    for (size_t i = 0; i < ref.prompt_logits.size(); ++i) {
+        EXPECT_LE(nmse(got.prompt_logits[i].data(), ref.prompt_logits[i]), nmse_bound) << "position " << i;
+        EXPECT_EQ(argmax(got.prompt_logits[i].data(), ref.n_vocab),
+                  argmax(ref.prompt_logits[i].data(), ref.n_vocab))
+            << "position " << i;
+    }
+    if (exact_greedy) {
+        EXPECT_EQ(got.greedy, ref.greedy);
+        EXPECT_EQ(hex_of(got.greedy_text), ref.greedy_text_hex);
+    } else {
+        // quantized random-weight models may part ways later; the first token follows the prompt logits
+        EXPECT_EQ(got.greedy.front(), ref.greedy.front());
+    }
+}
+
+TEST(Reference, Stories260KGreedyFromBos) {
+    WEFT_REQUIRE_FIXTURES();
+    check_against("stories260K.gguf", "stories260K.bos.json", true, 1e-6);
+}
+
+TEST(Reference, Stories260KOnceUponATime) {
+    WEFT_REQUIRE_FIXTURES();
+    check_against("stories260K.gguf", "stories260K.once.json", true, 1e-6);
+}
+
+TEST(Reference, Stories260KStartsTheKnownStory) {
+    WEFT_REQUIRE_FIXTURES();
+    auto m = model::load(test::fixture("models/stories260K.gguf"));
+    const reference_run got = run_reference(*m, "", 20);
+    EXPECT_EQ(got.greedy_text.rfind(" Once upon a time, there was a little girl named Lily.", 0), 0u)
+        << got.greedy_text;
+}
+
+const std::vector<std::string> tiny_models = {
+    "tiny-llama-F32",  "tiny-llama-F16",  "tiny-llama-Q8_0", "tiny-llama-Q4_0", "tiny-llama-Q4_1",
+    "tiny-llama-Q5_0", "tiny-llama-Q5_1", "tiny-llama-Q2_K", "tiny-llama-Q3_K", "tiny-llama-Q4_K",
+    "tiny-llama-Q5_K", "tiny-llama-Q6_K", "tiny-qwen2-F32",  "tiny-qwen2-Q8_0"};
+
+class TinyModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyModels, MatchTheReference) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string name = GetParam();
+    const bool is_f32 = name.find("-F32") != std::string::npos;
+    check_against(name + ".gguf", name + ".json", is_f32, is_f32 ? 1e-6 : 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models), [](const auto &info) {
+    std::string s = info.param;
+    std::replace(s.begin(), s.end(), '-', '_');
+    return s;
+});
+
+// Every tiny-*.json in the fixtures has a case above (a new fixture must not go untested).
+TEST(Reference, EveryTinyFixtureIsCovered) {
+    WEFT_REQUIRE_FIXTURES();
+    for (const auto &e : std::filesystem::directory_iterator(test::fixture("reference"))) {
+        const std::string stem = e.path().stem().string();
+        if (stem.rfind("tiny-", 0) != 0) continue;
+        EXPECT_NE(std::find(tiny_models.begin(), tiny_models.end(), stem), tiny_models.end()) << stem;
+    }
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,198 @@
+// tests/tools/test_chat_cli.cpp — `weft chat` with piped turns: replies, cache reuse, rollback, errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "common/fixtures.h"
+
+namespace {
+
+struct run_result {
+    int status = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string read_all(const std::filesystem::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Runs `weft chat ARGS` with `input` on stdin; stdout and stderr go to temporary files.
+run_result run_chat(const std::string &args, const std::string &input) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("weft-chat-test-" + std::to_string(::getpid()) + "-" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir);
+    {
+        std::ofstream in(dir / "in", std::ios::binary);
+        in << input;
+    }
+    const std::string cmd = std::string("'") + WEFT_BINARY + "' chat " + args + " < '" +
+                            (dir / "in").string() + "' > '" + (dir / "out").string() + "' 2> '" +
+                            (dir / "err").string() + "'";
+    run_result r;
+    const int raw = std::system(cmd.c_str());
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = read_all(dir / "out");
+    r.err = read_all(dir / "err");
+    std::filesystem::remove_all(dir);
+    return r;
+}
+
+std::string stories() {
+    return weft::test::fixture("models/stories260K.gguf");
+}
+
+// The numbers of the verbose "turn N: reused R cached tokens, rolled back B, decoded D new prompt
+// tokens ..., context C of ..." line.
+struct turn_log {
+    int reused = -1, rolled_back = -1, decoded = -1, context = -1;
+};
+
+turn_log find_turn(const std::string &err, int turn) {
+    const std::regex line(
+        "turn " + std::to_string(turn) +
+        ": reused (\\d+) cached tokens, rolled back (\\d+), decoded (\\d+) new prompt tokens.*"
+        "context (\\d+) of");
+    std::smatch m;
+    turn_log t;
+    if (std::regex_search(err, m, line)) {
+        t.reused = std::stoi(m[1]);
+        t.rolled_back = std::stoi(m[2]);
+        t.decoded = std::stoi(m[3]);
+        t.context = std::stoi(m[4]);
+    }
+    return t;
+}
+
+const char *two_turns = "Once upon a time\nThe dog ran\n";
+
+TEST(ChatCli, TwoTurnsStreamRepliesAndReuseTheCache) {
+    WEFT_REQUIRE_FIXTURES();
+    const auto r =
+        run_chat("-m '" + stories() + "' --chat-template chatml -n 12 --temp 0 -c 256 -t 2 -v", two_turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_FALSE(r.out.empty());
+    EXPECT_GE(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;  // each reply ends its line
+    const turn_log t1 = find_turn(r.err, 1), t2 = find_turn(r.err, 2);
+    ASSERT_GE(t1.reused, 0) << r.err;
+    ASSERT_GE(t2.reused, 0) << r.err;
+    EXPECT_EQ(t1.reused, 0);
+    EXPECT_GT(t1.decoded, 0);
+    // turn 2 starts from everything turn 1 left in the cache and decodes only the new text
+    EXPECT_EQ(t2.reused, t1.context);
+    EXPECT_EQ(t2.rolled_back, 0);
+    EXPECT_GT(t2.decoded, 0);
+    EXPECT_EQ(t2.context, t2.reused + t2.decoded + 11);  // 12 sampled, the last left for the next turn
+    EXPECT_NE(r.err.find("template chatml (--chat-template)"), std::string::npos) << r.err;
+}
+
+// Needs no fixtures: a small random-weight model from `weft synth`.
+TEST(ChatCli, SynthModelReusesTheCache) {
+    const auto model =
+        std::filesystem::temp_directory_path() / ("weft-chat-synth-" + std::to_string(::getpid()) + ".gguf");
+    const std::string synth = std::string("'") + WEFT_BINARY + "' synth '" + model.string() +
+                              "' --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --vocab 300 --ctx 512 "
+                              "> /dev/null 2>&1";
+    ASSERT_EQ(std::system(synth.c_str()), 0) << synth;
+    const auto r = run_chat("-m '" + model.string() + "' --chat-template chatml -n 8 --temp 0 -t 2 -v",
+                            "Hello there\nAnd again\nOne more\n");
+    std::filesystem::remove(model);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const turn_log t1 = find_turn(r.err, 1), t2 = find_turn(r.err, 2), t3 = find_turn(r.err, 3);
+    ASSERT_GE(t3.reused, 0) << r.err;
+    EXPECT_EQ(t1.reused, 0);
+    EXPECT_EQ(t2.reused, t1.context);
+    EXPECT_EQ(t3.reused, t2.context);
+    EXPECT_EQ(t2.rolled_back + t3.rolled_back, 0);
+    EXPECT_NE(r.err.find("context 512 tokens"), std::string::npos) << r.err;  // -c 0: the file's context
+}
+
+TEST(ChatCli, TemplateThatRewritesTheReplyRollsBack) {
+    WEFT_REQUIRE_FIXTURES();
+    // mistral-v7 writes " " + reply after [/INST], which is not what the model generated: the
+    // second turn must drop the reply's cells and decode them again as the template writes them.
+    const auto r = run_chat("-m '" + stories() + "' --chat-template mistral-v7 -n 12 --temp 0 -c 256 -t 2 -v",
+                            two_turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const turn_log t1 = find_turn(r.err, 1), t2 = find_turn(r.err, 2);
+    ASSERT_GE(t2.reused, 0) << r.err;
+    EXPECT_GT(t2.rolled_back, 0);
+    EXPECT_EQ(t2.reused, t1.decoded);  // the first turn's prompt stays cached
+    EXPECT_EQ(t2.reused + t2.rolled_back, t1.context);
+}
+
+TEST(ChatCli, SameSeedSameConversation) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string args = "-m '" + stories() + "' -n 16 --temp 0.9 --seed 1234 -c 256 -t 2";
+    const auto a = run_chat(args, two_turns);
+    const auto b = run_chat(args, two_turns);
+    ASSERT_EQ(a.status, 0) << a.err;
+    ASSERT_EQ(b.status, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    // no tokenizer.chat_template in this file: ChatML with a warning
+    EXPECT_NE(a.err.find("formatting as ChatML"), std::string::npos) << a.err;
+}
+
+TEST(ChatCli, SystemMessageChangesThePrompt) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string base = "-m '" + stories() + "' --chat-template chatml -n 4 --temp 0 -c 256 -t 2 -v";
+    const auto plain = run_chat(base, "Hello\n");
+    const auto with_system = run_chat(base + " --system 'Tell a story.'", "Hello\n");
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    ASSERT_EQ(with_system.status, 0) << with_system.err;
+    EXPECT_GT(find_turn(with_system.err, 1).decoded, find_turn(plain.err, 1).decoded);
+}
+
+TEST(ChatCli, ContextOverflowIsReported) {
+    WEFT_REQUIRE_FIXTURES();
+    const auto r =
+        run_chat("-m '" + stories() + "' --chat-template chatml -n 64 --temp 0 -c 48 -t 2", two_turns);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("-c/--ctx-size"), std::string::npos) << r.err;
+}
+
+TEST(ChatCli, EmptyInputEndsCleanly) {
+    WEFT_REQUIRE_FIXTURES();
+    const auto r = run_chat("-m '" + stories() + "' --chat-template chatml -t 2 -c 128", "\n  \n");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(ChatCli, BadInputFailsWithAMessage) {
+    const auto missing = run_chat("-m /nonexistent/model.gguf", "hi\n");
+    EXPECT_EQ(missing.status, 1);
+    EXPECT_NE(missing.err.find("/nonexistent/model.gguf"), std::string::npos) << missing.err;
+
+    const auto no_model = run_chat("", "hi\n");
+    EXPECT_NE(no_model.status, 0);
+    EXPECT_NE(no_model.err.find("--model"), std::string::npos) << no_model.err;
+
+    if (!weft::test::have_fixtures()) return;
+    const auto bad_template = run_chat("-m '" + stories() + "' --chat-template nosuchfamily", "hi\n");
+    EXPECT_EQ(bad_template.status, 1);
+    EXPECT_NE(bad_template.err.find("nosuchfamily"), std::string::npos) << bad_template.err;
+}
+
+TEST(ChatCli, HelpListsTheFlags) {
+    const auto r = run_chat("--help", "");
+    EXPECT_EQ(r.status, 0);
+    for (const char *flag : {"--model", "--system", "--chat-template", "--n-predict", "--temp", "--top-k",
+                             "--top-p", "--min-p", "--repeat-penalty", "--seed", "--threads", "--ctx-size"})
+        EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace

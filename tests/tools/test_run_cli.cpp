@@ -1,0 +1,236 @@
+// tests/tools/test_run_cli.cpp — `weft synth/run/logits/graph -m` run as a user would.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/fixtures.h"
+#include "model/model_test_util.h"
+
+namespace {
+
+using weft::test::copy_gguf;
+using weft::test::gguf_edits;
+using weft::test::temp_file;
+
+struct run_result {
+    int status = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string read_all(const std::filesystem::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Runs `weft ARGS`; stdout and stderr are captured through temporary files.
+run_result weft(const std::string &args) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("weft-run-test-" + std::to_string(::getpid()) + "-" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir);
+    const std::string cmd = std::string("'") + WEFT_BINARY + "' " + args + " > '" + (dir / "out").string() +
+                            "' 2> '" + (dir / "err").string() + "' < /dev/null";
+    run_result r;
+    const int raw = std::system(cmd.c_str());
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = read_all(dir / "out");
+    r.err = read_all(dir / "err");
+    std::filesystem::remove_all(dir);
+    return r;
+}
+
+std::string q(const std::string &s) {
+    return "'" + s + "'";
+}
+
+// A small synthetic llama written by `weft synth`.
+struct synth_model {
+    temp_file file{"cli-model"};
+    synth_model(const std::string &extra = "") {
+        const run_result r =
+            weft("synth " + q(file.path()) +
+                 " --arch llama --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300 " + extra);
+        EXPECT_EQ(r.status, 0) << r.err;
+    }
+    const std::string &path() const { return file.path(); }
+};
+
+TEST(RunCli, GreedyRunStreamsTextAndReportsTimings) {
+    synth_model m;
+    const run_result r = weft("run -m " + q(m.path()) + " -p 'Hello there' -n 12 --temp 0 -t 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_FALSE(r.out.empty());
+    EXPECT_EQ(r.out.find("weft run:"), std::string::npos) << "logs must go to stderr";
+    EXPECT_NE(r.err.find("loaded"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("reused"), std::string::npos) << r.err;
+
+    // greedy is deterministic, and ubatch size does not change it
+    const run_result again =
+        weft("run -m " + q(m.path()) + " -p 'Hello there' -n 12 --temp 0 -t 2 -ub 3 -b 5");
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(again.out, r.out);
+}
+
+TEST(RunCli, SeededSamplingIsReproducible) {
+    synth_model m;
+    const std::string args = "run -m " + q(m.path()) + " -p 'abc' -n 16 --temp 1.0 --top-k 50 --seed 7";
+    const run_result a = weft(args), b = weft(args);
+    ASSERT_EQ(a.status, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+}
+
+TEST(RunCli, EmptyPromptStartsFromBos) {
+    synth_model m;
+    const run_result r = weft("run -m " + q(m.path()) + " -p '' -n 4 --temp 0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("prompt 1 tokens"), std::string::npos) << r.err;
+}
+
+TEST(RunCli, PromptLongerThanTheContextIsAnError) {
+    synth_model m;
+    const run_result r = weft("run -m " + q(m.path()) +
+                              " -c 16 -p 'this prompt is certainly longer than sixteen tokens' -n 4");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("the context holds 16"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+}
+
+TEST(RunCli, UnknownArchitectureIsAnError) {
+    synth_model m;
+    temp_file broken("cli-arch");
+    gguf_edits e;
+    e.set_strings["general.architecture"] = "mamba";
+    copy_gguf(m.path(), broken.path(), e);
+    const run_result r = weft("run -m " + q(broken.path()) + " -p hi -n 2");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("unknown architecture 'mamba' (supported: llama, qwen2, qwen3)"), std::string::npos)
+        << r.err;
+}
+
+TEST(RunCli, MissingTensorAndShapeMismatchAreErrors) {
+    synth_model m;
+    temp_file missing("cli-missing"), shape("cli-shape");
+    gguf_edits drop;
+    drop.drop_tensor = "blk.0.attn_k.weight";
+    copy_gguf(m.path(), missing.path(), drop);
+    gguf_edits reshape;
+    reshape.reshape_tensor = "blk.1.ffn_down.weight";
+    reshape.new_shape = {96, 32};
+    copy_gguf(m.path(), shape.path(), reshape);
+
+    const run_result a = weft("run -m " + q(missing.path()) + " -p hi -n 2");
+    EXPECT_EQ(a.status, 1);
+    EXPECT_NE(a.err.find("missing tensor 'blk.0.attn_k.weight'"), std::string::npos) << a.err;
+    const run_result b = weft("run -m " + q(shape.path()) + " -p hi -n 2");
+    EXPECT_EQ(b.status, 1);
+    EXPECT_NE(b.err.find("'blk.1.ffn_down.weight' has shape [96, 32], expected [96, 64]"), std::string::npos)
+        << b.err;
+}
+
+TEST(RunCli, VocabularyOnlyFileCannotRun) {
+    synth_model m;
+    temp_file vocab_only("cli-vocab-only");
+    gguf_edits e;
+    e.drop_all_tensors = true;
+    copy_gguf(m.path(), vocab_only.path(), e);
+    const run_result r = weft("run -m " + q(vocab_only.path()) + " -p hi -n 2");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("holds no tensors (a vocabulary-only file?)"), std::string::npos) << r.err;
+}
+
+TEST(RunCli, RealVocabularyOnlyFixtureCannotRun) {
+    WEFT_REQUIRE_FIXTURES();
+    const run_result r =
+        weft("run -m " + q(weft::test::fixture("vocab/ggml-vocab-llama-spm.gguf")) + " -p hi -n 2");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("vocabulary-only"), std::string::npos) << r.err;
+}
+
+TEST(RunCli, BadFlagsAreRejected) {
+    synth_model m;
+    EXPECT_NE(weft("run -p hi").status, 0);  // no model
+    EXPECT_NE(weft("run -m " + q(m.path()) + " --kv-type q4_0").status, 0);
+    EXPECT_NE(weft("run -m /nonexistent/model.gguf").status, 0);
+    EXPECT_NE(weft("synth /tmp/never-written.gguf --heads 5 --kv-heads 2").status, 0);
+    EXPECT_FALSE(std::filesystem::exists("/tmp/never-written.gguf"));
+    EXPECT_NE(weft("synth /tmp/never-written.gguf --type q4_K --embd 64").status,
+              0);  // 64 is not a multiple of 256
+}
+
+TEST(SynthCli, QuantizedModelsRun) {
+    for (const char *type : {"f16", "q8_0", "q4_0"}) {
+        SCOPED_TRACE(type);
+        synth_model m(std::string("--type ") + type);
+        const run_result r = weft("run -m " + q(m.path()) + " -p 'abc' -n 4 --temp 0");
+        EXPECT_EQ(r.status, 0) << r.err;
+        EXPECT_NE(r.err.find(type == std::string("f16") ? "f16" : type), std::string::npos) << r.err;
+    }
+}
+
+TEST(GraphCli, ModelModeDescribesOneDecodeStep) {
+    synth_model m;
+    temp_file dot("cli-graph-dot");
+    const run_result r = weft("graph -m " + q(m.path()) + " --tokens 5 --dot " + q(dot.path()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("one decode step of 5 tokens"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("nodes: "), std::string::npos);
+    EXPECT_NE(r.out.find("mul_mat: "), std::string::npos);
+    EXPECT_NE(r.out.find("planned peak compute memory"), std::string::npos);
+    EXPECT_NE(r.out.find("kq_soft_max-1"), std::string::npos);
+    EXPECT_NE(read_all(dot.path()).find("digraph"), std::string::npos);
+}
+
+TEST(LogitsCli, JsonHasTheFixtureShape) {
+    synth_model m;
+    const run_result r = weft("logits -m " + q(m.path()) + " -p 'Once upon' -n 5 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("prompt"), "Once upon");
+    const auto toks = j.at("prompt_tokens").get<std::vector<int>>();
+    ASSERT_FALSE(toks.empty());
+    EXPECT_EQ(toks.front(), 1);  // BOS
+    EXPECT_EQ(j.at("n_vocab"), 300);
+    EXPECT_EQ(j.at("prompt_logits").size(), toks.size());
+    EXPECT_EQ(j.at("prompt_logits")[0].size(), 300u);
+    EXPECT_EQ(j.at("greedy").size(), 5u);
+    EXPECT_TRUE(j.at("greedy_text_hex").is_string());
+}
+
+TEST(LogitsCli, Stories260KMatchesTheReferenceFile) {
+    WEFT_REQUIRE_FIXTURES();
+    const nlohmann::json ref =
+        nlohmann::json::parse(read_all(weft::test::fixture("reference/stories260K.once.json")));
+    const run_result r = weft("logits -m " + q(weft::test::fixture("models/stories260K.gguf")) +
+                              " -p 'Once upon a time' -n 64 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json got = nlohmann::json::parse(r.out);
+    EXPECT_EQ(got.at("prompt_tokens"), ref.at("prompt_tokens"));
+    EXPECT_EQ(got.at("greedy"), ref.at("greedy"));
+    EXPECT_EQ(got.at("greedy_text_hex"), ref.at("greedy_text_hex"));
+    const auto &a = got.at("prompt_logits"), &b = ref.at("prompt_logits");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < b[i].size(); ++k) {
+            const double x = a[i][k].get<double>(), y = b[i][k].get<double>();
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+        EXPECT_LE(num / den, 1e-6) << "position " << i;
+    }
+}
+
+}  // namespace

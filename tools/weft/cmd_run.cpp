@@ -1,0 +1,181 @@
+// tools/weft/cmd_run.cpp — `weft run`: generate from a prompt, streamed to stdout.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/command.h"
+#include "weft/core/error.h"
+#include "weft/core/type.h"
+#include "weft/model/model.h"
+#include "weft/runtime/context.h"
+#include "weft/runtime/sampling.h"
+
+namespace {
+
+// CLI11 accepts one-letter short options only; the established spellings -ub and -tb are
+// rewritten to their long forms before parsing.
+std::vector<std::string> normalize_args(int argc, char **argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    for (auto &a : args) {
+        if (a == "-ub")
+            a = "--ubatch-size";
+        else if (a == "-tb")
+            a = "--threads-batch";
+    }
+    std::reverse(args.begin(), args.end());  // CLI11's vector form takes the arguments reversed
+    return args;
+}
+
+int default_threads() {
+    return int(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+}
+
+int run_main(int argc, char **argv) {
+    CLI::App app{
+        "Generate text: evaluate PROMPT, then sample up to N tokens, streamed to stdout as they "
+        "are produced. The load line and timings go to stderr.",
+        "weft run"};
+    std::string model_path, prompt, kv_type = "f16";
+    int n_predict = 128;
+    int n_threads = default_threads(), n_threads_batch = 0;
+    uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
+    bool no_mmap = false;
+    weft::sampling_params sp;
+    int64_t seed = -1;
+    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS alone)");
+    app.add_option("-n,--n-predict", n_predict,
+                   "tokens to generate at most (stops earlier at end of generation)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--temp", sp.temp, "temperature; 0 picks the most likely token (greedy)")
+        ->capture_default_str();
+    app.add_option("--top-k", sp.top_k, "keep the K most likely tokens (0: off)")->capture_default_str();
+    app.add_option("--top-p", sp.top_p, "nucleus sampling threshold (1: off)")->capture_default_str();
+    app.add_option("--min-p", sp.min_p, "drop tokens below P x the top probability (0: off)")
+        ->capture_default_str();
+    app.add_option("--repeat-penalty", sp.penalty_repeat, "penalty for repeated tokens (1: off)")
+        ->capture_default_str();
+    app.add_option("--seed", seed, "sampling seed (-1: random)")->capture_default_str();
+    app.add_option("-t,--threads", n_threads, "threads for single-token generation")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 512));
+    app.add_option("--threads-batch", n_threads_batch,
+                   "threads for prompt evaluation, also -tb (0: same as -t)")
+        ->check(CLI::Range(0, 512));
+    app.add_option("-c,--ctx-size", n_ctx,
+                   "context size in tokens (0: the model's training context, at most 4096)");
+    app.add_option("-b,--batch-size", n_batch, "most tokens per decode call")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1u << 20));
+    app.add_option("--ubatch-size", n_ubatch, "most tokens per graph computation, also -ub")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1u << 20));
+    app.add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"f16", "f32"}));
+    app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
+    try {
+        app.parse(normalize_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+    if (seed >= 0) sp.seed = uint32_t(seed);
+
+    weft::model_params mp;
+    mp.use_mmap = !no_mmap;
+    auto model = weft::model::load(model_path, mp);
+    std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model_path.c_str(), model->load_ms(),
+                 model->describe().c_str());
+
+    weft::inference_params ip;
+    ip.n_ctx = n_ctx ? n_ctx : uint32_t(std::min<int64_t>(model->hparams().n_ctx_train, 4096));
+    ip.n_batch = n_batch;
+    ip.n_ubatch = n_ubatch;
+    ip.n_threads = n_threads;
+    ip.n_threads_batch = n_threads_batch ? n_threads_batch : n_threads;
+    ip.kv_type = kv_type == "f32" ? weft::dtype::f32 : weft::dtype::f16;
+    weft::inference_context ctx(*model, ip);
+
+    const weft::vocab &vocab = model->vocab();
+    std::vector<weft::token> tokens = vocab.tokenize(prompt, true, true);
+    if (tokens.empty()) {
+        if (vocab.bos() == weft::token_null)
+            throw weft::error("the prompt is empty and the vocabulary has no BOS token");
+        tokens.push_back(vocab.bos());
+    }
+    if (tokens.size() >= ctx.n_ctx())
+        throw weft::error("the prompt has " + std::to_string(tokens.size()) + " tokens, the context holds " +
+                          std::to_string(ctx.n_ctx()) + " (raise -c)");
+
+    auto sampler = weft::make_sampler_chain(sp);
+    for (weft::token t : tokens) sampler->accept(t);  // penalties see the prompt
+    std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
+                 sampler->describe().c_str());
+
+    using clock = std::chrono::steady_clock;
+    auto ms_since = [](clock::time_point t0) {
+        return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    };
+    // The prompt, in chunks of n_batch.
+    const auto t_prompt = clock::now();
+    for (size_t begin = 0; begin < tokens.size(); begin += ctx.n_batch()) {
+        const size_t n = std::min<size_t>(ctx.n_batch(), tokens.size() - begin);
+        const int rc =
+            ctx.decode(weft::batch::from_tokens(std::span<const weft::token>(tokens.data() + begin, n)));
+        if (rc != weft::decode_ok)
+            throw weft::error("decoding the prompt failed (" + std::to_string(rc) + "): " + ctx.last_error());
+    }
+
+    const double prompt_ms = ms_since(t_prompt);
+
+    const auto t_generate = clock::now();
+    int n_generated = 0;
+    const int32_t n_vocab = ctx.n_vocab();
+    for (; n_generated < n_predict; ++n_generated) {
+        const weft::token t = sampler->sample(ctx.get_logits_ith(-1), n_vocab);
+        if (vocab.is_eog(t)) break;
+        const std::string piece = vocab.token_to_piece(t, false);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        if (ctx.kv_used_cells() >= ctx.n_ctx()) {
+            std::fprintf(stderr, "\nweft run: context full (%u tokens)\n", ctx.n_ctx());
+            ++n_generated;
+            break;
+        }
+        const int rc = ctx.decode(weft::batch::from_tokens({t}));
+        if (rc != weft::decode_ok)
+            throw weft::error("decoding failed (" + std::to_string(rc) + "): " + ctx.last_error());
+    }
+    const double generate_ms = ms_since(t_generate);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+
+    const weft::inference_perf p = ctx.perf();
+    auto rate = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
+    std::fprintf(stderr, "weft run: load %.1f ms\n", model->load_ms());
+    std::fprintf(stderr, "weft run: prompt %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), prompt_ms,
+                 rate(int64_t(tokens.size()), prompt_ms));
+    std::fprintf(
+        stderr,
+        "weft run: generated %d tokens in %.1f ms (%.2f tokens/s; single-token decode %lld calls, %.2f ms "
+        "each)\n",
+        n_generated, generate_ms, rate(n_generated, generate_ms), (long long)p.n_eval,
+        p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
+    std::fprintf(stderr,
+                 "weft run: graphs built %lld, reused %lld; KV %.1f MiB, compute %.1f MiB, threads %d/%d\n",
+                 (long long)p.n_graph_builds, (long long)p.n_graph_reuses, double(ctx.kv_bytes()) / 1048576.0,
+                 double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads, ip.n_threads_batch);
+    return 0;
+}
+
+const bool registered = weft::tool::register_command(
+    {"run", "generate text from a prompt with a model (streamed to stdout)", &run_main});
+
+}  // namespace
