@@ -11,10 +11,14 @@ namespace weft {
 
 namespace {
 constexpr size_t data_alignment = 64;
-size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+size_t align_up(size_t x, size_t a) {
+    return (x + a - 1) / a * a;
+}
 }  // namespace
 
-size_t context_overhead(size_t n_tensors) { return n_tensors * align_up(sizeof(tensor), alignof(tensor)) + 64; }
+size_t context_overhead(size_t n_tensors) {
+    return n_tensors * align_up(sizeof(tensor), alignof(tensor)) + 64;
+}
 
 context::context(context_params params) : params_(params) {
     if (params_.mem_size == 0) params_.mem_size = context_overhead(16);
@@ -50,8 +54,8 @@ tensor *context::new_tensor(dtype t, std::span<const int64_t> ne) {
         count *= n;
     }
     if (ne[0] % ti.block_size != 0)
-        throw error("new_tensor: ne[0] = " + std::to_string(ne[0]) + " is not a multiple of the " +
-                    ti.name + " block size " + std::to_string(ti.block_size));
+        throw error("new_tensor: ne[0] = " + std::to_string(ne[0]) + " is not a multiple of the " + ti.name +
+                    " block size " + std::to_string(ti.block_size));
 
     auto *tn = new (take(sizeof(tensor), alignof(tensor))) tensor();
     tensors_.push_back(tn);
@@ -83,8 +87,9 @@ tensor *context::new_view(tensor &src, dtype t, std::span<const int64_t> ne, std
     // dims past ne.size() are 1 with strides that keep the tensor contiguous when it is
     for (size_t i = ne.size(); i < max_dims; ++i) tn->nb[i] = tn->nb[i - 1] * size_t(tn->ne[i - 1]);
     if (tn->nbytes() + base_offs > base->nbytes())
-        throw error("view of '" + std::string(src.name) + "' " + src.shape_str() + ": view " + tn->shape_str() +
-                    " at offset " + std::to_string(offset) + " runs past the end of its source");
+        throw error("view of '" + std::string(src.name) + "' " + src.shape_str() + ": view " +
+                    tn->shape_str() + " at offset " + std::to_string(offset) +
+                    " runs past the end of its source");
     tn->view_src = base;
     tn->view_offs = base_offs;
     tn->buffer = base->buffer;

@@ -51,8 +51,14 @@ const cpu_features g_none{};
 
 }  // namespace
 
-const cpu_features &host_cpu_features() { return g_forced.load() ? g_none : g_detected; }
-void force_scalar(bool on) { g_forced.store(on); }
-bool scalar_forced() { return g_forced.load(); }
+const cpu_features &host_cpu_features() {
+    return g_forced.load() ? g_none : g_detected;
+}
+void force_scalar(bool on) {
+    g_forced.store(on);
+}
+bool scalar_forced() {
+    return g_forced.load();
+}
 
 }  // namespace weft

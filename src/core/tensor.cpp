@@ -87,22 +87,54 @@ char *element_ptr(const tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i
 float tensor_get_f32(const tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const char *p = element_ptr(t, i0, i1, i2, i3);
     switch (t.type) {
-        case dtype::f32: { float v; std::memcpy(&v, p, 4); return v; }
-        case dtype::f16: { fp16_t v; std::memcpy(&v, p, 2); return fp16_to_fp32(v); }
-        case dtype::bf16: { bf16_t v; std::memcpy(&v, p, 2); return bf16_to_fp32(v); }
-        case dtype::i32: { int32_t v; std::memcpy(&v, p, 4); return float(v); }
-        default: throw error(std::string("tensor_get_f32: unsupported type ") + type_name(t.type));
+        case dtype::f32: {
+            float v;
+            std::memcpy(&v, p, 4);
+            return v;
+        }
+        case dtype::f16: {
+            fp16_t v;
+            std::memcpy(&v, p, 2);
+            return fp16_to_fp32(v);
+        }
+        case dtype::bf16: {
+            bf16_t v;
+            std::memcpy(&v, p, 2);
+            return bf16_to_fp32(v);
+        }
+        case dtype::i32: {
+            int32_t v;
+            std::memcpy(&v, p, 4);
+            return float(v);
+        }
+        default:
+            throw error(std::string("tensor_get_f32: unsupported type ") + type_name(t.type));
     }
 }
 
 void tensor_set_f32(tensor &t, float v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     char *p = element_ptr(t, i0, i1, i2, i3);
     switch (t.type) {
-        case dtype::f32: std::memcpy(p, &v, 4); break;
-        case dtype::f16: { fp16_t h = fp32_to_fp16(v); std::memcpy(p, &h, 2); break; }
-        case dtype::bf16: { bf16_t h = fp32_to_bf16(v); std::memcpy(p, &h, 2); break; }
-        case dtype::i32: { int32_t i = int32_t(v); std::memcpy(p, &i, 4); break; }
-        default: throw error(std::string("tensor_set_f32: unsupported type ") + type_name(t.type));
+        case dtype::f32:
+            std::memcpy(p, &v, 4);
+            break;
+        case dtype::f16: {
+            fp16_t h = fp32_to_fp16(v);
+            std::memcpy(p, &h, 2);
+            break;
+        }
+        case dtype::bf16: {
+            bf16_t h = fp32_to_bf16(v);
+            std::memcpy(p, &h, 2);
+            break;
+        }
+        case dtype::i32: {
+            int32_t i = int32_t(v);
+            std::memcpy(p, &i, 4);
+            break;
+        }
+        default:
+            throw error(std::string("tensor_set_f32: unsupported type ") + type_name(t.type));
     }
 }
 

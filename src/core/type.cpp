@@ -54,7 +54,9 @@ const type_info &type_traits(dtype t) {
     return i < n_types ? table[i] : unknown;
 }
 
-bool type_is_known(int32_t raw) { return raw >= 0 && size_t(raw) < n_types && table[size_t(raw)].known; }
+bool type_is_known(int32_t raw) {
+    return raw >= 0 && size_t(raw) < n_types && table[size_t(raw)].known;
+}
 
 const char *type_name(dtype t) {
     const auto &ti = type_traits(t);
@@ -68,7 +70,8 @@ std::optional<dtype> type_from_name(std::string_view name) {
         if (n.size() != name.size()) continue;
         bool eq = true;
         for (size_t k = 0; k < n.size() && eq; ++k)
-            eq = std::tolower(static_cast<unsigned char>(n[k])) == std::tolower(static_cast<unsigned char>(name[k]));
+            eq = std::tolower(static_cast<unsigned char>(n[k])) ==
+                 std::tolower(static_cast<unsigned char>(name[k]));
         if (eq) return dtype(i);
     }
     return std::nullopt;

@@ -15,16 +15,20 @@ inline std::filesystem::path fixtures_dir() {
     return std::filesystem::path(WEFT_SOURCE_DIR) / ".." / "shared" / "fixtures";
 }
 
-inline bool have_fixtures() { return std::filesystem::is_directory(fixtures_dir()); }
+inline bool have_fixtures() {
+    return std::filesystem::is_directory(fixtures_dir());
+}
 
-inline std::string fixture(const std::string &rel) { return (fixtures_dir() / rel).string(); }
+inline std::string fixture(const std::string &rel) {
+    return (fixtures_dir() / rel).string();
+}
 
 }  // namespace weft::test
 
 // Skips the current test, saying why, when ../shared/fixtures is not there (a user's fresh clone).
-#define WEFT_REQUIRE_FIXTURES()                                                                 \
-    do {                                                                                        \
-        if (!::weft::test::have_fixtures())                                                     \
-            GTEST_SKIP() << "shared fixtures not found at " << ::weft::test::fixtures_dir()     \
-                         << " (clone ../shared beside the project to run this test)";          \
+#define WEFT_REQUIRE_FIXTURES()                                                             \
+    do {                                                                                    \
+        if (!::weft::test::have_fixtures())                                                 \
+            GTEST_SKIP() << "shared fixtures not found at " << ::weft::test::fixtures_dir() \
+                         << " (clone ../shared beside the project to run this test)";       \
     } while (0)

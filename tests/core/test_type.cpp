@@ -28,7 +28,7 @@ TEST(Type, HalfRoundTripsEveryFiniteValue) {
         if (std::isnan(f)) continue;
         EXPECT_EQ(fp32_to_fp16(f), h) << std::hex << h;
     }
-    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);  // rounds to infinity
+    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);            // rounds to infinity
     EXPECT_EQ(fp32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);  // tie rounds to even
 }
 

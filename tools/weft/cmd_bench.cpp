@@ -39,7 +39,8 @@ double measure_read_bandwidth(int n_threads, size_t bytes) {
     auto for_each_share = [&](auto &&fn) {
         std::vector<std::thread> workers;
         for (int t = 0; t < n_threads; ++t)
-            workers.emplace_back([&, t] { fn(n * size_t(t) / size_t(n_threads), n * size_t(t + 1) / size_t(n_threads)); });
+            workers.emplace_back(
+                [&, t] { fn(n * size_t(t) / size_t(n_threads), n * size_t(t + 1) / size_t(n_threads)); });
         for (auto &w : workers) w.join();
     };
     for_each_share([&](size_t b, size_t e) {
@@ -102,7 +103,8 @@ int bench_main(int argc, char **argv) {
         "read bandwidth. Results to stdout (a table, or JSON with --json); progress to stderr.",
         "weft bench"};
     std::string model_path;
-    int n_prompt = 512, n_gen = 128, reps = 3, n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
+    int n_prompt = 512, n_gen = 128, reps = 3,
+        n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
     uint32_t n_ubatch = 512;
     std::string kv_type = "f16";
     bool json = false, no_bandwidth = false;
@@ -113,7 +115,9 @@ int bench_main(int argc, char **argv) {
     app.add_option("-n,--n-gen", n_gen, "tokens per generation run (0: skip)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 16));
-    app.add_option("-r,--repetitions", reps, "runs of each test")->capture_default_str()->check(CLI::Range(1, 100));
+    app.add_option("-r,--repetitions", reps, "runs of each test")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100));
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
     app.add_option("--ubatch-size", n_ubatch, "physical batch size (tokens per graph)")
         ->capture_default_str()
@@ -137,7 +141,8 @@ int bench_main(int argc, char **argv) {
 
     auto t_load = clock_type::now();
     auto m = weft::model::load(model_path);
-    std::fprintf(stderr, "weft bench: loaded %s in %.0f ms\n", m->describe().c_str(), seconds_since(t_load) * 1e3);
+    std::fprintf(stderr, "weft bench: loaded %s in %.0f ms\n", m->describe().c_str(),
+                 seconds_since(t_load) * 1e3);
 
     weft::inference_params ip;
     ip.n_ctx = uint32_t(std::max(n_prompt + n_gen, 16));
@@ -208,7 +213,9 @@ int bench_main(int argc, char **argv) {
         j["n_ubatch"] = ip.n_ubatch;
         j["kv_type"] = kv_type;
         j["repetitions"] = reps;
-        if (n_prompt > 0) j["pp"] = {{"n_tokens", n_prompt}, {"tokens_per_s", pp.mean}, {"stddev", pp.stddev}, {"runs", pp_tps}};
+        if (n_prompt > 0)
+            j["pp"] = {
+                {"n_tokens", n_prompt}, {"tokens_per_s", pp.mean}, {"stddev", pp.stddev}, {"runs", pp_tps}};
         if (n_gen > 0)
             j["tg"] = {{"n_tokens", n_gen},
                        {"tokens_per_s", tg.mean},
@@ -236,13 +243,14 @@ int bench_main(int argc, char **argv) {
     else
         std::snprintf(count, sizeof count, "%.2f M", params / 1e6);
     const auto row = [&](const char *test, int n, const stats &st) {
-        std::printf("| %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", m->name().c_str(), size, count, n_threads, test, n,
-                    st.mean, st.stddev);
+        std::printf("| %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", m->name().c_str(), size, count, n_threads,
+                    test, n, st.mean, st.stddev);
     };
     if (n_prompt > 0) row("pp", n_prompt, pp);
     if (n_gen > 0) row("tg", n_gen, tg);
     if (n_gen > 0) {
-        std::printf("\ngeneration reads %.1f MiB per token: %.2f GB/s", tg_bytes_per_token / double(1 << 20), tg_bw / 1e9);
+        std::printf("\ngeneration reads %.1f MiB per token: %.2f GB/s", tg_bytes_per_token / double(1 << 20),
+                    tg_bw / 1e9);
         if (machine_bw > 0)
             std::printf(" of %.2f GB/s measured read bandwidth (%.0f%%)", machine_bw / 1e9, 100.0 * fraction);
         std::printf("\n");

@@ -22,7 +22,7 @@ namespace {
 struct graph_options {
     bool demo = false;
     std::string model_path;  // -m: one decode step of this model
-    std::string dot_path;  // empty: no DOT file
+    std::string dot_path;    // empty: no DOT file
     int64_t n_embd = 64;
     int64_t n_hidden = 256;
     int64_t n_tokens = 8;
@@ -116,8 +116,8 @@ int graph_model(const graph_options &opt) {
     ip.n_batch = ip.n_ubatch = uint32_t(opt.n_tokens);
     ip.n_threads = ip.n_threads_batch = 1;
     inference_context ctx(*m, ip);
-    std::cout << "model: " << m->describe() << "\none decode step of " << opt.n_tokens << " tokens, KV cache of "
-              << ctx.n_ctx() << " cells\n\n";
+    std::cout << "model: " << m->describe() << "\none decode step of " << opt.n_tokens
+              << " tokens, KV cache of " << ctx.n_ctx() << " cells\n\n";
     ctx.visit_step_graph(int32_t(opt.n_tokens), [&](const graph &g) { report_graph(g, opt); });
     return 0;
 }
@@ -130,7 +130,8 @@ int graph_main(int argc, char **argv) {
         "weft graph"};
     graph_options opt;
     app.add_flag("--demo", opt.demo, "a two-layer MLP y = W2 * silu(W1 * x)");
-    app.add_option("-m,--model", opt.model_path, "a GGUF model: the graph of one decode step of --tokens tokens")
+    app.add_option("-m,--model", opt.model_path,
+                   "a GGUF model: the graph of one decode step of --tokens tokens")
         ->option_text("MODEL.gguf")
         ->check(CLI::ExistingFile);
     app.add_option("--dot", opt.dot_path, "also write the graph as Graphviz DOT to FILE")

@@ -23,7 +23,9 @@ bool register_command(command c) {
     return true;
 }
 
-const std::vector<command> &commands() { return registry(); }
+const std::vector<command> &commands() {
+    return registry();
+}
 
 }  // namespace weft::tool
 
@@ -32,7 +34,9 @@ namespace {
 void print_usage(FILE *out) {
     auto cmds = weft::tool::commands();
     std::sort(cmds.begin(), cmds.end(), [](const auto &a, const auto &b) { return a.name < b.name; });
-    std::fprintf(out, "weft — run large language models from GGUF files\n\nusage: weft <command> [options]\n\ncommands:\n");
+    std::fprintf(
+        out,
+        "weft — run large language models from GGUF files\n\nusage: weft <command> [options]\n\ncommands:\n");
     for (const auto &c : cmds) std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
     std::fprintf(out, "\n`weft <command> --help` describes each command.\n");
 }
@@ -40,7 +44,8 @@ void print_usage(FILE *out) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+        !std::strcmp(argv[1], "help")) {
         print_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;
     }

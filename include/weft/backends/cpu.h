@@ -17,7 +17,7 @@ buffer_type &cpu_buffer_type();
 std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size);
 
 class cpu_backend : public backend {
-public:
+  public:
     explicit cpu_backend(int n_threads = 1);
     ~cpu_backend() override;
 
@@ -40,7 +40,7 @@ public:
     // Polled between nodes; returning true aborts the graph (compute_status::aborted).
     void set_abort_callback(std::function<bool()> cb);
 
-private:
+  private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };

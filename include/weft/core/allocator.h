@@ -17,7 +17,7 @@ namespace weft {
 // (inputs and outputs are never freed), lets an op run in place over its only-consumed source
 // where op_can_inplace allows it, and gives views their source's memory.
 class graph_allocator {
-public:
+  public:
     explicit graph_allocator(buffer_type &bt);
     ~graph_allocator();
 
@@ -39,7 +39,7 @@ public:
 
     // The plan alone, without a buffer: offset per tensor and the peak. For tests and `weft graph`.
     struct plan {
-        std::unordered_map<const tensor *, size_t> offsets;  // tensors that get memory of their own
+        std::unordered_map<const tensor *, size_t> offsets;          // tensors that get memory of their own
         std::unordered_map<const tensor *, const tensor *> inplace;  // node -> source it reuses
         size_t peak_bytes = 0;
     };
@@ -48,7 +48,7 @@ public:
     static plan make_plan(const graph &g, size_t alignment);
     static plan make_plan(const graph &g, size_t alignment, const std::unordered_set<const tensor *> &keep);
 
-private:
+  private:
     buffer_type &bt_;
     std::unique_ptr<backend_buffer> buffer_;
     size_t planned_peak_ = 0;

@@ -18,7 +18,7 @@ class buffer_type;
 
 // A block of backend memory that tensors are placed into.
 class backend_buffer {
-public:
+  public:
     virtual ~backend_buffer() = default;
     virtual buffer_type &type() const = 0;
     virtual void *base() const = 0;  // device address space for non-host buffers
@@ -35,26 +35,28 @@ public:
 };
 
 class buffer_type {
-public:
+  public:
     virtual ~buffer_type() = default;
     virtual const char *name() const = 0;
     virtual std::unique_ptr<backend_buffer> alloc(size_t size) = 0;
-    virtual size_t alignment() const { return 64; }                                 // optional
-    virtual size_t alloc_size(const tensor &t) const { return t.nbytes(); }         // optional
-    virtual bool is_host() const { return false; }                                  // optional
+    virtual size_t alignment() const { return 64; }                          // optional
+    virtual size_t alloc_size(const tensor &t) const { return t.nbytes(); }  // optional
+    virtual bool is_host() const { return false; }                           // optional
 };
 
 enum class compute_status : int32_t { ok = 0, aborted = 2, failed = -2 };
 
 class backend {
-public:
+  public:
     virtual ~backend() = default;
     virtual const char *name() const = 0;
     virtual buffer_type &default_buffer_type() = 0;
     // Placement: the scheduler gives a node to the first backend that supports it.
     virtual bool supports_op(const tensor &node) const = 0;
     // Whether this backend can read tensors in buffers of type bt directly (default: its own type).
-    virtual bool supports_buffer_type(const buffer_type &bt) const { return &bt == &const_cast<backend *>(this)->default_buffer_type(); }
+    virtual bool supports_buffer_type(const buffer_type &bt) const {
+        return &bt == &const_cast<backend *>(this)->default_buffer_type();
+    }
     // Executes the nodes of g in order; the callback (may be empty) observes nodes.
     virtual compute_status graph_compute(graph &g, const eval_callback &cb) = 0;
 };

@@ -22,7 +22,7 @@ struct context_params {
 size_t context_overhead(size_t n_tensors);
 
 class context {
-public:
+  public:
     explicit context(context_params params);
     ~context();
     context(const context &) = delete;
@@ -48,7 +48,7 @@ public:
     size_t used_bytes() const { return used_; }
     size_t capacity() const { return params_.mem_size; }
 
-private:
+  private:
     void *take(size_t bytes, size_t align);
 
     context_params params_;

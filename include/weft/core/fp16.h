@@ -55,7 +55,9 @@ inline fp16_t fp32_to_fp16(float f) {
     return fp16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
-inline float bf16_to_fp32(bf16_t h) { return fp32_from_bits(uint32_t(h) << 16); }
+inline float bf16_to_fp32(bf16_t h) {
+    return fp32_from_bits(uint32_t(h) << 16);
+}
 
 inline bf16_t fp32_to_bf16(float f) {
     uint32_t w = fp32_to_bits(f);

@@ -17,9 +17,9 @@ constexpr size_t default_graph_size = 8192;
 struct graph {
     explicit graph(size_t capacity = default_graph_size) : capacity(capacity) {}
 
-    size_t capacity;               // nodes + leafs; exceeding it throws weft::error
-    std::vector<tensor *> nodes;   // tensors with an op, after all their sources
-    std::vector<tensor *> leafs;   // op none: inputs, weights, constants
+    size_t capacity;              // nodes + leafs; exceeding it throws weft::error
+    std::vector<tensor *> nodes;  // tensors with an op, after all their sources
+    std::vector<tensor *> leafs;  // op none: inputs, weights, constants
     std::unordered_set<const tensor *> visited;
     std::unordered_map<const tensor *, int> use_count;  // consumers of each tensor within the graph
 

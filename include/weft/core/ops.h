@@ -26,7 +26,9 @@ tensor *silu(context &ctx, tensor *a);
 tensor *gelu(context &ctx, tensor *a);
 // act(gate) * up; gate and up have the same shape; p.i[0] = glu_kind
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
-inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) { return glu(ctx, gate, up, glu_kind::swiglu); }
+inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) {
+    return glu(ctx, gate, up, glu_kind::swiglu);
+}
 
 // --- normalisation over ne[0]; p.f[0] = eps (>= 0)
 tensor *rms_norm(context &ctx, tensor *a, float eps);
@@ -47,12 +49,12 @@ tensor *set_rows(context &ctx, tensor *dst, tensor *src, tensor *ids);
 
 // --- positions
 struct rope_params {
-    int32_t n_dims = 0;            // rotated dims (<= head size; the rest pass through)
+    int32_t n_dims = 0;  // rotated dims (<= head size; the rest pass through)
     int32_t mode = rope_mode_normal;
-    int32_t n_ctx_orig = 0;        // training context (YaRN)
+    int32_t n_ctx_orig = 0;  // training context (YaRN)
     float freq_base = 10000.0f;
-    float freq_scale = 1.0f;       // 1 / linear scaling factor
-    float ext_factor = 0.0f;       // YaRN extrapolation mix (0: off)
+    float freq_scale = 1.0f;  // 1 / linear scaling factor
+    float ext_factor = 0.0f;  // YaRN extrapolation mix (0: off)
     float attn_factor = 1.0f;
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
@@ -76,7 +78,7 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 
 // null. The scheduler never substitutes a write target (src[1] of cpy, src[0] of set_rows).
 tensor *cpy(context &ctx, tensor *src, tensor *dst);
 tensor *cont(context &ctx, tensor *a);
-tensor *cast(context &ctx, tensor *a, dtype t);        // contiguous copy converted to t (op cpy)
+tensor *cast(context &ctx, tensor *a, dtype t);               // contiguous copy converted to t (op cpy)
 tensor *concat(context &ctx, tensor *a, tensor *b, int dim);  // same types; p.i[0] = dim
 
 // --- reductions: argmax f32 [n, rows] -> i32 [rows]; sum_rows, mean [n, ...] -> f32 [1, ...]

@@ -12,7 +12,7 @@
 namespace weft {
 
 class scheduler {
-public:
+  public:
     // backends in priority order; the last one must be a CPU (host) backend that supports every op
     explicit scheduler(std::vector<backend *> backends);
     ~scheduler();
@@ -31,7 +31,7 @@ public:
     size_t compute_buffer_size() const;  // bytes, all backends
     int grow_count() const;
 
-private:
+  private:
     struct impl;
     std::unique_ptr<impl> impl_;
     eval_callback cb_;

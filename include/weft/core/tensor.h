@@ -18,29 +18,29 @@ constexpr int max_name = 64;
 // The closed op set. Tables indexed by op (names, in-place capability, CPU kernels) are sized by
 // op_kind::count and static_assert on it, so adding an op without its entries does not compile.
 enum class op_kind : int32_t {
-    none = 0,   // a leaf: input, weight or constant
-    get_rows,   // src0 [n_embd, n_rows, A2, A3] any type, src1 i32 [n, B2, B3] -> f32 [n_embd, n, B2, B3]
-    add,        // src0 + src1, src1 broadcast (src1.ne[i] divides src0.ne[i])
+    none = 0,  // a leaf: input, weight or constant
+    get_rows,  // src0 [n_embd, n_rows, A2, A3] any type, src1 i32 [n, B2, B3] -> f32 [n_embd, n, B2, B3]
+    add,       // src0 + src1, src1 broadcast (src1.ne[i] divides src0.ne[i])
     sub,
     mul,
     div,
-    scale,      // src0 * p.f[0]
-    rms_norm,   // over ne[0]; p.f[0] = eps
-    norm,       // mean/variance over ne[0]; p.f[0] = eps
-    mul_mat,    // src0 [k, m, A2, A3] (any type), src1 [k, n, B2, B3] f32 -> f32 [m, n, B2, B3]
-    rope,       // src0 [head_dim, n_head, n_tokens, 1], src1 i32 [n_tokens], src2 optional f32 freq factors
-    soft_max,   // softmax over ne[0] of (src0 * scale + src1 mask (optional, f32 or f16, broadcast over rows))
+    scale,     // src0 * p.f[0]
+    rms_norm,  // over ne[0]; p.f[0] = eps
+    norm,      // mean/variance over ne[0]; p.f[0] = eps
+    mul_mat,   // src0 [k, m, A2, A3] (any type), src1 [k, n, B2, B3] f32 -> f32 [m, n, B2, B3]
+    rope,      // src0 [head_dim, n_head, n_tokens, 1], src1 i32 [n_tokens], src2 optional f32 freq factors
+    soft_max,  // softmax over ne[0] of (src0 * scale + src1 mask (optional, f32 or f16, broadcast over rows))
     silu,
-    gelu,       // tanh approximation
-    glu,        // p.i[0] = glu_kind; src0 gate, src1 up (same shape): act(gate) * up
-    cpy,        // copy src0 into src1 (a view), converting type; result is a view of src1
-    cont,       // contiguous copy of src0 (same type)
-    set_rows,   // write rows of src1 into src0 (in place) at row indices src2 (i32 or i64); result views src0
-    concat,     // src0, src1 joined along p.i[0]
-    argmax,     // src0 f32 [n, rows] -> i32 [rows]
-    sum_rows,   // src0 [n, ...] -> [1, ...]
-    mean,       // src0 [n, ...] -> [1, ...]
-    view,       // no data of its own: view_src + view_offs
+    gelu,      // tanh approximation
+    glu,       // p.i[0] = glu_kind; src0 gate, src1 up (same shape): act(gate) * up
+    cpy,       // copy src0 into src1 (a view), converting type; result is a view of src1
+    cont,      // contiguous copy of src0 (same type)
+    set_rows,  // write rows of src1 into src0 (in place) at row indices src2 (i32 or i64); result views src0
+    concat,    // src0, src1 joined along p.i[0]
+    argmax,    // src0 f32 [n, rows] -> i32 [rows]
+    sum_rows,  // src0 [n, ...] -> [1, ...]
+    mean,      // src0 [n, ...] -> [1, ...]
+    view,      // no data of its own: view_src + view_offs
     reshape,
     permute,
     transpose,
@@ -85,7 +85,7 @@ struct tensor {
     // --- shape helpers -------------------------------------------------------------------------
     int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
-    int n_dims() const;  // 1..4: index of the last dim > 1, plus one
+    int n_dims() const;     // 1..4: index of the last dim > 1, plus one
     size_t nbytes() const;  // bytes spanned by the data (views: as laid out by their strides)
     size_t element_size() const { return type_traits(type).type_size; }
     bool is_contiguous() const;

@@ -39,7 +39,7 @@ struct type_info {
     int64_t block_size = 0;      // elements per block (1 for plain types)
     size_t type_size = 0;        // bytes per block
     bool is_quantized = false;
-    bool known = false;          // false for the holes in the id space
+    bool known = false;  // false for the holes in the id space
 };
 
 const type_info &type_traits(dtype t);
