@@ -8,6 +8,19 @@
 
 namespace weft {
 
+namespace {
+
+// x as a [ne0, ne1] matrix. When x is itself a reshape of such a matrix (V is split into heads by
+// build_qkv and goes back to rows for the cache), that matrix is used rather than a reshape of
+// the reshape: both are views of the same data.
+tensor *as_matrix(context &ctx, tensor *x, int64_t ne0, int64_t ne1) {
+    tensor *s = x->op == op_kind::reshape ? x->src[0] : nullptr;
+    if (s && s->ne[0] == ne0 && s->ne[1] == ne1 && s->ne[2] == 1 && s->ne[3] == 1) return s;
+    return reshape_2d(ctx, x, ne0, ne1);
+}
+
+}  // namespace
+
 graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, context &ctx_, graph &g,
                              const graph_build_params &p)
     : hp(hp_),
@@ -56,7 +69,10 @@ tensor *graph_builder::build_inp_pos() {
 
 tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, int64_t il) {
     tensor *cur = rms_norm(ctx, x, hp.norm_rms_eps);
-    if (weight) cur = mul(ctx, cur, weight);
+    if (weight) {
+        named(cur, (std::string(name) + "_raw").c_str(), il);  // normalized, before the weight
+        cur = mul(ctx, cur, weight);
+    }
     return named(cur, name, il);
 }
 
@@ -103,8 +119,8 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
 
     // Write this ubatch's K and V rows into their cells. The attention reads views *of the
     // write's result*, so the write is ordered before the reads in the graph.
-    tensor *k_rows = reshape_2d(ctx, k, head_k * n_head_kv, n_tokens);
-    tensor *v_rows = reshape_2d(ctx, v, head_v * n_head_kv, n_tokens);
+    tensor *k_rows = as_matrix(ctx, k, head_k * n_head_kv, n_tokens);
+    tensor *v_rows = as_matrix(ctx, v, head_v * n_head_kv, n_tokens);
     tensor *k_stored = named(set_rows(ctx, cache.k, k_rows, inputs_.kv_idxs), "k_cache_store", il);
     tensor *v_stored = named(set_rows(ctx, cache.v, v_rows, inputs_.kv_idxs), "v_cache_store", il);
 
@@ -150,7 +166,9 @@ tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out,
 
 tensor *graph_builder::select_outputs(tensor *x) {
     if (!inputs_.out_ids) return x;
-    return get_rows(ctx, x, inputs_.out_ids);
+    tensor *rows = get_rows(ctx, x, inputs_.out_ids);
+    if (x->name[0]) rows->format_name("%s (outputs)", x->name);  // the style of the ops' derived names
+    return rows;
 }
 
 graph_inputs graph_builder::finish(tensor *x) {

@@ -122,6 +122,66 @@ int mins_times_bsums_8(const uint8_t mins[8], const int16_t *bsums) {
     return _mm_cvtsi128_si32(prod);
 }
 
+// A row of 32-element blocks against q8_0 activations, for the types with signed quants (q4_0,
+// q5_0, q8_0): quants_of(block) gives a block's 32 quants as signed bytes.
+static_assert(qk4_0 == qk8_0 && qk5_0 == qk8_0 && qk4_1 == qk8_1 && qk5_1 == qk8_1 && qk8_0 == 32);
+template <class Block, class QuantsOf>
+float vec_dot_signed_32_avx2(int64_t n, const void *vx, const void *vy, QuantsOf quants_of) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_0 *>(vy);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / qk8_0; ++i) {
+        const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(quants_of(x[i]), load_32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
+    }
+    return hsum_f32x8(acc);
+}
+
+// The same against q8_1 for the types with unsigned quants and a min (q4_1, q5_1): the mins
+// multiply the activations' block sums.
+template <class Block, class QuantsOf>
+float vec_dot_unsigned_32_avx2(int64_t n, const void *vx, const void *vy, QuantsOf quants_of) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_1 *>(vy);
+    __m256 acc = _mm256_setzero_ps();
+    float sum_mins = 0;
+    for (int64_t i = 0; i < n / qk8_1; ++i) {
+        sum_mins += half(x[i].m) * half(y[i].s);
+        const __m256 dots = _mm256_cvtepi32_ps(dot_u8_i8(quants_of(x[i]), load_32(y[i].qs)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
+    }
+    return hsum_f32x8(acc) + sum_mins;
+}
+
+// The unsigned quants of two adjacent 32-element sub-blocks.
+struct quants_64 {
+    __m256i lo, hi;
+};
+
+// q4_K and q5_K against q8_K: eight sub-blocks of 32 with a six-bit scale and min each; the mins
+// come off through the activations' bsums. Only how the quants are stored differs:
+// quants_of(block, p) gives those of sub-blocks 2p and 2p + 1.
+template <class Block, class QuantsOf>
+float vec_dot_k4_avx2(int64_t n, const void *vx, const void *vy, QuantsOf quants_of) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    __m256 acc = _mm256_setzero_ps();
+    float sum_mins = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        uint8_t scales[8], mins[8];
+        decode_scales_mins_k4(x[i].scales, scales, mins);
+        sum_mins += y[i].d * half(x[i].dmin) * float(mins_times_bsums_8(mins, y[i].bsums));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+            const quants_64 q = quants_of(x[i], p);
+            sumi = _mm256_add_epi32(sumi, scaled_dot_32(q.lo, y[i].qs + 64 * p, scales[2 * p]));
+            sumi = _mm256_add_epi32(sumi, scaled_dot_32(q.hi, y[i].qs + 64 * p + 32, scales[2 * p + 1]));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * half(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum_f32x8(acc) - sum_mins;
+}
+
 // Round half away from zero (roundf), lane-wise: truncate, then step away from zero when the
 // dropped fraction is at least one half (v - trunc(v) is exact).
 __m256 round_half_away(__m256 v) {
@@ -235,69 +295,34 @@ void from_float_f16_avx2(const float *src, void *dst, int64_t n) {
 // ---- 32-element types
 
 void vec_dot_q4_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q4_0 *>(vx);
-    const auto *y = static_cast<const block_q8_0 *>(vy);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / qk4_0; ++i) {
-        const __m256i qx = _mm256_sub_epi8(nibbles_32(x[i].qs), _mm256_set1_epi8(8));
-        const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(qx, load_32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
-    }
-    *s = hsum_f32x8(acc);
+    *s = vec_dot_signed_32_avx2<block_q4_0>(n, vx, vy, [](const block_q4_0 &b) {
+        return _mm256_sub_epi8(nibbles_32(b.qs), _mm256_set1_epi8(8));
+    });
 }
 
 void vec_dot_q4_1_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q4_1 *>(vx);
-    const auto *y = static_cast<const block_q8_1 *>(vy);
-    __m256 acc = _mm256_setzero_ps();
-    float sum_mins = 0;
-    for (int64_t i = 0; i < n / qk4_1; ++i) {
-        sum_mins += half(x[i].m) * half(y[i].s);
-        const __m256 dots = _mm256_cvtepi32_ps(dot_u8_i8(nibbles_32(x[i].qs), load_32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
-    }
-    *s = hsum_f32x8(acc) + sum_mins;
+    *s =
+        vec_dot_unsigned_32_avx2<block_q4_1>(n, vx, vy, [](const block_q4_1 &b) { return nibbles_32(b.qs); });
 }
 
 void vec_dot_q5_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q5_0 *>(vx);
-    const auto *y = static_cast<const block_q8_0 *>(vy);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / qk5_0; ++i) {
+    *s = vec_dot_signed_32_avx2<block_q5_0>(n, vx, vy, [](const block_q5_0 &b) {
         // (nibble | h << 4) - 16 is the nibble itself when h is set, else the nibble with the
         // top four bits set (nibble - 16 in two's complement).
-        const __m256i no_high = _mm256_andnot_si256(bits_32(x[i].qh), _mm256_set1_epi8(int8_t(0xF0)));
-        const __m256i qx = _mm256_or_si256(nibbles_32(x[i].qs), no_high);
-        const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(qx, load_32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
-    }
-    *s = hsum_f32x8(acc);
+        const __m256i no_high = _mm256_andnot_si256(bits_32(b.qh), _mm256_set1_epi8(int8_t(0xF0)));
+        return _mm256_or_si256(nibbles_32(b.qs), no_high);
+    });
 }
 
 void vec_dot_q5_1_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q5_1 *>(vx);
-    const auto *y = static_cast<const block_q8_1 *>(vy);
-    __m256 acc = _mm256_setzero_ps();
-    float sum_mins = 0;
-    for (int64_t i = 0; i < n / qk5_1; ++i) {
-        sum_mins += half(x[i].m) * half(y[i].s);
-        const __m256i high = _mm256_and_si256(bits_32(x[i].qh), _mm256_set1_epi8(0x10));
-        const __m256i qx = _mm256_or_si256(nibbles_32(x[i].qs), high);
-        const __m256 dots = _mm256_cvtepi32_ps(dot_u8_i8(qx, load_32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
-    }
-    *s = hsum_f32x8(acc) + sum_mins;
+    *s = vec_dot_unsigned_32_avx2<block_q5_1>(n, vx, vy, [](const block_q5_1 &b) {
+        const __m256i high = _mm256_and_si256(bits_32(b.qh), _mm256_set1_epi8(0x10));
+        return _mm256_or_si256(nibbles_32(b.qs), high);
+    });
 }
 
 void vec_dot_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q8_0 *>(vx);
-    const auto *y = static_cast<const block_q8_0 *>(vy);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / qk8_0; ++i) {
-        const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(load_32(x[i].qs), load_32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * half(y[i].d)), dots, acc);
-    }
-    *s = hsum_f32x8(acc);
+    *s = vec_dot_signed_32_avx2<block_q8_0>(n, vx, vy, [](const block_q8_0 &b) { return load_32(b.qs); });
 }
 
 void from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
@@ -386,53 +411,24 @@ void vec_dot_q3_k_avx2(int64_t n, float *s, const void *vx, const void *vy) {
 }
 
 void vec_dot_q4_k_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q4_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    const __m256i nibble = _mm256_set1_epi8(0xF);
-    __m256 acc = _mm256_setzero_ps();
-    float sum_mins = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        uint8_t scales[8], mins[8];
-        decode_scales_mins_k4(x[i].scales, scales, mins);
-        sum_mins += y[i].d * half(x[i].dmin) * float(mins_times_bsums_8(mins, y[i].bsums));
-        __m256i sumi = _mm256_setzero_si256();
-        for (int p = 0; p < 4; ++p) {
-            const __m256i qs = load_32(x[i].qs + 32 * p);
-            const __m256i lo = _mm256_and_si256(qs, nibble);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
-            sumi = _mm256_add_epi32(sumi, scaled_dot_32(lo, y[i].qs + 64 * p, scales[2 * p]));
-            sumi = _mm256_add_epi32(sumi, scaled_dot_32(hi, y[i].qs + 64 * p + 32, scales[2 * p + 1]));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * half(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_f32x8(acc) - sum_mins;
+    *s = vec_dot_k4_avx2<block_q4_k>(n, vx, vy, [](const block_q4_k &b, int p) {
+        const __m256i nibble = _mm256_set1_epi8(0xF);
+        const __m256i qs = load_32(b.qs + 32 * p);
+        return quants_64{_mm256_and_si256(qs, nibble), _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble)};
+    });
 }
 
 void vec_dot_q5_k_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q5_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    const __m256i nibble = _mm256_set1_epi8(0xF), one_bit = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    float sum_mins = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        uint8_t scales[8], mins[8];
-        decode_scales_mins_k4(x[i].scales, scales, mins);
-        sum_mins += y[i].d * half(x[i].dmin) * float(mins_times_bsums_8(mins, y[i].bsums));
-        const __m256i qh = load_32(x[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int p = 0; p < 4; ++p) {
-            const __m256i qs = load_32(x[i].qs + 32 * p);
-            const __m256i hbit_lo = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one_bit);
-            const __m256i hbit_hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one_bit);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qs, nibble), _mm256_slli_epi16(hbit_lo, 4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble),
-                                               _mm256_slli_epi16(hbit_hi, 4));
-            sumi = _mm256_add_epi32(sumi, scaled_dot_32(lo, y[i].qs + 64 * p, scales[2 * p]));
-            sumi = _mm256_add_epi32(sumi, scaled_dot_32(hi, y[i].qs + 64 * p + 32, scales[2 * p + 1]));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * half(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    *s = hsum_f32x8(acc) - sum_mins;
+    *s = vec_dot_k4_avx2<block_q5_k>(n, vx, vy, [](const block_q5_k &b, int p) {
+        const __m256i nibble = _mm256_set1_epi8(0xF), one_bit = _mm256_set1_epi8(1);
+        const __m256i qs = load_32(b.qs + 32 * p);
+        const __m256i qh = load_32(b.qh);
+        const __m256i hbit_lo = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one_bit);
+        const __m256i hbit_hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one_bit);
+        return quants_64{_mm256_or_si256(_mm256_and_si256(qs, nibble), _mm256_slli_epi16(hbit_lo, 4)),
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble),
+                                         _mm256_slli_epi16(hbit_hi, 4))};
+    });
 }
 
 void vec_dot_q6_k_avx2(int64_t n, float *s, const void *vx, const void *vy) {

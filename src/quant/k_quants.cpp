@@ -17,13 +17,13 @@ namespace {
 
 // ---- unpacking: the integer quants of one block, in element order
 
-void unpack_q2_k(const block_q2_k &b, int8_t q[qk_k]) {
+void unpack(const block_q2_k &b, int8_t q[qk_k]) {
     for (int h = 0; h < 2; ++h)
         for (int s = 0; s < 4; ++s)
             for (int l = 0; l < 32; ++l) q[128 * h + 32 * s + l] = int8_t((b.qs[32 * h + l] >> (2 * s)) & 3);
 }
 
-void unpack_q3_k(const block_q3_k &b, int8_t q[qk_k]) {
+void unpack(const block_q3_k &b, int8_t q[qk_k]) {
     for (int h = 0; h < 2; ++h)
         for (int s = 0; s < 4; ++s)
             for (int l = 0; l < 32; ++l) {
@@ -34,7 +34,7 @@ void unpack_q3_k(const block_q3_k &b, int8_t q[qk_k]) {
             }
 }
 
-void unpack_q4_k(const block_q4_k &b, int8_t q[qk_k]) {
+void unpack(const block_q4_k &b, int8_t q[qk_k]) {
     for (int p = 0; p < 4; ++p)
         for (int l = 0; l < 32; ++l) {
             q[64 * p + l] = int8_t(b.qs[32 * p + l] & 0xF);
@@ -42,7 +42,7 @@ void unpack_q4_k(const block_q4_k &b, int8_t q[qk_k]) {
         }
 }
 
-void unpack_q5_k(const block_q5_k &b, int8_t q[qk_k]) {
+void unpack(const block_q5_k &b, int8_t q[qk_k]) {
     for (int p = 0; p < 4; ++p)
         for (int l = 0; l < 32; ++l) {
             q[64 * p + l] = int8_t((b.qs[32 * p + l] & 0xF) | (((b.qh[l] >> (2 * p)) & 1) << 4));
@@ -50,7 +50,7 @@ void unpack_q5_k(const block_q5_k &b, int8_t q[qk_k]) {
         }
 }
 
-void unpack_q6_k(const block_q6_k &b, int8_t q[qk_k]) {
+void unpack(const block_q6_k &b, int8_t q[qk_k]) {
     for (int h = 0; h < 2; ++h)
         for (int c = 0; c < 4; ++c)
             for (int l = 0; l < 32; ++l) {
@@ -58,6 +58,26 @@ void unpack_q6_k(const block_q6_k &b, int8_t q[qk_k]) {
                 const int high = (b.qh[32 * h + l] >> (2 * c)) & 3;
                 q[128 * h + 32 * c + l] = int8_t((low | (high << 4)) - 32);
             }
+}
+
+// ---- the integer sub-block scales: (scale, min) of the asymmetric types, signed scale of the
+// symmetric ones
+
+void sub_block_scale_min(const block_q2_k &b, int j, uint8_t *scale, uint8_t *min) {
+    *scale = b.scales[j] & 0xF;
+    *min = b.scales[j] >> 4;
+}
+void sub_block_scale_min(const block_q4_k &b, int j, uint8_t *scale, uint8_t *min) {
+    scale_min_k4(j, b.scales, scale, min);
+}
+void sub_block_scale_min(const block_q5_k &b, int j, uint8_t *scale, uint8_t *min) {
+    scale_min_k4(j, b.scales, scale, min);
+}
+int sub_block_scale(const block_q3_k &b, int j) {
+    return scale_q3_k(j, b.scales);
+}
+int sub_block_scale(const block_q6_k &b, int j) {
+    return b.scales[j];
 }
 
 // ---- packing: the inverse of the above, from levels L (already offset to be >= 0)
@@ -95,16 +115,12 @@ void sub_block_weights_32(const float *x, const float *importance, float weights
         for (int l = 0; l < 32; ++l) weights[l] *= importance[l];
 }
 
-// q4_K and q5_K share everything but the number of bits per value.
-struct k4_scales {
-    uint8_t packed[k_scale_size];
-    fp16_t d, dmin;
-};
-
-// Finds the eight (scale, min) pairs of a 256-value super-block and quantizes every value with
-// the decoded pair; L receives levels in [0, nmax].
-k4_scales quantize_super_block_k4(const float *x, const float *importance, int nmax, float rmin, int nstep,
-                                  uint8_t L[qk_k]) {
+// q4_K and q5_K share everything but the number of bits per value: finds the eight (scale, min)
+// pairs of a 256-value super-block, stores them in the block (d, dmin, scales) and quantizes every
+// value with the decoded pair; L receives levels in [0, nmax].
+template <class Block>
+void quantize_super_block_k4(const float *x, const float *importance, int nmax, float rmin, int nstep,
+                             Block &block, uint8_t L[qk_k]) {
     float scales[8], mins[8], weights[32];
     uint8_t Laux[32];
     float max_scale = 0, max_min = 0;
@@ -122,23 +138,36 @@ k4_scales quantize_super_block_k4(const float *x, const float *importance, int n
         ls[j] = uint8_t(std::min(63, nearest_int(inv_scale * scales[j])));
         lm[j] = uint8_t(std::min(63, nearest_int(inv_min * mins[j])));
     }
-    k4_scales out{};
-    pack_scales_mins_k4(ls, lm, out.packed);
-    out.d = fp32_to_fp16(max_scale / 63.f);
-    out.dmin = fp32_to_fp16(max_min / 63.f);
+    pack_scales_mins_k4(ls, lm, block.scales);
+    block.d = fp32_to_fp16(max_scale / 63.f);
+    block.dmin = fp32_to_fp16(max_min / 63.f);
 
     for (int j = 0; j < 8; ++j) {
         uint8_t sc, m;
-        scale_min_k4(j, out.packed, &sc, &m);
-        const float d = fp16_to_fp32(out.d) * float(sc);
+        sub_block_scale_min(block, j, &sc, &m);
+        const float d = fp16_to_fp32(block.d) * float(sc);
         if (!d) continue;
-        const float dm = fp16_to_fp32(out.dmin) * float(m);
+        const float dm = fp16_to_fp32(block.dmin) * float(m);
         for (int i = 0; i < 32; ++i) {
             const int l = nearest_int((x[32 * j + i] + dm) / d);
             L[32 * j + i] = uint8_t(std::max(0, std::min(nmax, l)));
         }
     }
-    return out;
+}
+
+// The sixteen sub-block scales of a symmetric super-block (q3_K, q6_K): each sub-block of 16 is
+// fitted by `search` (weights importance * x^2 when importance is given), its levels go to L.
+// Returns the scale of largest magnitude, with its sign.
+using symmetric_search_fn = float (*)(int n, int nmax, const float *x, int8_t *L, const float *weights);
+float search_scales_16(const float *x, const float *importance, int nmax, symmetric_search_fn search,
+                       float scales[16], int8_t L[qk_k]) {
+    float weights[16];
+    for (int j = 0; j < 16; ++j) {
+        if (importance)
+            for (int l = 0; l < 16; ++l) weights[l] = importance[16 * j + l] * x[16 * j + l] * x[16 * j + l];
+        scales[j] = search(16, nmax, x + 16 * j, L + 16 * j, importance ? weights : nullptr);
+    }
+    return signed_absmax(scales, 16);
 }
 
 // The integer dot product of a sub-block of quants with the activations' quants.
@@ -152,6 +181,76 @@ int sum_i8(const int8_t *a, int n) {
     int sum = 0;
     for (int i = 0; i < n; ++i) sum += a[i];
     return sum;
+}
+
+// The asymmetric K-quants (q2_K: 16 sub-blocks of 16; q4_K, q5_K: 8 sub-blocks of 32) decode as
+// d * scale * q - dmin * min with each sub-block's integer scale and min; the symmetric ones
+// (q3_K, q6_K: 16 sub-blocks of 16) as d * scale * q. The types differ only in how the quants
+// and the sub-block scales are stored (unpack, sub_block_scale_min, sub_block_scale).
+template <class Block, int sub_block>
+void to_float_asymmetric(const void *src, float *dst, int64_t n) {
+    const auto *x = static_cast<const Block *>(src);
+    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
+        int8_t q[qk_k];
+        unpack(x[i], q);
+        const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
+        for (int j = 0; j < qk_k / sub_block; ++j) {
+            uint8_t sc, m;
+            sub_block_scale_min(x[i], j, &sc, &m);
+            for (int l = 0; l < sub_block; ++l)
+                dst[sub_block * j + l] = d * float(sc) * float(q[sub_block * j + l]) - dmin * float(m);
+        }
+    }
+}
+
+template <class Block>
+void to_float_symmetric(const void *src, float *dst, int64_t n) {
+    const auto *x = static_cast<const Block *>(src);
+    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
+        int8_t q[qk_k];
+        unpack(x[i], q);
+        const float d = fp16_to_fp32(x[i].d);
+        for (int e = 0; e < qk_k; ++e) dst[e] = d * float(sub_block_scale(x[i], e / 16)) * float(q[e]);
+    }
+}
+
+// The dot products with q8_K activations: per sub-block an integer dot, scaled by the sub-block's
+// integer scale; the mins multiply the sums of the activations' quants.
+template <class Block, int sub_block>
+void vec_dot_asymmetric(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        int8_t q[qk_k];
+        unpack(x[i], q);
+        int sum_scaled = 0, sum_mins = 0;
+        for (int j = 0; j < qk_k / sub_block; ++j) {
+            uint8_t sc, m;
+            sub_block_scale_min(x[i], j, &sc, &m);
+            sum_scaled += sc * dot_i8(q + sub_block * j, y[i].qs + sub_block * j, sub_block);
+            sum_mins += m * sum_i8(y[i].qs + sub_block * j, sub_block);
+        }
+        sum +=
+            y[i].d * (fp16_to_fp32(x[i].d) * float(sum_scaled) - fp16_to_fp32(x[i].dmin) * float(sum_mins));
+    }
+    *s = sum;
+}
+
+template <class Block>
+void vec_dot_symmetric(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        int8_t q[qk_k];
+        unpack(x[i], q);
+        int sumi = 0;
+        for (int j = 0; j < 16; ++j)
+            sumi += sub_block_scale(x[i], j) * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
+        sum += fp16_to_fp32(x[i].d) * y[i].d * float(sumi);
+    }
+    *s = sum;
 }
 
 // ---- the quantizers, with optional importance (one weight per value of the row)
@@ -204,20 +303,10 @@ void quantize_q2_k(const float *x, void *dst, int64_t n, const float *importance
 void quantize_q3_k(const float *x, void *dst, int64_t n, const float *importance) {
     auto *y = static_cast<block_q3_k *>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
-        const float *imp = importance ? importance + i * qk_k : nullptr;
         int8_t L[qk_k];
-        float scales[16], weights[16];
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; ++j) {
-            if (imp)
-                for (int l = 0; l < 16; ++l) weights[l] = imp[16 * j + l] * x[16 * j + l] * x[16 * j + l];
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, imp ? weights : nullptr);
-            const float scale = std::fabs(scales[j]);
-            if (scale > amax) {
-                amax = scale;
-                max_scale = scales[j];
-            }
-        }
+        float scales[16];
+        const float max_scale =
+            search_scales_16(x, importance ? importance + i * qk_k : nullptr, 4, make_q3_quants, scales, L);
         std::fill(std::begin(y[i].scales), std::end(y[i].scales), uint8_t(0));
         if (max_scale) {
             // Six-bit signed sub-block scales: low nibbles in bytes 0..7 (two per byte), the top
@@ -261,11 +350,7 @@ void quantize_q4_k(const float *x, void *dst, int64_t n, const float *importance
     auto *y = static_cast<block_q4_k *>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
         uint8_t L[qk_k];
-        const k4_scales s =
-            quantize_super_block_k4(x, importance ? importance + i * qk_k : nullptr, 15, -1.f, 20, L);
-        y[i].d = s.d;
-        y[i].dmin = s.dmin;
-        std::copy(std::begin(s.packed), std::end(s.packed), y[i].scales);
+        quantize_super_block_k4(x, importance ? importance + i * qk_k : nullptr, 15, -1.f, 20, y[i], L);
         for (int p = 0; p < 4; ++p)
             for (int l = 0; l < 32; ++l)
                 y[i].qs[32 * p + l] = uint8_t(L[64 * p + l] | (L[64 * p + 32 + l] << 4));
@@ -276,11 +361,7 @@ void quantize_q5_k(const float *x, void *dst, int64_t n, const float *importance
     auto *y = static_cast<block_q5_k *>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
         uint8_t L[qk_k];
-        const k4_scales s =
-            quantize_super_block_k4(x, importance ? importance + i * qk_k : nullptr, 31, -0.5f, 15, L);
-        y[i].d = s.d;
-        y[i].dmin = s.dmin;
-        std::copy(std::begin(s.packed), std::end(s.packed), y[i].scales);
+        quantize_super_block_k4(x, importance ? importance + i * qk_k : nullptr, 31, -0.5f, 15, y[i], L);
         std::fill(std::begin(y[i].qh), std::end(y[i].qh), uint8_t(0));
         for (int p = 0; p < 4; ++p)
             for (int l = 0; l < 32; ++l) {
@@ -294,21 +375,11 @@ void quantize_q5_k(const float *x, void *dst, int64_t n, const float *importance
 void quantize_q6_k(const float *x, void *dst, int64_t n, const float *importance) {
     auto *y = static_cast<block_q6_k *>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
-        const float *imp = importance ? importance + i * qk_k : nullptr;
         int8_t L[qk_k];
-        float scales[16], weights[16];
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < 16; ++ib) {
-            if (imp)
-                for (int l = 0; l < 16; ++l) weights[l] = imp[16 * ib + l] * x[16 * ib + l] * x[16 * ib + l];
-            scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, imp ? weights : nullptr);
-            const float abs_scale = std::fabs(scales[ib]);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < k_group_max_eps) {
+        float scales[16];
+        const float max_scale =
+            search_scales_16(x, importance ? importance + i * qk_k : nullptr, 32, make_qx_quants, scales, L);
+        if (std::fabs(max_scale) < k_group_max_eps) {
             std::memset(&y[i], 0, sizeof y[i]);
             y[i].d = fp32_to_fp16(0.f);
             continue;
@@ -376,156 +447,35 @@ void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const fl
 }
 
 void to_float_q2_k(const void *src, float *dst, int64_t n) {
-    const auto *x = static_cast<const block_q2_k *>(src);
-    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
-        int8_t q[qk_k];
-        unpack_q2_k(x[i], q);
-        const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
-        for (int e = 0; e < qk_k; ++e) {
-            const uint8_t sc = x[i].scales[e / 16];
-            dst[e] = d * float(sc & 0xF) * float(q[e]) - dmin * float(sc >> 4);
-        }
-    }
+    to_float_asymmetric<block_q2_k, 16>(src, dst, n);
 }
-
 void to_float_q3_k(const void *src, float *dst, int64_t n) {
-    const auto *x = static_cast<const block_q3_k *>(src);
-    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
-        int8_t q[qk_k];
-        unpack_q3_k(x[i], q);
-        const float d = fp16_to_fp32(x[i].d);
-        for (int e = 0; e < qk_k; ++e) dst[e] = d * float(scale_q3_k(e / 16, x[i].scales)) * float(q[e]);
-    }
+    to_float_symmetric<block_q3_k>(src, dst, n);
 }
-
 void to_float_q4_k(const void *src, float *dst, int64_t n) {
-    const auto *x = static_cast<const block_q4_k *>(src);
-    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
-        int8_t q[qk_k];
-        unpack_q4_k(x[i], q);
-        const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            scale_min_k4(j, x[i].scales, &sc, &m);
-            for (int l = 0; l < 32; ++l)
-                dst[32 * j + l] = d * float(sc) * float(q[32 * j + l]) - dmin * float(m);
-        }
-    }
+    to_float_asymmetric<block_q4_k, 32>(src, dst, n);
 }
-
 void to_float_q5_k(const void *src, float *dst, int64_t n) {
-    const auto *x = static_cast<const block_q5_k *>(src);
-    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
-        int8_t q[qk_k];
-        unpack_q5_k(x[i], q);
-        const float d = fp16_to_fp32(x[i].d), dmin = fp16_to_fp32(x[i].dmin);
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            scale_min_k4(j, x[i].scales, &sc, &m);
-            for (int l = 0; l < 32; ++l)
-                dst[32 * j + l] = d * float(sc) * float(q[32 * j + l]) - dmin * float(m);
-        }
-    }
+    to_float_asymmetric<block_q5_k, 32>(src, dst, n);
 }
-
 void to_float_q6_k(const void *src, float *dst, int64_t n) {
-    const auto *x = static_cast<const block_q6_k *>(src);
-    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
-        int8_t q[qk_k];
-        unpack_q6_k(x[i], q);
-        const float d = fp16_to_fp32(x[i].d);
-        for (int e = 0; e < qk_k; ++e) dst[e] = d * float(x[i].scales[e / 16]) * float(q[e]);
-    }
+    to_float_symmetric<block_q6_k>(src, dst, n);
 }
-
-// The dot products with q8_K activations: per sub-block an integer dot, scaled by the sub-block's
-// integer scale; the mins multiply the sums of the activations' quants.
 
 void vec_dot_q2_k_ref(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q2_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    float sum = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        int8_t q[qk_k];
-        unpack_q2_k(x[i], q);
-        int sum_scaled = 0, sum_mins = 0;
-        for (int j = 0; j < 16; ++j) {
-            sum_scaled += (x[i].scales[j] & 0xF) * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
-            sum_mins += (x[i].scales[j] >> 4) * sum_i8(y[i].qs + 16 * j, 16);
-        }
-        sum +=
-            y[i].d * (fp16_to_fp32(x[i].d) * float(sum_scaled) - fp16_to_fp32(x[i].dmin) * float(sum_mins));
-    }
-    *s = sum;
+    vec_dot_asymmetric<block_q2_k, 16>(n, s, vx, vy);
 }
-
 void vec_dot_q3_k_ref(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q3_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    float sum = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        int8_t q[qk_k];
-        unpack_q3_k(x[i], q);
-        int sumi = 0;
-        for (int j = 0; j < 16; ++j)
-            sumi += scale_q3_k(j, x[i].scales) * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
-        sum += fp16_to_fp32(x[i].d) * y[i].d * float(sumi);
-    }
-    *s = sum;
+    vec_dot_symmetric<block_q3_k>(n, s, vx, vy);
 }
-
 void vec_dot_q4_k_ref(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q4_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    float sum = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        int8_t q[qk_k];
-        unpack_q4_k(x[i], q);
-        int sum_scaled = 0, sum_mins = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            scale_min_k4(j, x[i].scales, &sc, &m);
-            sum_scaled += sc * dot_i8(q + 32 * j, y[i].qs + 32 * j, 32);
-            sum_mins += m * sum_i8(y[i].qs + 32 * j, 32);
-        }
-        sum +=
-            y[i].d * (fp16_to_fp32(x[i].d) * float(sum_scaled) - fp16_to_fp32(x[i].dmin) * float(sum_mins));
-    }
-    *s = sum;
+    vec_dot_asymmetric<block_q4_k, 32>(n, s, vx, vy);
 }
-
 void vec_dot_q5_k_ref(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q5_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    float sum = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        int8_t q[qk_k];
-        unpack_q5_k(x[i], q);
-        int sum_scaled = 0, sum_mins = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            scale_min_k4(j, x[i].scales, &sc, &m);
-            sum_scaled += sc * dot_i8(q + 32 * j, y[i].qs + 32 * j, 32);
-            sum_mins += m * sum_i8(y[i].qs + 32 * j, 32);
-        }
-        sum +=
-            y[i].d * (fp16_to_fp32(x[i].d) * float(sum_scaled) - fp16_to_fp32(x[i].dmin) * float(sum_mins));
-    }
-    *s = sum;
+    vec_dot_asymmetric<block_q5_k, 32>(n, s, vx, vy);
 }
-
 void vec_dot_q6_k_ref(int64_t n, float *s, const void *vx, const void *vy) {
-    const auto *x = static_cast<const block_q6_k *>(vx);
-    const auto *y = static_cast<const block_q8_k *>(vy);
-    float sum = 0;
-    for (int64_t i = 0; i < n / qk_k; ++i) {
-        int8_t q[qk_k];
-        unpack_q6_k(x[i], q);
-        int sumi = 0;
-        for (int j = 0; j < 16; ++j) sumi += x[i].scales[j] * dot_i8(q + 16 * j, y[i].qs + 16 * j, 16);
-        sum += fp16_to_fp32(x[i].d) * y[i].d * float(sumi);
-    }
-    *s = sum;
+    vec_dot_symmetric<block_q6_k>(n, s, vx, vy);
 }
 
 // ---- q8_K: activations for the K-quants. Symmetric with the scale amax / 127 (so no clamping

@@ -1,6 +1,7 @@
 // src/quant/kernels.h — the row kernels of every type (scalar references and SIMD), private to quant.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -23,6 +24,19 @@ inline int nearest_int(float x) {
     int32_t bits;
     std::memcpy(&bits, &shifted, sizeof bits);
     return (bits & 0x007fffff) - 0x00400000;
+}
+
+// The value of largest magnitude, with its sign (the first one on ties, 0 when all are zero).
+inline float signed_absmax(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    return max;
 }
 
 // ---- scale searches (scale_search.cpp), shared by the quantizers; weights may be null where noted

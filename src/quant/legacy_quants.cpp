@@ -12,18 +12,6 @@
 namespace weft::quant {
 namespace {
 
-// The value of largest magnitude, with its sign (the first one on ties).
-float signed_absmax(const float *x, int n) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < n; ++j) {
-        if (amax < std::fabs(x[j])) {
-            amax = std::fabs(x[j]);
-            max = x[j];
-        }
-    }
-    return max;
-}
-
 float absmax(const float *x, int n) {
     float amax = 0;
     for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));

@@ -11,15 +11,8 @@ namespace weft::quant {
 // scales and keeps the one that minimizes sum w (x - scale l)^2, where the weight is x^2 when
 // `weights` is null. Returns the scale.
 float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *weights) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < k_group_max_eps) {
+    const float max = signed_absmax(x, n);
+    if (std::fabs(max) < k_group_max_eps) {
         std::fill(L, L + n, int8_t(0));
         return 0.f;
     }
@@ -61,15 +54,8 @@ float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *we
 // max-magnitude scale, then move single values to the level that the current best-fit scale
 // prefers while that lowers sum w (x - scale l)^2 (weights x^2 when null). Returns the scale.
 float make_q3_quants(int n, int nmax, const float *x, int8_t *L, const float *weights) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < k_group_max_eps) {
+    const float max = signed_absmax(x, n);
+    if (std::fabs(max) < k_group_max_eps) {
         std::fill(L, L + n, int8_t(0));
         return 0.f;
     }

@@ -23,19 +23,19 @@ constexpr op_kernel kernel_entry(op_kind op) {
         case op_kind::get_rows:
             return {compute_get_rows, supports_get_rows, work_size_get_rows};
         case op_kind::add:
-            return {compute_add, supports_binary, work_size_binary};
+            return {compute_add, supports_binary, work_size_row_scratch};
         case op_kind::sub:
-            return {compute_sub, supports_binary, work_size_binary};
+            return {compute_sub, supports_binary, work_size_row_scratch};
         case op_kind::mul:
-            return {compute_mul, supports_binary, work_size_binary};
+            return {compute_mul, supports_binary, work_size_row_scratch};
         case op_kind::div:
-            return {compute_div, supports_binary, work_size_binary};
+            return {compute_div, supports_binary, work_size_row_scratch};
         case op_kind::scale:
-            return {compute_scale, supports_unary, work_size_unary};
+            return {compute_scale, supports_unary, work_size_row_scratch};
         case op_kind::rms_norm:
-            return {compute_rms_norm, supports_norm, work_size_row_scratch};
+            return {compute_rms_norm, supports_unary, work_size_row_scratch};
         case op_kind::norm:
-            return {compute_norm, supports_norm, work_size_row_scratch};
+            return {compute_norm, supports_unary, work_size_row_scratch};
         case op_kind::mul_mat:
             return {compute_mul_mat, supports_mul_mat, work_size_mul_mat};
         case op_kind::rope:
@@ -43,11 +43,11 @@ constexpr op_kernel kernel_entry(op_kind op) {
         case op_kind::soft_max:
             return {compute_soft_max, supports_soft_max, work_size_row_scratch};
         case op_kind::silu:
-            return {compute_silu, supports_unary, work_size_unary};
+            return {compute_silu, supports_unary, work_size_row_scratch};
         case op_kind::gelu:
-            return {compute_gelu, supports_unary, work_size_unary};
+            return {compute_gelu, supports_unary, work_size_row_scratch};
         case op_kind::glu:
-            return {compute_glu, supports_glu, work_size_glu};
+            return {compute_glu, supports_glu, work_size_row_scratch};
         case op_kind::cpy:
             return {compute_cpy, supports_cpy, work_size_cpy};
         case op_kind::cont:

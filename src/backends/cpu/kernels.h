@@ -105,6 +105,13 @@ inline size_t scratch_size(int64_t floats_per_thread, int n_threads) {
     return pad_to_cache_line(size_t(floats_per_thread) * sizeof(float)) * size_t(n_threads);
 }
 
+// The row-wise float kernels (elementwise, norms, soft_max) work in three rows of ne[0] floats per
+// thread: up to two sources converted to f32 and the result.
+constexpr int row_scratch_rows = 3;
+inline size_t work_size_row_scratch(const tensor &dst, int n_threads) {
+    return scratch_size(row_scratch_rows * dst.ne[0], n_threads);
+}
+
 // Address of element (i0, i1, i2, i3) of t.
 inline char *element_at(const tensor &t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return static_cast<char *>(t.data) + i0 * int64_t(t.nb[0]) + i1 * int64_t(t.nb[1]) +
@@ -122,6 +129,44 @@ inline void unravel_row(int64_t row, const int64_t *ne, int64_t &i1, int64_t &i2
     i1 = rest - i2 * ne[1];
 }
 
+// A row of a tensor, by its indices in dims 1..3.
+struct row_index {
+    int64_t i1, i2, i3;
+};
+
+// This thread's share of the rows of t (see split_range), in order:
+//     for (const auto [i1, i2, i3] : thread_rows(p, dst)) ...
+class thread_rows {
+  public:
+    thread_rows(const compute_params &p, const tensor &t)
+        : ne_(t.ne), range_(split_range(t.nrows(), p.ith, p.nth)) {}
+
+    class iterator {
+      public:
+        iterator(const int64_t *ne, int64_t row) : ne_(ne), row_(row) {}
+        row_index operator*() const {
+            row_index r;
+            unravel_row(row_, ne_, r.i1, r.i2, r.i3);
+            return r;
+        }
+        iterator &operator++() {
+            ++row_;
+            return *this;
+        }
+        bool operator!=(const iterator &other) const { return row_ != other.row_; }
+
+      private:
+        const int64_t *ne_;
+        int64_t row_;
+    };
+    iterator begin() const { return {ne_, range_.begin}; }
+    iterator end() const { return {ne_, range_.end}; }
+
+  private:
+    const int64_t *ne_;
+    index_range range_;
+};
+
 // --- kernels, grouped by file -----------------------------------------------------------------
 // ops_elementwise.cpp
 void compute_add(const compute_params &p, tensor &dst);
@@ -133,19 +178,14 @@ void compute_silu(const compute_params &p, tensor &dst);
 void compute_gelu(const compute_params &p, tensor &dst);
 void compute_glu(const compute_params &p, tensor &dst);
 bool supports_binary(const tensor &dst);
-bool supports_unary(const tensor &dst);
+bool supports_unary(const tensor &dst);  // a float source of dst's shape (also rms_norm, norm)
 bool supports_glu(const tensor &dst);
-size_t work_size_binary(const tensor &dst, int n_threads);
-size_t work_size_unary(const tensor &dst, int n_threads);
-size_t work_size_glu(const tensor &dst, int n_threads);
 
 // ops_norm.cpp
 void compute_rms_norm(const compute_params &p, tensor &dst);
 void compute_norm(const compute_params &p, tensor &dst);
 void compute_soft_max(const compute_params &p, tensor &dst);
-bool supports_norm(const tensor &dst);
 bool supports_soft_max(const tensor &dst);
-size_t work_size_row_scratch(const tensor &dst, int n_threads);  // one float row (src0.ne[0]) per thread
 
 // ops_rope.cpp
 void compute_rope(const compute_params &p, tensor &dst);

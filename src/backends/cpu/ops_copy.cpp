@@ -53,14 +53,11 @@ void store_row_any(const tensor &dst, const float *x, char *row, int64_t ne0) {
 // fastest) order of each; converts between types. Rows of src are split across threads.
 void copy_tensor(const compute_params &p, const tensor &src, tensor &dst) {
     const int64_t ne0 = src.ne[0];
-    const index_range rows = split_range(src.nrows(), p.ith, p.nth);
     if (same_shape(src, dst)) {
         const size_t elem = type_traits(src.type).type_size;
         const bool same_bytes = src.type == dst.type;
         float *scratch = thread_scratch(p, ne0);
-        for (int64_t r = rows.begin; r < rows.end; ++r) {
-            int64_t i1, i2, i3;
-            unravel_row(r, src.ne, i1, i2, i3);
+        for (const auto [i1, i2, i3] : thread_rows(p, src)) {
             const char *srow = row_at(src, i1, i2, i3);
             char *drow = row_at(dst, i1, i2, i3);
             if (same_bytes && (is_block_type(src.type) || (rows_contiguous(src) && rows_contiguous(dst)))) {
@@ -75,6 +72,7 @@ void copy_tensor(const compute_params &p, const tensor &src, tensor &dst) {
         return;
     }
     // Different shapes (a reshaping copy): walk dst's coordinates alongside src's flat index.
+    const index_range rows = split_range(src.nrows(), p.ith, p.nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         int64_t i1, i2, i3;
         unravel_row(r, src.ne, i1, i2, i3);
@@ -123,10 +121,7 @@ void compute_get_rows(const compute_params &p, tensor &dst) {
     const tensor &ids = *dst.src[1];  // i32 [n, B2, B3]
     const int64_t ne0 = a.ne[0];
     float *scratch = thread_scratch(p, ne0);
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
+    for (const auto [i1, i2, i3] : thread_rows(p, dst)) {
         const int64_t id = read_index(ids, i1, i2, i3);
         if (id < 0 || id >= a.ne[1]) {
             p.fail("[get_rows] '" + std::string(dst.name) + "': row id " + std::to_string(id) + " of '" +
@@ -144,10 +139,7 @@ void compute_set_rows(const compute_params &p, tensor &node) {
     const tensor &ids = *node.src[2];  // i32/i64 [n, I1, I2]
     const int64_t ne0 = src.ne[0];
     float *scratch = thread_scratch(p, ne0);
-    const index_range rows = split_range(src.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, src.ne, i1, i2, i3);
+    for (const auto [i1, i2, i3] : thread_rows(p, src)) {
         const int64_t id = read_index(ids, i1, i2 % ids.ne[1], i3 % ids.ne[2]);
         if (id < 0 || id >= dst.ne[1]) {
             p.fail("[set_rows] '" + std::string(node.name) + "': row id " + std::to_string(id) + " of '" +
@@ -179,10 +171,8 @@ void compute_concat(const compute_params &p, tensor &dst) {
     const tensor &b = *dst.src[1];
     const int dim = dst.param_i32(0);
     const size_t elem = type_traits(dst.type).type_size;
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i[4] = {0, 0, 0, 0};
-        unravel_row(r, dst.ne, i[1], i[2], i[3]);
+    for (const auto [i1, i2, i3] : thread_rows(p, dst)) {
+        int64_t i[4] = {0, i1, i2, i3};
         char *drow = row_at(dst, i[1], i[2], i[3]);
         for (i[0] = 0; i[0] < dst.ne[0]; ++i[0]) {
             const bool from_a = i[dim] < a.ne[dim];

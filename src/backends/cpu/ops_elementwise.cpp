@@ -8,9 +8,6 @@ namespace weft::cpu {
 
 namespace {
 
-// Scratch rows per thread: a row of each source (converted when not contiguous f32) and the result.
-constexpr int scratch_rows = 3;
-
 float silu_f32(float x) {
     return x / (1.0f + std::exp(-x));
 }
@@ -22,14 +19,6 @@ float gelu_f32(float x) {
     return 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
 }
 
-// The result row of dst: written in place when dst is contiguous f32, else in scratch and stored.
-float *result_row(tensor &dst, char *row, float *scratch) {
-    return dst.type == dtype::f32 && dst.nb[0] == sizeof(float) ? reinterpret_cast<float *>(row) : scratch;
-}
-void finish_row(tensor &dst, const float *out, char *row) {
-    if (reinterpret_cast<const char *>(out) != row) store_row(dst.type, out, row, dst.nb[0], dst.ne[0]);
-}
-
 // dst = op(a, b) with b repeated over every dim where b.ne[i] < a.ne[i] (b.ne[i] divides a.ne[i]).
 template <class Op>
 void binary_op(const compute_params &p, tensor &dst, Op op) {
@@ -37,20 +26,15 @@ void binary_op(const compute_params &p, tensor &dst, Op op) {
     const tensor &b = *dst.src[1];
     const int64_t ne0 = dst.ne[0];
     const int64_t nb_ne0 = b.ne[0];
-    float *scratch = thread_scratch(p, scratch_rows * ne0);
+    float *scratch = thread_scratch(p, row_scratch_rows * ne0);
     float *a_scratch = scratch;
     float *b_scratch = scratch + ne0;
     float *out_scratch = scratch + 2 * ne0;
 
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
+    for_each_result_row(p, dst, out_scratch, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
         const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, a_scratch);
         const float *y = row_as_f32(b.type, row_at(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]), b.nb[0],
                                     nb_ne0, b_scratch);
-        char *drow = row_at(dst, i1, i2, i3);
-        float *out = result_row(dst, drow, out_scratch);
         if (nb_ne0 == ne0) {
             for (int64_t i = 0; i < ne0; ++i) out[i] = op(x[i], y[i]);
         } else if (nb_ne0 == 1) {
@@ -60,26 +44,15 @@ void binary_op(const compute_params &p, tensor &dst, Op op) {
             for (int64_t start = 0; start < ne0; start += nb_ne0)
                 for (int64_t i = 0; i < nb_ne0; ++i) out[start + i] = op(x[start + i], y[i]);
         }
-        finish_row(dst, out, drow);
-    }
+    });
 }
 
 // dst = f(a) row by row.
 template <class F>
 void unary_op(const compute_params &p, tensor &dst, F f) {
-    const tensor &a = *dst.src[0];
-    const int64_t ne0 = dst.ne[0];
-    float *scratch = thread_scratch(p, scratch_rows * ne0);
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
-        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
-        char *drow = row_at(dst, i1, i2, i3);
-        float *out = result_row(dst, drow, scratch + ne0);
-        for (int64_t i = 0; i < ne0; ++i) out[i] = f(x[i]);
-        finish_row(dst, out, drow);
-    }
+    map_rows(p, dst, [&f](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+        for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+    });
 }
 
 template <class Act>
@@ -87,18 +60,12 @@ void glu_op(const compute_params &p, tensor &dst, Act act) {
     const tensor &gate = *dst.src[0];
     const tensor &up = *dst.src[1];
     const int64_t ne0 = dst.ne[0];
-    float *scratch = thread_scratch(p, scratch_rows * ne0);
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
+    float *scratch = thread_scratch(p, row_scratch_rows * ne0);
+    for_each_result_row(p, dst, scratch + 2 * ne0, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
         const float *g = row_as_f32(gate.type, row_at(gate, i1, i2, i3), gate.nb[0], ne0, scratch);
         const float *u = row_as_f32(up.type, row_at(up, i1, i2, i3), up.nb[0], ne0, scratch + ne0);
-        char *drow = row_at(dst, i1, i2, i3);
-        float *out = result_row(dst, drow, scratch + 2 * ne0);
         for (int64_t i = 0; i < ne0; ++i) out[i] = act(g[i]) * u[i];
-        finish_row(dst, out, drow);
-    }
+    });
 }
 
 }  // namespace
@@ -153,16 +120,6 @@ bool supports_glu(const tensor &dst) {
     return gate && up && is_float_type(gate->type) && is_float_type(up->type) && is_float_type(dst.type) &&
            same_shape(*gate, dst) && same_shape(*up, dst) &&
            (kind == int32_t(glu_kind::swiglu) || kind == int32_t(glu_kind::geglu));
-}
-
-size_t work_size_binary(const tensor &dst, int n_threads) {
-    return scratch_size(scratch_rows * dst.ne[0], n_threads);
-}
-size_t work_size_unary(const tensor &dst, int n_threads) {
-    return scratch_size(scratch_rows * dst.ne[0], n_threads);
-}
-size_t work_size_glu(const tensor &dst, int n_threads) {
-    return scratch_size(scratch_rows * dst.ne[0], n_threads);
 }
 
 }  // namespace weft::cpu

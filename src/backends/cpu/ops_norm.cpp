@@ -7,34 +7,9 @@
 
 namespace weft::cpu {
 
-namespace {
-
-constexpr int scratch_rows = 3;
-
-// Calls f(x, out, n) for each row of dst in this thread's share; x is the source row as floats.
-template <class F>
-void for_each_row(const compute_params &p, tensor &dst, F f) {
-    const tensor &a = *dst.src[0];
-    const int64_t ne0 = dst.ne[0];
-    float *scratch = thread_scratch(p, scratch_rows * ne0);
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
-        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
-        char *drow = row_at(dst, i1, i2, i3);
-        const bool direct = dst.type == dtype::f32 && dst.nb[0] == sizeof(float);
-        float *out = direct ? reinterpret_cast<float *>(drow) : scratch + ne0;
-        f(x, out, ne0, i1, i2, i3, scratch + 2 * ne0);
-        if (!direct) store_row(dst.type, out, drow, dst.nb[0], ne0);
-    }
-}
-
-}  // namespace
-
 void compute_rms_norm(const compute_params &p, tensor &dst) {
     const float eps = dst.param_f32(0);
-    for_each_row(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+    map_rows(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
         double sum_sq = 0.0;
         for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i]) * double(x[i]);
         const float mean_sq = float(sum_sq / double(n));
@@ -45,7 +20,7 @@ void compute_rms_norm(const compute_params &p, tensor &dst) {
 
 void compute_norm(const compute_params &p, tensor &dst) {
     const float eps = dst.param_f32(0);
-    for_each_row(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+    map_rows(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
         double sum = 0.0;
         for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
         const float mean = float(sum / double(n));
@@ -63,7 +38,7 @@ void compute_norm(const compute_params &p, tensor &dst) {
 void compute_soft_max(const compute_params &p, tensor &dst) {
     const tensor *mask = dst.src[1];
     const float scale = dst.param_f32(0);
-    for_each_row(
+    map_rows(
         p, dst,
         [&](const float *x, float *out, int64_t n, int64_t i1, int64_t i2, int64_t i3, float *mask_scratch) {
             if (mask) {
@@ -92,11 +67,6 @@ void compute_soft_max(const compute_params &p, tensor &dst) {
         });
 }
 
-bool supports_norm(const tensor &dst) {
-    const tensor *a = dst.src[0];
-    return a && is_float_type(a->type) && is_float_type(dst.type) && same_shape(*a, dst);
-}
-
 bool supports_soft_max(const tensor &dst) {
     const tensor *a = dst.src[0];
     const tensor *mask = dst.src[1];
@@ -105,10 +75,6 @@ bool supports_soft_max(const tensor &dst) {
     return (mask->type == dtype::f32 || mask->type == dtype::f16) && mask->ne[0] >= a->ne[0] &&
            mask->ne[1] > 0 && mask->ne[2] > 0 && mask->ne[3] > 0 && a->ne[2] % mask->ne[2] == 0 &&
            a->ne[3] % mask->ne[3] == 0;
-}
-
-size_t work_size_row_scratch(const tensor &dst, int n_threads) {
-    return scratch_size(scratch_rows * dst.ne[0], n_threads);
 }
 
 }  // namespace weft::cpu

@@ -19,12 +19,8 @@ double row_sum(const tensor &a, int64_t i1, int64_t i2, int64_t i3) {
 template <class Finish>
 void reduce_rows(const compute_params &p, tensor &dst, Finish finish) {
     const tensor &a = *dst.src[0];
-    const index_range rows = split_range(a.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, a.ne, i1, i2, i3);
+    for (const auto [i1, i2, i3] : thread_rows(p, a))
         store_element(dst.type, element_at(dst, 0, i1, i2, i3), float(finish(row_sum(a, i1, i2, i3))));
-    }
 }
 
 }  // namespace

@@ -71,12 +71,7 @@ void compute_rope(const compute_params &p, tensor &dst) {
     float *scratch = thread_scratch(p, 2 * ne0 + n_dims);
     float *cos_sin = scratch + 2 * ne0;
     int64_t cached_token = -1, cached_i3 = -1;
-    const bool direct = dst.type == dtype::f32 && dst.nb[0] == sizeof(float);
-
-    const index_range rows = split_range(dst.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-        int64_t i1, i2, i3;
-        unravel_row(r, dst.ne, i1, i2, i3);
+    for_each_result_row(p, dst, scratch + ne0, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
         if (i2 != cached_token || i3 != cached_i3) {
             const auto position = *reinterpret_cast<const int32_t *>(element_at(pos, i2, 0, 0, 0));
             fill_rope_cache(float(position), rp, freq_factors, corr_dims, cos_sin);
@@ -84,8 +79,6 @@ void compute_rope(const compute_params &p, tensor &dst) {
             cached_i3 = i3;
         }
         const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
-        char *drow = row_at(dst, i1, i2, i3);
-        float *out = direct ? reinterpret_cast<float *>(drow) : scratch + ne0;
         for (int64_t i = 0; i < half; ++i) {
             // normal: pairs (x[2i], x[2i+1]); neox: pairs (x[i], x[i + n_dims/2])
             const int64_t j0 = neox ? i : 2 * i;
@@ -96,8 +89,7 @@ void compute_rope(const compute_params &p, tensor &dst) {
             out[j1] = x0 * s + x1 * c;
         }
         for (int64_t i = n_dims; i < ne0; ++i) out[i] = x[i];
-        if (!direct) store_row(dst.type, out, drow, dst.nb[0], ne0);
-    }
+    });
 }
 
 bool supports_rope(const tensor &dst) {

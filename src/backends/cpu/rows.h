@@ -1,9 +1,11 @@
-// src/backends/cpu/rows.h — element and row conversions between f32/f16/bf16 storage and floats.
+// src/backends/cpu/rows.h — element and row conversions between f32/f16/bf16 storage and floats, and
+// the loop of the kernels that compute their result rows as floats.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels.h"
 #include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/core/type.h"
@@ -91,6 +93,33 @@ inline const float *row_as_f32(dtype t, const char *src, size_t stride, int64_t 
     if (t == dtype::f32 && stride == sizeof(float)) return reinterpret_cast<const float *>(src);
     load_row(t, src, stride, n, scratch);
     return scratch;
+}
+
+// Computes this thread's rows of dst as floats: fill(i1, i2, i3, out) writes the row's ne[0] values
+// to out, which is the row itself when dst is contiguous f32, else out_scratch (then stored).
+template <class Fill>
+void for_each_result_row(const compute_params &p, tensor &dst, float *out_scratch, Fill fill) {
+    const bool direct = dst.type == dtype::f32 && dst.nb[0] == sizeof(float);
+    for (const auto [i1, i2, i3] : thread_rows(p, dst)) {
+        char *row = row_at(dst, i1, i2, i3);
+        float *out = direct ? reinterpret_cast<float *>(row) : out_scratch;
+        fill(i1, i2, i3, out);
+        if (!direct) store_row(dst.type, out, row, dst.nb[0], dst.ne[0]);
+    }
+}
+
+// The same for kernels that map each row of dst.src[0] to the row of dst at the same indices:
+// f(x, out, n, i1, i2, i3, spare) with x the source row as floats, n = ne[0] values, and `spare`
+// a scratch row of n floats the kernel may use (the third of the thread's row_scratch_rows).
+template <class F>
+void map_rows(const compute_params &p, tensor &dst, F f) {
+    const tensor &a = *dst.src[0];
+    const int64_t ne0 = dst.ne[0];
+    float *scratch = thread_scratch(p, row_scratch_rows * ne0);
+    for_each_result_row(p, dst, scratch + ne0, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
+        f(x, out, ne0, i1, i2, i3, scratch + 2 * ne0);
+    });
 }
 
 }  // namespace weft::cpu
