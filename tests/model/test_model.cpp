@@ -96,6 +96,9 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
                                  "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
         EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
+        // every node carries a name, so the graph dump and the eval callback can point at it
+        for (const tensor *t : g.nodes)
+            EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
     }
 }
 
