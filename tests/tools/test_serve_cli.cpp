@@ -1,0 +1,597 @@
+// tests/tools/test_serve_cli.cpp — `weft serve` run as a child process and spoken to over HTTP.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+// the serve command's text helpers (header-only, standard library only)
+#include "../../tools/weft/generation.h"
+#include "weft/model/model.h"
+#include "weft/runtime/chat_template.h"
+#include "weft/runtime/context.h"
+#include "weft/runtime/sampling.h"
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string read_all(const fs::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// `weft serve ARGS` as a child process on a free loopback port (--port 0; the port is read from
+// its "listening on" log line). The destructor always ends it: SIGTERM, then SIGKILL after 5 s.
+class served_model {
+  public:
+    served_model(const fs::path &dir, const std::vector<std::string> &args)
+        : err_(dir / ("serve-" + std::to_string(n_started_++) + ".err")) {
+        // everything the child needs is made before fork: after it, only exec
+        std::vector<std::string> all = {WEFT_BINARY, "serve"};
+        all.insert(all.end(), args.begin(), args.end());
+        std::vector<char *> argv;
+        for (auto &a : all) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const std::string out_path = err_.string() + ".out";
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a test process that crashed
+            std::freopen(err_.c_str(), "w", stderr);
+            std::freopen(out_path.c_str(), "w", stdout);
+            ::execv(WEFT_BINARY, argv.data());
+            std::_Exit(127);
+        }
+        if (pid_ < 0) return;
+        const std::string listening = "listening on http://127.0.0.1:";
+        const auto deadline = std::chrono::steady_clock::now() + 60s;
+        while (std::chrono::steady_clock::now() < deadline && running()) {
+            const std::string log = read_all(err_);
+            const size_t at = log.find(listening);
+            if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
+                port_ = std::atoi(log.c_str() + at + listening.size());
+                break;
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        if (port_ <= 0) return;
+        // listening: wait until /health answers (bounded as well)
+        for (int attempt = 0; attempt < 250; ++attempt) {
+            auto res = client().Get("/health");
+            if (res && res->status == 200) {
+                healthy_ = true;
+                return;
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+    }
+    ~served_model() { stop(); }
+    served_model(const served_model &) = delete;
+    served_model &operator=(const served_model &) = delete;
+
+    bool healthy() const { return healthy_; }
+    int port() const { return port_; }
+    std::string log() const { return read_all(err_); }
+    // Whether the log holds one of `texts`. The server writes a request's line after the response
+    // went out, so this waits for it (5 s at most).
+    bool log_has(std::initializer_list<std::string> texts) const {
+        for (int i = 0; i < 250; ++i) {
+            const std::string now = log();
+            for (const auto &t : texts)
+                if (now.find(t) != std::string::npos) return true;
+            std::this_thread::sleep_for(20ms);
+        }
+        return false;
+    }
+
+    httplib::Client client() const {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_connection_timeout(5s);
+        c.set_read_timeout(60s);
+        c.set_write_timeout(10s);
+        return c;
+    }
+
+    bool running() {
+        if (pid_ <= 0 || exited_) return false;
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            exited_ = true;
+            exit_status_ = status;
+            return false;
+        }
+        return true;
+    }
+
+    // SIGTERM and a bounded wait; true when the server exited on its own with status 0.
+    bool stop() {
+        if (!running()) return exited_ && WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0;
+        ::kill(pid_, SIGTERM);
+        for (int i = 0; i < 250 && running(); ++i) std::this_thread::sleep_for(20ms);
+        if (running()) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, &exit_status_, 0);
+            exited_ = true;
+            return false;
+        }
+        return WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0;
+    }
+
+  private:
+    static inline int n_started_ = 0;
+    fs::path err_;
+    pid_t pid_ = -1;
+    int port_ = -1;
+    bool healthy_ = false;
+    bool exited_ = false;
+    int exit_status_ = 0;
+};
+
+constexpr uint32_t test_n_ctx = 128;
+
+// One synthetic model and one server for the whole suite: both are made once, the server ended
+// (and the directory removed) when the suite ends, whatever happened in between.
+class ServeCli : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        dir_ = new fs::path(fs::temp_directory_path() / ("weft-serve-test-" + std::to_string(::getpid())));
+        fs::create_directories(*dir_);
+        model_path_ = new std::string((*dir_ / "model.gguf").string());
+        const std::string synth =
+            std::string("'") + WEFT_BINARY + "' synth '" + *model_path_ +
+            "' --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --vocab 300 --ctx 512 "
+            "> /dev/null 2>&1";
+        if (std::system(synth.c_str()) != 0) return;
+        server_ = new served_model(
+            *dir_, {"-m", *model_path_, "--host", "127.0.0.1", "--port", "0", "-c",
+                    std::to_string(test_n_ctx), "-t", "2", "-n", "16", "--chat-template", "chatml"});
+    }
+    static void TearDownTestSuite() {
+        delete server_;
+        server_ = nullptr;
+        fs::remove_all(*dir_);
+        delete dir_;
+        delete model_path_;
+    }
+    void SetUp() override {
+        ASSERT_NE(server_, nullptr) << "weft synth failed";
+        ASSERT_TRUE(server_->healthy()) << server_->log();
+    }
+
+    static json post(const std::string &path, const json &body, int expected_status = 200) {
+        auto res = server_->client().Post(path.c_str(), body.dump(), "application/json");
+        EXPECT_TRUE(res) << path << ": no response; log:\n" << server_->log();
+        if (!res) return json();
+        EXPECT_EQ(res->status, expected_status) << path << " " << body.dump() << " -> " << res->body;
+        return json::parse(res->body, nullptr, false);
+    }
+
+    // The events of a Server-Sent Events body: the JSON of every "data:" line but [DONE], and
+    // whether [DONE] ended it.
+    struct sse_events {
+        std::vector<json> chunks;
+        bool done = false;
+        std::string content_type;
+    };
+    static sse_events post_stream(const std::string &path, json body) {
+        body["stream"] = true;
+        auto res = server_->client().Post(path.c_str(), body.dump(), "application/json");
+        sse_events ev;
+        EXPECT_TRUE(res) << path << ": no response";
+        if (!res) return ev;
+        EXPECT_EQ(res->status, 200) << res->body;
+        ev.content_type = res->get_header_value("Content-Type");
+        size_t at = 0;
+        while (at < res->body.size()) {
+            const size_t end = res->body.find("\n\n", at);
+            EXPECT_NE(end, std::string::npos)
+                << "an event that does not end in a blank line: " << res->body.substr(at);
+            if (end == std::string::npos) break;
+            const std::string event = res->body.substr(at, end - at);
+            at = end + 2;
+            EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+            EXPECT_FALSE(ev.done) << "an event after [DONE]: " << event;
+            const std::string data = event.substr(std::min<size_t>(6, event.size()));
+            if (data == "[DONE]") {
+                ev.done = true;
+                continue;
+            }
+            ev.chunks.push_back(json::parse(data, nullptr, false));
+            EXPECT_FALSE(ev.chunks.back().is_discarded()) << data;
+        }
+        return ev;
+    }
+
+    static void expect_error(const json &body, const std::string &mentions) {
+        ASSERT_TRUE(body.is_object()) << body.dump();
+        ASSERT_TRUE(body.contains("error")) << body.dump();
+        EXPECT_EQ(body["error"].value("type", ""), "invalid_request_error") << body.dump();
+        const std::string message = body["error"].value("message", "");
+        EXPECT_NE(message.find(mentions), std::string::npos)
+            << "expected '" << mentions << "' in: " << message;
+    }
+
+    static bool healthy_now() {
+        auto res = server_->client().Get("/health");
+        return res && res->status == 200 && json::parse(res->body, nullptr, false) == json{{"status", "ok"}};
+    }
+
+    // The oracle: the greedy continuation computed here with the engine itself, token by token.
+    static std::vector<weft::token> greedy_tokens(const std::vector<weft::token> &prompt, int n) {
+        auto m = weft::model::load(*model_path_);
+        weft::inference_context ctx(*m, {.n_ctx = test_n_ctx, .n_threads = 1});
+        EXPECT_EQ(ctx.decode(weft::batch::from_tokens(prompt)), weft::decode_ok);
+        weft::sampling_params sp;
+        sp.temp = 0;
+        auto chain = weft::make_sampler_chain(sp);
+        std::vector<weft::token> out;
+        for (int i = 0; i < n; ++i) {
+            const weft::token t = chain->sample(ctx.get_logits_ith(-1), ctx.n_vocab());
+            if (m->vocab().is_eog(t)) break;
+            out.push_back(t);
+            EXPECT_EQ(ctx.decode(weft::batch::from_tokens({t})), weft::decode_ok);
+        }
+        return out;
+    }
+    static std::vector<weft::token> tokenize(const std::string &text) {
+        weft::model_params mp;
+        mp.vocab_only = true;
+        return weft::model::load(*model_path_, mp)->vocab().tokenize(text, true, true);
+    }
+    static std::string pieces(const std::vector<weft::token> &tokens) {
+        weft::model_params mp;
+        mp.vocab_only = true;
+        auto m = weft::model::load(*model_path_, mp);
+        std::string s;
+        for (weft::token t : tokens) s += m->vocab().token_to_piece(t, false);
+        return s;
+    }
+
+    static inline fs::path *dir_ = nullptr;
+    static inline std::string *model_path_ = nullptr;
+    static inline served_model *server_ = nullptr;
+};
+
+TEST(ServeText, Utf8BoundariesAndSanitizing) {
+    using weft::tool::utf8_complete_prefix;
+    using weft::tool::utf8_sanitize;
+    EXPECT_EQ(utf8_complete_prefix("abc"), 3u);
+    EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82"), 2u);      // "€" still waiting for its last byte
+    EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82\xAC"), 5u);  // complete
+    EXPECT_EQ(utf8_complete_prefix("a\xF0\x9F\x98"), 1u);
+    EXPECT_EQ(utf8_complete_prefix("a\x80\x80"), 3u);  // stray continuations: nothing to wait for
+    EXPECT_EQ(utf8_complete_prefix("a\xFF"), 2u);
+    EXPECT_EQ(utf8_sanitize("h\xC3\xA9!"), "h\xC3\xA9!");
+    EXPECT_EQ(utf8_sanitize("a\xFF"
+                            "b"),
+              "a\xEF\xBF\xBD"
+              "b");
+    EXPECT_EQ(utf8_sanitize("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // cut short
+    EXPECT_EQ(utf8_sanitize("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong
+    EXPECT_EQ(utf8_sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+    // cutting where utf8_complete_prefix says and sanitizing the parts equals sanitizing the whole
+    const std::string raw = "x\xE2\x82\xAC\xFF\xC3\xA9\x80y\xF0\x9F\x98\x80";
+    for (size_t cut = 0; cut <= raw.size(); ++cut) {
+        const size_t at = utf8_complete_prefix(std::string_view(raw).substr(0, cut));
+        EXPECT_EQ(utf8_sanitize(raw.substr(0, at)) + utf8_sanitize(raw.substr(at)), utf8_sanitize(raw))
+            << cut;
+    }
+}
+
+TEST(ServeText, StopStrings) {
+    using weft::tool::find_stop;
+    using weft::tool::stop_prefix_overlap;
+    const std::vector<std::string> stops = {"END", "\n\n", ""};
+    EXPECT_EQ(find_stop("abc", stops), std::string::npos);
+    EXPECT_EQ(find_stop("abENDc\n\n", stops), 2u);
+    EXPECT_EQ(find_stop("a\n\nbEND", stops), 1u);
+    EXPECT_EQ(find_stop("ENDxEND", stops, 1), 4u);
+    EXPECT_EQ(stop_prefix_overlap("abcEN", stops), 2u);
+    EXPECT_EQ(stop_prefix_overlap("abc\n", stops), 1u);
+    EXPECT_EQ(stop_prefix_overlap("abcEND", stops), 0u);  // a whole stop string is find_stop's business
+    EXPECT_EQ(stop_prefix_overlap("abc", stops), 0u);
+    EXPECT_EQ(stop_prefix_overlap("", stops), 0u);
+}
+
+const json hello = {{"prompt", "Hello world"}, {"max_tokens", 8}, {"temperature", 0}};
+
+TEST_F(ServeCli, HealthAndModels) {
+    EXPECT_TRUE(healthy_now());
+    auto res = server_->client().Get("/v1/models");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    const json list = json::parse(res->body, nullptr, false);
+    EXPECT_EQ(list.value("object", ""), "list");
+    ASSERT_EQ(list["data"].size(), 1u) << res->body;
+    EXPECT_EQ(list["data"][0].value("object", ""), "model");
+    EXPECT_FALSE(list["data"][0].value("id", "").empty());
+}
+
+TEST_F(ServeCli, GreedyCompletionMatchesTheEngineAndCountsUsage) {
+    const json a = post("/v1/completions", hello);
+    const json b = post("/v1/completions", hello);  // served from the prompt cache this time
+    ASSERT_TRUE(a.is_object() && b.is_object());
+    EXPECT_EQ(a.value("object", ""), "text_completion");
+    const std::string text = a["choices"][0].value("text", "?");
+    EXPECT_EQ(text, b["choices"][0].value("text", "!"));
+
+    const std::vector<weft::token> prompt = tokenize("Hello world");
+    const std::vector<weft::token> expected = greedy_tokens(prompt, 8);
+    const std::string expected_text = pieces(expected);
+    // the model's pieces are random bytes; the server sends them as valid UTF-8, each byte outside
+    // a well-formed sequence replaced by U+FFFD
+    EXPECT_EQ(text, weft::tool::utf8_sanitize(expected_text)) << json(text).dump();
+    const json usage = a["usage"];
+    EXPECT_EQ(usage.value("prompt_tokens", -1), int(prompt.size()));
+    EXPECT_EQ(usage.value("completion_tokens", -1), int(expected.size()));
+    EXPECT_EQ(usage.value("total_tokens", -1), int(prompt.size() + expected.size()));
+    EXPECT_EQ(a["choices"][0].value("finish_reason", ""), expected.size() == 8 ? "length" : "stop");
+    // the second request reused the cached prompt: the log says so
+    EXPECT_TRUE(server_->log_has({"prompt " + std::to_string(prompt.size()) + " tokens (" +
+                                  std::to_string(prompt.size() - 1) + " cached)"}))
+        << server_->log();
+}
+
+TEST_F(ServeCli, MaxTokensEndsWithLength) {
+    json three = hello;
+    three["max_tokens"] = 3;
+    const json r = post("/v1/completions", three);
+    const json full = post("/v1/completions", hello);
+    ASSERT_TRUE(r.is_object() && full.is_object());
+    EXPECT_EQ(r["choices"][0].value("finish_reason", ""), "length");
+    EXPECT_EQ(r["usage"].value("completion_tokens", -1), 3);
+    const std::string short_text = r["choices"][0].value("text", "?");
+    EXPECT_EQ(full["choices"][0].value("text", "").rfind(short_text, 0), 0u)
+        << "greedy: a prefix of the longer text";
+
+    json none = hello;
+    none["max_tokens"] = 0;
+    const json z = post("/v1/completions", none);
+    EXPECT_EQ(z["choices"][0].value("text", "?"), "");
+    EXPECT_EQ(z["usage"].value("completion_tokens", -1), 0);
+
+    json unset = hello;  // the server's -n 16 applies
+    unset.erase("max_tokens");
+    EXPECT_LE(post("/v1/completions", unset)["usage"].value("completion_tokens", 99), 16);
+}
+
+TEST_F(ServeCli, StopStringCutsTheText) {
+    const json full = post("/v1/completions", hello);
+    const std::string text = full["choices"][0].value("text", "");
+    // a one-character stop string taken from the middle of the text (an ASCII one, so that it
+    // is the same byte in the raw tokens)
+    size_t at = std::string::npos;
+    for (size_t i = 1; i < text.size(); ++i)
+        if (std::isalnum(static_cast<unsigned char>(text[i]))) {
+            at = i;
+            break;
+        }
+    if (at == std::string::npos)
+        GTEST_SKIP() << "no ASCII letter after the first byte in: " << json(text).dump();
+    const std::string stop(1, text[at]);
+    json req = hello;
+    req["stop"] = json::array({"never-generated", stop});
+    const json r = post("/v1/completions", req);
+    EXPECT_EQ(r["choices"][0].value("text", "?"), text.substr(0, text.find(stop)));
+    EXPECT_EQ(r["choices"][0].value("finish_reason", ""), "stop");
+    req["stop"] = stop;  // a plain string works as well
+    EXPECT_EQ(post("/v1/completions", req)["choices"][0].value("text", "?"), text.substr(0, text.find(stop)));
+    // streamed, the held-back text never leaks past the stop string
+    const sse_events ev = post_stream("/v1/completions", req);
+    std::string joined;
+    for (const json &c : ev.chunks) joined += c["choices"][0].value("text", "");
+    EXPECT_EQ(joined, text.substr(0, text.find(stop)));
+    EXPECT_TRUE(ev.done);
+}
+
+TEST_F(ServeCli, ChatCompletion) {
+    const json messages = json::array(
+        {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi there"}}});
+    const json r =
+        post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 6}, {"temperature", 0}});
+    ASSERT_TRUE(r.is_object());
+    EXPECT_EQ(r.value("object", ""), "chat.completion");
+    EXPECT_EQ(r["choices"][0]["message"].value("role", ""), "assistant");
+    EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string());
+    const std::string prompt = weft::apply_chat_template(
+        weft::chat_template_kind::chatml, {{"system", "Be brief."}, {"user", "Hi there"}}, true);
+    const auto prompt_tokens = tokenize(prompt);
+    EXPECT_EQ(r["usage"].value("prompt_tokens", -1), int(prompt_tokens.size()));
+    const auto expected = greedy_tokens(prompt_tokens, 6);
+    EXPECT_EQ(r["usage"].value("completion_tokens", -1), int(expected.size()));
+    EXPECT_EQ(r["choices"][0].value("finish_reason", ""), expected.size() == 6 ? "length" : "stop");
+}
+
+TEST_F(ServeCli, StreamedCompletionEqualsTheWholeOne) {
+    const json whole = post("/v1/completions", hello);
+    const sse_events ev = post_stream("/v1/completions", hello);
+    EXPECT_NE(ev.content_type.find("text/event-stream"), std::string::npos) << ev.content_type;
+    ASSERT_GE(ev.chunks.size(), 2u);
+    EXPECT_TRUE(ev.done) << "the stream must end with data: [DONE]";
+    std::string joined;
+    for (const json &c : ev.chunks) {
+        EXPECT_EQ(c.value("object", ""), "text_completion");
+        EXPECT_EQ(c["id"], ev.chunks.front()["id"]);  // one completion, one id
+        EXPECT_EQ(c["created"], ev.chunks.front()["created"]);
+        joined += c["choices"][0].value("text", "");
+    }
+    EXPECT_EQ(joined, whole["choices"][0].value("text", "?"));
+    for (size_t i = 0; i + 1 < ev.chunks.size(); ++i)
+        EXPECT_TRUE(ev.chunks[i]["choices"][0]["finish_reason"].is_null());
+    EXPECT_EQ(ev.chunks.back()["choices"][0].value("finish_reason", ""),
+              whole["choices"][0].value("finish_reason", "?"));
+    EXPECT_EQ(ev.chunks.back()["usage"], whole["usage"]);
+}
+
+TEST_F(ServeCli, StreamedChatEqualsTheWholeOne) {
+    const json req = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me a story"}}})},
+                      {"max_tokens", 10},
+                      {"temperature", 0}};
+    const json whole = post("/v1/chat/completions", req);
+    const sse_events ev = post_stream("/v1/chat/completions", req);
+    ASSERT_GE(ev.chunks.size(), 2u);
+    EXPECT_TRUE(ev.done);
+    EXPECT_EQ(ev.chunks.front()["choices"][0]["delta"].value("role", ""), "assistant");
+    std::string joined;
+    for (const json &c : ev.chunks) {
+        EXPECT_EQ(c.value("object", ""), "chat.completion.chunk");
+        joined += c["choices"][0]["delta"].value("content", "");
+    }
+    EXPECT_EQ(joined, whole["choices"][0]["message"].value("content", "?"));
+    EXPECT_EQ(ev.chunks.back()["choices"][0].value("finish_reason", ""),
+              whole["choices"][0].value("finish_reason", "?"));
+}
+
+TEST_F(ServeCli, SeededSamplingRepeats) {
+    json req = hello;
+    req["temperature"] = 1.0;
+    req["top_k"] = 0;
+    req["top_p"] = 1.0;
+    req["min_p"] = 0.0;
+    req["seed"] = 1234;
+    req["max_tokens"] = 12;
+    const json a = post("/v1/completions", req);
+    const json b = post("/v1/completions", req);
+    EXPECT_EQ(a["choices"][0].value("text", "?"), b["choices"][0].value("text", "!"));
+}
+
+TEST_F(ServeCli, BadRequestsGetErrorsAndTheServerKeepsServing) {
+    auto cli = server_->client();
+    auto malformed = cli.Post("/v1/completions", "{\"prompt\": \"Hello", "application/json");
+    ASSERT_TRUE(malformed);
+    EXPECT_EQ(malformed->status, 400);
+    expect_error(json::parse(malformed->body, nullptr, false), "not valid JSON");
+
+    expect_error(post("/v1/completions", json::array({1, 2}), 400), "JSON object");
+    expect_error(post("/v1/completions", {{"max_tokens", 4}}, 400), "'prompt'");
+    expect_error(post("/v1/completions", {{"prompt", 42}}, 400), "'prompt'");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "ten"}}, 400), "'max_tokens'");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400), "'max_tokens'");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}}, 400), "'temperature'");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"top_p", 5}}, 400), "top_p");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"stop", json::array({1})}}, 400), "'stop'");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"stream", "yes"}}, 400), "'stream'");
+    expect_error(post("/v1/chat/completions", {{"messages", "hi"}}, 400), "'messages'");
+    expect_error(post("/v1/chat/completions", {{"messages", json::array()}}, 400), "'messages'");
+    expect_error(post("/v1/chat/completions", {{"messages", json::array({{{"content", "hi"}}})}}, 400),
+                 "'role'");
+
+    std::string long_prompt;
+    for (int i = 0; i < 200; ++i) long_prompt += "word ";
+    expect_error(post("/v1/completions", {{"prompt", long_prompt}}, 400), "context holds 128");
+    json long_stream = {{"prompt", long_prompt}, {"stream", true}};  // refused before any event
+    expect_error(post("/v1/completions", long_stream, 400), "context holds 128");
+
+    auto unknown = cli.Get("/v1/nothing-here");
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->status, 404);
+    expect_error(json::parse(unknown->body, nullptr, false), "unknown route");
+
+    EXPECT_TRUE(healthy_now());
+    const json after = post("/v1/completions", hello);
+    EXPECT_EQ(after["usage"].value("completion_tokens", -1),
+              post("/v1/completions", hello)["usage"].value("completion_tokens", -2));
+}
+
+TEST_F(ServeCli, ContextLimitsThePromptAndTheReply) {
+    std::string prompt;
+    while (tokenize(prompt + "a").size() < test_n_ctx - 8) prompt += "a";
+    const size_t n_prompt = tokenize(prompt).size();
+    ASSERT_EQ(n_prompt, test_n_ctx - 9);
+    // the reply stops when the context is full: the last sampled token is never decoded
+    const json r = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 100}, {"temperature", 0}});
+    const int n_generated = r["usage"].value("completion_tokens", -1);
+    if (r["choices"][0].value("finish_reason", "") == "length")
+        EXPECT_EQ(n_generated, int(test_n_ctx - n_prompt + 1));
+    else
+        EXPECT_LT(n_generated, int(test_n_ctx - n_prompt + 1));
+
+    std::string longest = prompt;  // n_ctx - 1 tokens: accepted; n_ctx: refused
+    while (tokenize(longest).size() < test_n_ctx - 1) longest += "a";
+    ASSERT_EQ(tokenize(longest).size(), test_n_ctx - 1);
+    EXPECT_EQ(
+        post("/v1/completions", {{"prompt", longest}, {"max_tokens", 4}, {"temperature", 0}})["usage"].value(
+            "prompt_tokens", -1),
+        int(test_n_ctx - 1));
+    expect_error(post("/v1/completions", {{"prompt", longest + "a"}, {"max_tokens", 4}}, 400),
+                 "the prompt has 128 tokens");
+}
+
+TEST_F(ServeCli, ClientThatHangsUpMidStreamDoesNotStopTheServer) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body =
+        json{{"prompt", "Hello world"}, {"max_tokens", 100}, {"temperature", 0}, {"stream", true}}.dump();
+    size_t received = 0;
+    req.content_receiver = [&](const char *, size_t n, uint64_t, uint64_t) {
+        received += n;
+        return false;  // hang up after the first piece
+    };
+    auto cli = server_->client();
+    const auto res = cli.send(req);
+    EXPECT_GT(received, 0u);
+    EXPECT_FALSE(res);  // cancelled by the receiver
+    EXPECT_TRUE(healthy_now()) << server_->log();
+    EXPECT_EQ(post("/v1/completions", hello)["choices"][0].value("finish_reason", ""), "length");
+    // the hung-up request has its log line, whether the server noticed before it finished or not
+    EXPECT_TRUE(server_->log_has({"100 generated, finish length", "finish cancelled"})) << server_->log();
+}
+
+TEST_F(ServeCli, ConcurrentRequestsAreServedOneAtATime) {
+    const std::string expected = post("/v1/completions", hello)["choices"][0].value("text", "?");
+    std::vector<std::string> texts(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < texts.size(); ++i)
+        threads.emplace_back([&, i] {
+            auto res = server_->client().Post("/v1/completions", hello.dump(), "application/json");
+            if (res && res->status == 200) texts[i] = json::parse(res->body)["choices"][0].value("text", "");
+        });
+    for (auto &t : threads) t.join();
+    for (const auto &t : texts) EXPECT_EQ(t, expected);
+}
+
+TEST_F(ServeCli, EveryRequestIsLoggedAndSigtermStopsCleanly) {
+    ASSERT_TRUE(healthy_now());
+    EXPECT_TRUE(server_->log_has({"GET /health -> 200"})) << server_->log();
+    // a server of its own, so that stopping it leaves the suite's one alone
+    served_model other(*dir_, {"-m", *model_path_, "--port", "0", "-c", "64", "-t", "1"});
+    ASSERT_TRUE(other.healthy()) << other.log();
+    EXPECT_TRUE(other.stop()) << other.log();
+    EXPECT_NE(other.log().find("stopped"), std::string::npos) << other.log();
+}
+
+TEST_F(ServeCli, BusyPortIsAnError) {
+    served_model second(*dir_, {"-m", *model_path_, "--port", std::to_string(server_->port()), "-c", "64"});
+    EXPECT_FALSE(second.healthy());
+    EXPECT_FALSE(second.stop());  // it exited by itself, with status 1
+    EXPECT_NE(second.log().find("cannot listen on 127.0.0.1:" + std::to_string(server_->port())),
+              std::string::npos)
+        << second.log();
+    EXPECT_TRUE(healthy_now());
+}
+
+}  // namespace
