@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "weft/command.h"
+#include "weft/conversation.h"
 #include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
@@ -204,39 +205,6 @@ class chat_session {
     int n_generated_ = 0;
 };
 
-// The family to format with, and where it came from (for the log).
-chat_template_kind pick_template(const model &m, const chat_options &opt, std::string &source) {
-    if (!opt.chat_template.empty()) {
-        if (auto kind = chat_template_detect(opt.chat_template)) {
-            source = "--chat-template";
-            return *kind;
-        }
-        throw error(
-            "--chat-template '" + opt.chat_template.substr(0, 60) +
-            "': not a known family name nor a recognisable Jinja template (names: chatml, llama2, "
-            "llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3, mistral-v3-tekken, "
-            "mistral-v7, llama3, phi3, phi4, zephyr, gemma, command-r, deepseek3)");
-    }
-    const auto from_model = m.chat_template();
-    if (from_model && !from_model->empty()) {
-        if (auto kind = chat_template_detect(*from_model)) {
-            source = "tokenizer.chat_template";
-            return *kind;
-        }
-        std::fprintf(stderr,
-                     "weft chat: warning: %s: tokenizer.chat_template is not a family weft recognises; "
-                     "formatting as ChatML (choose one with --chat-template)\n",
-                     m.path().c_str());
-    } else {
-        std::fprintf(stderr,
-                     "weft chat: warning: %s has no tokenizer.chat_template; formatting as ChatML "
-                     "(choose one with --chat-template)\n",
-                     m.path().c_str());
-    }
-    source = "fallback";
-    return chat_template_kind::chatml;
-}
-
 int chat_main(int argc, char **argv) {
     CLI::App app{
         "Chats with a model: each line read from stdin is a user turn; the reply is streamed to stdout.\n"
@@ -287,17 +255,14 @@ int chat_main(int argc, char **argv) {
     if (opt.seed >= 0) s.seed = uint32_t(opt.seed);
 
     const auto model = model::load(opt.model_path);
-    std::string template_source;
-    const chat_template_kind kind = pick_template(*model, opt, template_source);
+    const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
+    if (!chosen.fallback.empty())
+        std::fprintf(stderr, "weft chat: warning: %s (choose one with --chat-template)\n",
+                     chosen.fallback.c_str());
+    const chat_template_kind kind = chosen.kind;
+    const std::string &template_source = chosen.source;
 
-    inference_params ip;
-    const int64_t n_ctx_train = model->hparams().n_ctx_train;
-    ip.n_ctx =
-        opt.n_ctx > 0 ? opt.n_ctx : uint32_t(n_ctx_train > 0 ? std::min<int64_t>(n_ctx_train, 4096) : 4096);
-    ip.n_batch = std::min(opt.n_batch, ip.n_ctx);
-    ip.n_ubatch = std::min<uint32_t>(512, ip.n_batch);
-    const int32_t hw_threads = int32_t(std::max(1u, std::min(4u, std::thread::hardware_concurrency())));
-    ip.n_threads = ip.n_threads_batch = opt.n_threads > 0 ? opt.n_threads : hw_threads;
+    const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
     inference_context ctx(*model, ip);
 
     if (s.penalty_last_n < 0) s.penalty_last_n = int32_t(ctx.n_ctx());

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "weft/command.h"
+#include "weft/conversation.h"
 #include "weft/core/error.h"
 #include "weft/generation.h"
 #include "weft/model/model.h"
@@ -580,30 +581,6 @@ class server {
     std::atomic<uint64_t> n_requests_{0};
 };
 
-// The family to format chat prompts with, and where it came from (for the log).
-chat_template_kind pick_template(const model &m, const std::string &requested, std::string &source) {
-    if (!requested.empty()) {
-        if (auto kind = chat_template_detect(requested)) {
-            source = "--chat-template";
-            return *kind;
-        }
-        throw error("--chat-template '" + requested.substr(0, 60) +
-                    "': not a known family name nor a recognisable Jinja template (names: chatml, llama2, "
-                    "llama2-sys, mistral-v1, mistral-v3, mistral-v7, llama3, phi3, phi4, zephyr, gemma, "
-                    "command-r, deepseek3 ...)");
-    }
-    const auto from_model = m.chat_template();
-    if (from_model && !from_model->empty()) {
-        if (auto kind = chat_template_detect(*from_model)) {
-            source = "tokenizer.chat_template";
-            return *kind;
-        }
-    }
-    source = from_model && !from_model->empty() ? "fallback: tokenizer.chat_template not recognised"
-                                                : "fallback: the model has no tokenizer.chat_template";
-    return chat_template_kind::chatml;
-}
-
 // SIGINT and SIGTERM stop the server from a thread that waits for them (a signal handler may not
 // call into the server). Built before any other thread starts, so that every thread inherits the
 // blocked mask and only this one receives them.
@@ -684,17 +661,12 @@ int serve_main(int argc, char **argv) {
     httplib::Server svr;
     signal_watcher watcher(svr);
     const auto model = model::load(opt.model_path);
-    std::string template_source;
-    const chat_template_kind kind = pick_template(*model, opt.chat_template, template_source);
+    const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
+    const chat_template_kind kind = chosen.kind;
+    const std::string template_source =
+        chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
 
-    inference_params ip;
-    const int64_t n_ctx_train = model->hparams().n_ctx_train;
-    ip.n_ctx =
-        opt.n_ctx > 0 ? opt.n_ctx : uint32_t(n_ctx_train > 0 ? std::min<int64_t>(n_ctx_train, 4096) : 4096);
-    ip.n_batch = std::min(opt.n_batch, ip.n_ctx);
-    ip.n_ubatch = std::min<uint32_t>(512, ip.n_batch);
-    const int32_t hw_threads = int32_t(std::max(1u, std::min(4u, std::thread::hardware_concurrency())));
-    ip.n_threads = ip.n_threads_batch = opt.n_threads > 0 ? opt.n_threads : hw_threads;
+    const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
     inference_context ctx(*model, ip);
     std::fprintf(stderr, "weft serve: %s: %s\n", opt.model_path.c_str(), model->describe().c_str());
     std::fprintf(stderr, "weft serve: context %u tokens, %d threads, chat template %s (%s)\n", ctx.n_ctx(),
