@@ -10,38 +10,15 @@
 #include <set>
 
 #include "common/fixtures.h"
+#include "common/run_weft.h"
 #include "gguf_test_util.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft {
 namespace {
 
-struct run_result {
-    int status = -1;
-    std::string out;  // stdout
-    std::string err;  // stderr
-};
-
-std::string shell_quote(const std::string &s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-// Runs `weft <args>`, capturing stdout and stderr through files in `dir`.
-run_result run_weft(const test::temp_dir &dir, const std::vector<std::string> &args) {
-    std::string cmd = shell_quote(WEFT_BINARY);
-    for (const auto &a : args) cmd += " " + shell_quote(a);
-    const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-    cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err);
-    const int rc = std::system(cmd.c_str());
-    run_result r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    const auto o = test::read_file_bytes(out), e = test::read_file_bytes(err);
-    r.out.assign(o.begin(), o.end());
-    r.err.assign(e.begin(), e.end());
-    return r;
-}
+using test::run_result;
+using test::run_weft;
 
 #define WEFT_REQUIRE_BINARY()                                                     \
     do {                                                                          \
@@ -54,8 +31,8 @@ std::string model(const std::string &name) {
     return test::fixture("models/" + name);
 }
 
-nlohmann::json inspect_json(const test::temp_dir &dir, const std::string &path) {
-    const auto r = run_weft(dir, {"inspect", path, "--json"});
+nlohmann::json inspect_json(const std::string &path) {
+    const auto r = run_weft({"inspect", path, "--json"});
     EXPECT_EQ(r.status, 0) << r.err;
     return nlohmann::json::parse(r.out);
 }
@@ -63,8 +40,7 @@ nlohmann::json inspect_json(const test::temp_dir &dir, const std::string &path) 
 TEST(weft_inspect, text_view_shows_header_metadata_tensors_and_totals) {
     WEFT_REQUIRE_BINARY();
     WEFT_REQUIRE_FIXTURES();
-    test::temp_dir dir;
-    const auto r = run_weft(dir, {"inspect", model("tiny-llama-Q4_K.gguf")});
+    const auto r = run_weft({"inspect", model("tiny-llama-Q4_K.gguf")});
     ASSERT_EQ(r.status, 0) << r.err;
     for (const char *expected : {"version:    3", "alignment:  32", "file type:  MOSTLY_Q4_K_M (15)",
                                  "general.architecture", "\"llama\"", "tokenizer.ggml.tokens", "string[512]",
@@ -76,9 +52,8 @@ TEST(weft_inspect, text_view_shows_header_metadata_tensors_and_totals) {
 TEST(weft_inspect, json_view_is_one_object_with_consistent_totals) {
     WEFT_REQUIRE_BINARY();
     WEFT_REQUIRE_FIXTURES();
-    test::temp_dir dir;
     const std::string path = model("stories260K.gguf");
-    const auto j = inspect_json(dir, path);
+    const auto j = inspect_json(path);
     const auto f = gguf_file::open(path);
     EXPECT_EQ(j["version"], 3);
     EXPECT_EQ(j["alignment"], 32);
@@ -106,7 +81,7 @@ TEST(weft_inspect, every_fixture_is_inspected) {
     for (const char *sub : {"models", "vocab"}) {
         for (const auto &e : std::filesystem::directory_iterator(test::fixtures_dir() / sub)) {
             if (e.path().extension() != ".gguf") continue;
-            const auto j = inspect_json(dir, e.path().string());
+            const auto j = inspect_json(e.path().string());
             EXPECT_TRUE(j.contains("metadata")) << e.path();
             ++n;
         }
@@ -119,11 +94,11 @@ TEST(weft_inspect, a_broken_file_fails_with_its_message) {
     test::temp_dir dir;
     const std::string path = dir.file("broken.gguf");
     test::write_file_bytes(path, test::raw_gguf().header(0, 0, 3, "GGML").data);
-    const auto r = run_weft(dir, {"inspect", path});
+    const auto r = run_weft({"inspect", path});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find(path + ": bad magic"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
-    const auto missing = run_weft(dir, {"inspect", dir.file("missing.gguf"), "--json"});
+    const auto missing = run_weft({"inspect", dir.file("missing.gguf"), "--json"});
     EXPECT_NE(missing.status, 0);
     EXPECT_NE(missing.err.find("missing.gguf: cannot open"), std::string::npos) << missing.err;
 }
@@ -138,7 +113,7 @@ TEST_P(weft_quantize_reference, reproduces_the_reference_file) {
     test::temp_dir dir;
     const std::string type = GetParam();
     const std::string out = dir.file("out.gguf");
-    const auto r = run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, type, "--threads", "2"});
+    const auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, type, "--threads", "2"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("[  39/  39]"), std::string::npos) << "one progress line per tensor:\n" << r.err;
     const auto reference = gguf_file::open(model("tiny-llama-" + type + ".gguf"));
@@ -165,7 +140,7 @@ TEST(weft_quantize, qwen2_q8_0_reproduces_the_reference_file) {
     WEFT_REQUIRE_BINARY();
     WEFT_REQUIRE_FIXTURES();
     test::temp_dir dir;
-    const auto r = run_weft(dir, {"quantize", model("tiny-qwen2-F32.gguf"), dir.file("q.gguf"), "q8_0"});
+    const auto r = run_weft({"quantize", model("tiny-qwen2-F32.gguf"), dir.file("q.gguf"), "q8_0"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(test::read_file_bytes(dir.file("q.gguf")),
               test::read_file_bytes(model("tiny-qwen2-Q8_0.gguf")));
@@ -184,7 +159,7 @@ TEST(weft_quantize, rows_that_do_not_fit_the_block_fall_back) {
     WEFT_REQUIRE_FIXTURES();
     test::temp_dir dir;
     const std::string out = dir.file("s.gguf");
-    ASSERT_EQ(run_weft(dir, {"quantize", model("stories260K.gguf"), out, "Q4_K_M"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "Q4_K_M"}).status, 0);
     auto t = types_of(out);
     EXPECT_EQ(t["output.weight"], "q8_0");      // the output rule when rows are not a multiple of 256
     EXPECT_EQ(t["token_embd.weight"], "q5_0");  // q4_K -> q5_0
@@ -193,12 +168,12 @@ TEST(weft_quantize, rows_that_do_not_fit_the_block_fall_back) {
     EXPECT_EQ(t["blk.0.attn_norm.weight"], "f32");
     EXPECT_EQ(gguf_file::open(out)->get_int("general.file_type"), 15);
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("stories260K.gguf"), out, "Q2_K"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "Q2_K"}).status, 0);
     t = types_of(out);
     EXPECT_EQ(t["blk.0.attn_q.weight"], "q4_0");  // q2_K -> q4_0
     EXPECT_EQ(t["blk.0.ffn_down.weight"], "f16");
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("stories260K.gguf"), out, "Q6_K"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "Q6_K"}).status, 0);
     EXPECT_EQ(types_of(out)["blk.0.attn_q.weight"], "q8_0");  // q6_K -> q8_0
 }
 
@@ -208,33 +183,33 @@ TEST(weft_quantize, mixes_follow_their_rules) {
     test::temp_dir dir;
     const std::string out = dir.file("m.gguf");
     // tiny-llama: 4 layers; the more-bits layers of 4 are 2 and 3.
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "Q4_K_S"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q4_K_S"}).status, 0);
     auto t = types_of(out);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(t["blk." + std::to_string(i) + ".attn_v.weight"], "q5_K") << i;
     EXPECT_EQ(t["blk.0.ffn_down.weight"], "q4_K");  // 4 / 8 == 0 layers get q5_K
     EXPECT_EQ(t["output.weight"], "q6_K");
     EXPECT_EQ(gguf_file::open(out)->get_int("general.file_type"), 14);
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "Q3_K_L"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q3_K_L"}).status, 0);
     t = types_of(out);
     EXPECT_EQ(t["blk.1.attn_v.weight"], "q5_K");
     EXPECT_EQ(t["blk.1.ffn_down.weight"], "q5_K");
     EXPECT_EQ(t["blk.1.attn_output.weight"], "q5_K");
     EXPECT_EQ(t["blk.1.attn_q.weight"], "q3_K");
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "Q5_K_S"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q5_K_S"}).status, 0);
     t = types_of(out);
     std::set<std::string> kinds;
     for (const auto &[name, ty] : t) kinds.insert(ty);
     EXPECT_EQ(kinds, (std::set<std::string>{"f32", "q5_K", "q6_K"}));
     EXPECT_EQ(t["output.weight"], "q6_K");
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "Q4_K_M", "--pure"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q4_K_M", "--pure"}).status, 0);
     t = types_of(out);
     EXPECT_EQ(t["output.weight"], "q4_K");
     EXPECT_EQ(t["blk.3.ffn_down.weight"], "q4_K");
 
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "bf16"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "bf16"}).status, 0);
     t = types_of(out);
     EXPECT_EQ(t["output.weight"], "bf16");
     EXPECT_EQ(t["output_norm.weight"], "f32");
@@ -247,8 +222,8 @@ TEST(weft_quantize, quantized_input_is_dequantized_first) {
     WEFT_REQUIRE_FIXTURES();
     test::temp_dir dir;
     const std::string back = dir.file("back.gguf"), back4 = dir.file("back4.gguf");
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-Q8_0.gguf"), back, "F32", "-t", "1"}).status, 0);
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-Q8_0.gguf"), back4, "F32", "-t", "4"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-Q8_0.gguf"), back, "F32", "-t", "1"}).status, 0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-Q8_0.gguf"), back4, "F32", "-t", "4"}).status, 0);
     EXPECT_EQ(test::read_file_bytes(back), test::read_file_bytes(back4));
     const auto orig = gguf_file::open(model("tiny-llama-F32.gguf"));
     const auto f = gguf_file::open(back);
@@ -266,8 +241,7 @@ TEST(weft_quantize, quantized_input_is_dequantized_first) {
     }
 
     // and a quantized input requantized to another type gives a valid file
-    ASSERT_EQ(run_weft(dir, {"quantize", model("tiny-llama-Q4_K.gguf"), dir.file("q40.gguf"), "Q4_0"}).status,
-              0);
+    ASSERT_EQ(run_weft({"quantize", model("tiny-llama-Q4_K.gguf"), dir.file("q40.gguf"), "Q4_0"}).status, 0);
     EXPECT_EQ(types_of(dir.file("q40.gguf"))["blk.0.attn_q.weight"], "q4_0");
 }
 
@@ -276,13 +250,13 @@ TEST(weft_quantize, errors_exit_non_zero_and_leave_no_output) {
     WEFT_REQUIRE_FIXTURES();
     test::temp_dir dir;
     const std::string out = dir.file("never.gguf");
-    auto r = run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), out, "Q7_X"});
+    auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q7_X"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("unknown type 'Q7_X'"), std::string::npos) << r.err;
-    r = run_weft(dir, {"quantize", dir.file("missing.gguf"), out, "Q4_0"});
+    r = run_weft({"quantize", dir.file("missing.gguf"), out, "Q4_0"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
-    r = run_weft(dir, {"quantize", model("tiny-llama-F32.gguf"), dir.file("no-such-dir/x.gguf"), "Q4_0"});
+    r = run_weft({"quantize", model("tiny-llama-F32.gguf"), dir.file("no-such-dir/x.gguf"), "Q4_0"});
     EXPECT_NE(r.status, 0);
     EXPECT_FALSE(std::filesystem::exists(out));
     size_t leftovers = 0;
@@ -290,7 +264,7 @@ TEST(weft_quantize, errors_exit_non_zero_and_leave_no_output) {
         if (e.path().filename().string().find(".tmp.") != std::string::npos) ++leftovers;
     EXPECT_EQ(leftovers, 0u);
 
-    r = run_weft(dir, {"quantize", "--help"});
+    r = run_weft({"quantize", "--help"});
     EXPECT_EQ(r.status, 0);
     for (const char *mix :
          {"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q2_K", "more-bits", "falls back"})

@@ -13,42 +13,15 @@
 #include <string>
 
 #include "common/fixtures.h"
+#include "common/run_weft.h"
 
 namespace {
 
-struct run_result {
-    int status = -1;
-    std::string out;
-    std::string err;
-};
+using weft::test::run_result;
 
-std::string read_all(const std::filesystem::path &p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// Runs `weft chat ARGS` with `input` on stdin; stdout and stderr go to temporary files.
+// Runs `weft chat ARGS` with `input` on stdin.
 run_result run_chat(const std::string &args, const std::string &input) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("weft-chat-test-" + std::to_string(::getpid()) + "-" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir);
-    {
-        std::ofstream in(dir / "in", std::ios::binary);
-        in << input;
-    }
-    const std::string cmd = std::string("'") + WEFT_BINARY + "' chat " + args + " < '" +
-                            (dir / "in").string() + "' > '" + (dir / "out").string() + "' 2> '" +
-                            (dir / "err").string() + "'";
-    run_result r;
-    const int raw = std::system(cmd.c_str());
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = read_all(dir / "out");
-    r.err = read_all(dir / "err");
-    std::filesystem::remove_all(dir);
-    return r;
+    return weft::test::run_weft_shell("chat " + args, &input);
 }
 
 std::string stories() {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/fixtures.h"
+#include "common/run_weft.h"
 #include "model/model_test_util.h"
 
 namespace {
@@ -21,34 +22,11 @@ using weft::test::copy_gguf;
 using weft::test::gguf_edits;
 using weft::test::temp_file;
 
-struct run_result {
-    int status = -1;
-    std::string out;
-    std::string err;
-};
+using weft::test::run_result;
 
-std::string read_all(const std::filesystem::path &p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// Runs `weft ARGS`; stdout and stderr are captured through temporary files.
+// Runs `weft ARGS` (shell text), stdin from /dev/null.
 run_result weft(const std::string &args) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("weft-run-test-" + std::to_string(::getpid()) + "-" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir);
-    const std::string cmd = std::string("'") + WEFT_BINARY + "' " + args + " > '" + (dir / "out").string() +
-                            "' 2> '" + (dir / "err").string() + "' < /dev/null";
-    run_result r;
-    const int raw = std::system(cmd.c_str());
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = read_all(dir / "out");
-    r.err = read_all(dir / "err");
-    std::filesystem::remove_all(dir);
-    return r;
+    return weft::test::run_weft_shell(args);
 }
 
 std::string q(const std::string &s) {
@@ -190,7 +168,7 @@ TEST(GraphCli, ModelModeDescribesOneDecodeStep) {
     EXPECT_NE(r.out.find("mul_mat: "), std::string::npos);
     EXPECT_NE(r.out.find("planned peak compute memory"), std::string::npos);
     EXPECT_NE(r.out.find("kq_soft_max-1"), std::string::npos);
-    EXPECT_NE(read_all(dot.path()).find("digraph"), std::string::npos);
+    EXPECT_NE(weft::test::read_text_file(dot.path()).find("digraph"), std::string::npos);
 }
 
 TEST(LogitsCli, JsonHasTheFixtureShape) {
@@ -211,8 +189,8 @@ TEST(LogitsCli, JsonHasTheFixtureShape) {
 
 TEST(LogitsCli, Stories260KMatchesTheReferenceFile) {
     WEFT_REQUIRE_FIXTURES();
-    const nlohmann::json ref =
-        nlohmann::json::parse(read_all(weft::test::fixture("reference/stories260K.once.json")));
+    const nlohmann::json ref = nlohmann::json::parse(
+        weft::test::read_text_file(weft::test::fixture("reference/stories260K.once.json")));
     const run_result r = weft("logits -m " + q(weft::test::fixture("models/stories260K.gguf")) +
                               " -p 'Once upon a time' -n 64 --json");
     ASSERT_EQ(r.status, 0) << r.err;

@@ -8,22 +8,13 @@
 #include <string>
 
 #include "common/fixtures.h"
+#include "common/run_weft.h"
 
 namespace {
 
-struct run_result {
-    int status;
-    std::string out;  // stdout only
-};
-
-run_result run(const std::string &args) {
-    const std::string cmd = std::string(WEFT_BINARY) + " " + args;
-    FILE *p = popen((cmd + " 2>/dev/null").c_str(), "r");
-    if (!p) return {-1, {}};
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    return {pclose(p), out};
+// Runs `weft ARGS` (shell text; a redirection of stdin inside ARGS is allowed).
+weft::test::run_result run(const std::string &args) {
+    return weft::test::run_weft_shell(args);
 }
 
 class weft_tokenize : public ::testing::Test {
