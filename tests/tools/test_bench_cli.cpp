@@ -1,0 +1,60 @@
+// tests/tools/test_bench_cli.cpp — `weft bench` on a small synthetic model: its report and errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "common/run_weft.h"
+
+namespace {
+
+using weft::test::run_weft;
+
+class weft_bench : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        model_ = (std::filesystem::temp_directory_path() /
+                  ("weft-bench-test-" + std::to_string(::getpid()) + ".gguf"))
+                     .string();
+        const auto r =
+            run_weft({"synth", model_, "--embd", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                      "--ff", "128", "--vocab", "300", "--type", "q8_0", "--tied"});
+        ASSERT_EQ(r.status, 0) << r.err;
+    }
+    void TearDown() override { std::filesystem::remove(model_); }
+    std::string model_;
+};
+
+TEST_F(weft_bench, JsonReportHasBothTestsAndReusesGraphs) {
+    const auto r = run_weft(
+        {"bench", "-m", model_, "-p", "16", "-n", "8", "-r", "2", "-t", "2", "--json", "--no-bandwidth"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["pp"]["n_tokens"], 16);
+    EXPECT_EQ(j["pp"]["runs"].size(), 2u);
+    EXPECT_GT(j["pp"]["tokens_per_s"].get<double>(), 0.0);
+    EXPECT_EQ(j["tg"]["n_tokens"], 8);
+    EXPECT_GT(j["tg"]["tokens_per_s"].get<double>(), 0.0);
+    // the output matrix is the token embedding (--tied): one generated token reads every weight once
+    EXPECT_GE(j["tg"]["bytes_per_token"].get<double>(), j["weight_bytes"].get<double>());
+    // generation steps of one token share their graph
+    EXPECT_GT(j["graph_reuses"].get<int>(), 8);
+    EXPECT_NE(r.err.find("tg8 run 2"), std::string::npos) << r.err;  // progress on stderr
+}
+
+TEST_F(weft_bench, TableNamesTheTests) {
+    const auto r = run_weft({"bench", "-m", model_, "-p", "8", "-n", "4", "-r", "1", "--no-bandwidth"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
+}
+
+TEST_F(weft_bench, NothingToMeasureIsAnError) {
+    const auto r = run_weft({"bench", "-m", model_, "-p", "0", "-n", "0"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("nothing to measure"), std::string::npos) << r.err;
+}
+
+}  // namespace
