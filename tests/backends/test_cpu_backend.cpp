@@ -56,6 +56,17 @@ mlp build_mlp(context &ctx, bool plan) {
     return m;
 }
 
+// The MLP with data, its input filled from `seed`, and its graph expanded: the start of most tests.
+struct mlp_graph {
+    std::unique_ptr<context> ctx = data_context();
+    mlp m = build_mlp(*ctx, false);
+    graph g;
+    explicit mlp_graph(uint32_t seed) {
+        fill_uniform(*m.x, seed);
+        build_forward_expand(g, m.out);
+    }
+};
+
 // One attention block over a small f16 KV cache, as the model layer builds it: Q/K projections,
 // rope (in place under the planner), K written into the cache with set_rows, grouped-query
 // attention through permuted views (mul_mat broadcasts 2 KV heads over 4 query heads), a masked
@@ -172,11 +183,9 @@ TEST(CpuBuffer, FromHostPtrWrapsCallerMemoryWithoutCopying) {
 // --- thread pool ------------------------------------------------------------------------------
 
 TEST(CpuBackend, ThreadPoolIsCreatedOnceAndReusedAcrossGraphs) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 45);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(45);
+    mlp &m = run.m;
+    graph &g = run.g;
 
     cpu_backend backend(3);
     EXPECT_EQ(backend.n_threads(), 3);
@@ -199,11 +208,8 @@ TEST(CpuBackend, ThreadPoolIsCreatedOnceAndReusedAcrossGraphs) {
 }
 
 TEST(CpuBackend, WorkersSleepBetweenGraphs) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 46);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(46);
+    graph &g = run.g;
     cpu_backend backend(3);
     ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
     const double before = process_cpu_seconds();
@@ -216,14 +222,12 @@ TEST(CpuBackend, WorkersSleepBetweenGraphs) {
 // --- callbacks --------------------------------------------------------------------------------
 
 TEST(CpuBackend, EvalCallbackObservesANodeByName) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 47);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(47);
+    mlp &m = run.m;
+    graph &g = run.g;
     cpu_backend reference_backend(1);
     ASSERT_EQ(reference_backend.graph_compute(g, {}), compute_status::ok);
-    const std::vector<float> expected_norm = values_of(*ctx->find("ffn_norm"));
+    const std::vector<float> expected_norm = values_of(*run.ctx->find("ffn_norm"));
     const std::vector<float> expected_out = values_of(*m.out);
 
     for (tensor *t : g.nodes) std::memset(t->data, 0xff, t->nbytes());  // NaN everywhere
@@ -248,11 +252,9 @@ TEST(CpuBackend, EvalCallbackObservesANodeByName) {
 }
 
 TEST(CpuBackend, EvalCallbackCanAbort) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 48);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(48);
+    mlp &m = run.m;
+    graph &g = run.g;
     std::memset(m.out->data, 0xff, m.out->nbytes());
     cpu_backend backend(2);
     const compute_status status = backend.graph_compute(
@@ -262,11 +264,9 @@ TEST(CpuBackend, EvalCallbackCanAbort) {
 }
 
 TEST(CpuBackend, AbortCallbackIsPolledBetweenNodes) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 49);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(49);
+    mlp &m = run.m;
+    graph &g = run.g;
     std::memset(m.out->data, 0xff, m.out->nbytes());
     cpu_backend backend(3);
     int polls = 0;
@@ -280,11 +280,8 @@ TEST(CpuBackend, AbortCallbackIsPolledBetweenNodes) {
 }
 
 TEST(CpuBackend, EvalCallbackCanObserveEveryNode) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 56);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(56);
+    graph &g = run.g;
     cpu_backend backend(3);
     ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
     std::vector<std::vector<float>> expected;
@@ -304,11 +301,8 @@ TEST(CpuBackend, EvalCallbackCanObserveEveryNode) {
 }
 
 TEST(CpuBackend, AThrowingAbortCallbackFailsTheGraph) {
-    auto ctx = data_context();
-    mlp m = build_mlp(*ctx, false);
-    fill_uniform(*m.x, 57);
-    graph g;
-    build_forward_expand(g, m.out);
+    mlp_graph run(57);
+    graph &g = run.g;
     cpu_backend backend(3);
     backend.set_abort_callback([]() -> bool { throw std::runtime_error("user code failed"); });
     EXPECT_THROW(backend.graph_compute(g, {}), error);
