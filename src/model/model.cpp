@@ -91,6 +91,16 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     tensor_loader tl(f, *m->weights_ctx_, m->weights_buffer_.get());
     m->arch_->create_tensors(tl, m->hparams_, m->weights_);
     tl.check_all_used(*arch_name);
+    if (params.repack) {
+        // only the matrices that nothing but mul_mat reads (the token embedding is also read by
+        // get_rows, so a tied output matrix stays in the mapping)
+        std::vector<tensor *> matrices;
+        for (const layer_weights &l : m->weights_.layers)
+            for (tensor *t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down})
+                matrices.push_back(t);
+        if (m->weights_.output != m->weights_.tok_embd) matrices.push_back(m->weights_.output);
+        m->repacked_buffer_ = cpu_repack_weights(matrices);
+    }
     if (params.progress) {
         // Touching the mapped pages is the expensive part of a load; walk them tensor by tensor
         // so the callback sees real progress and can stop it.

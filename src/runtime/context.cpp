@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -11,6 +13,7 @@
 #include "weft/core/allocator.h"
 #include "weft/core/context.h"
 #include "weft/core/ops.h"
+#include "weft/core/profile.h"
 #include "weft/core/scheduler.h"
 #include "weft/runtime/kv_cache.h"
 
@@ -71,6 +74,7 @@ struct inference_context::runtime_state {
     std::unique_ptr<cpu_backend> cpu;
     std::unique_ptr<scheduler> sched;
     std::unique_ptr<built_graph> current;
+    std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
 };
 
 inference_context::inference_context(const weft::model &m, const inference_params &params)
@@ -91,6 +95,10 @@ inference_context::inference_context(const weft::model &m, const inference_param
 
     state_->cpu = std::make_unique<cpu_backend>(params_.n_threads);
     if (params_.abort_callback) state_->cpu->set_abort_callback(params_.abort_callback);
+    if (const char *env = std::getenv("WEFT_PROFILE"); env && *env && std::string(env) != "0") {
+        state_->env_profile = std::make_unique<op_profile>();
+        state_->cpu->set_profile(state_->env_profile.get());
+    }
     state_->sched = std::make_unique<scheduler>(std::vector<backend *>{state_->cpu.get()});
     if (params_.cb_eval) state_->sched->set_eval_callback(params_.cb_eval);
 
@@ -110,7 +118,14 @@ inference_context::inference_context(const weft::model &m, const inference_param
     }
 }
 
-inference_context::~inference_context() = default;
+inference_context::~inference_context() {
+    if (state_ && state_->env_profile && state_->env_profile->graphs() > 0)
+        std::fprintf(stderr, "%s", state_->env_profile->format("weft profile (WEFT_PROFILE)").c_str());
+}
+
+void inference_context::set_profile(op_profile *profile) {
+    state_->cpu->set_profile(profile ? profile : state_->env_profile.get());
+}
 
 size_t inference_context::graph_capacity() const {
     return std::max<size_t>(default_graph_size, model_.graph_tensor_budget());

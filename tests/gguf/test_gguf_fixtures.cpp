@@ -48,6 +48,15 @@ TEST(gguf_fixtures, every_fixture_opens_the_same_in_every_mode) {
     ASSERT_GE(files.size(), 20u) << "expected the models and vocab fixtures in " << test::fixtures_dir();
     for (const auto &path : files) {
         SCOPED_TRACE(path);
+        if (test::fixture_has_unimplemented_types(path)) {
+            try {
+                gguf_file::open(path);
+                ADD_FAILURE() << "opened a file with tensor types weft does not implement";
+            } catch (const error &e) {
+                EXPECT_NE(std::string(e.what()).find("unknown type id"), std::string::npos) << e.what();
+            }
+            continue;
+        }
         std::unique_ptr<gguf_file> mapped, read, header;
         ASSERT_NO_THROW(mapped = gguf_file::open(path));
         gguf_open_options plain;

@@ -157,12 +157,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models),
     return s;
 });
 
-// Every tiny-*.json in the fixtures has a case above (a new fixture must not go untested).
+// Fixtures of architectures and tensor types that weft does not run yet (the "more models"
+// issue): loading them must fail with a clear error, never crash or load something half-right.
+bool pending_fixture(const std::string &stem) {
+    for (const char *prefix :
+         {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-llama-moe", "tiny-gemma", "tiny-phi", "tiny-qwen2moe",
+          "tiny-deepseek2", "tiny-starcoder2", "tiny-olmo2", "tiny-command-r", "tiny-granite", "tiny-bert"})
+        if (stem.rfind(prefix, 0) == 0) return true;
+    return false;
+}
+
+// Every tiny-*.json in the fixtures has a case above (a new fixture must not go untested), or is
+// pending and refused with a clear error.
 TEST(Reference, EveryTinyFixtureIsCovered) {
     WEFT_REQUIRE_FIXTURES();
     for (const auto &e : std::filesystem::directory_iterator(test::fixture("reference"))) {
         const std::string stem = e.path().stem().string();
         if (stem.rfind("tiny-", 0) != 0) continue;
+        if (pending_fixture(stem)) {
+            SCOPED_TRACE(stem);
+            EXPECT_THROW(model::load(test::fixture("models/" + stem + ".gguf")), error);
+            continue;
+        }
         EXPECT_NE(std::find(tiny_models.begin(), tiny_models.end(), stem), tiny_models.end()) << stem;
     }
 }

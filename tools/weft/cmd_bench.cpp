@@ -18,6 +18,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/core/profile.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 
@@ -107,7 +108,7 @@ int bench_main(int argc, char **argv) {
         n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
     uint32_t n_ubatch = 512;
     std::string kv_type = "f16";
-    bool json = false, no_bandwidth = false;
+    bool json = false, no_bandwidth = false, profile = false, no_repack = false;
     app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
     app.add_option("-p,--n-prompt", n_prompt, "prompt tokens per prompt-processing run (0: skip)")
         ->capture_default_str()
@@ -126,6 +127,11 @@ int bench_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"f16", "f32"}));
     app.add_flag("--json", json, "print one JSON object instead of the table");
+    app.add_flag("--profile", profile,
+                 "time every op during the measured runs and print a table per test: op, weight type, "
+                 "calls, total ms, ms per graph, share, bytes read and written, GB/s, GFLOP/s");
+    app.add_flag("--no-repack", no_repack,
+                 "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies)");
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
     // the established spelling -ub
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -140,7 +146,9 @@ int bench_main(int argc, char **argv) {
     if (n_prompt == 0 && n_gen == 0) throw weft::error("nothing to measure: both -p and -n are 0");
 
     auto t_load = clock_type::now();
-    auto m = weft::model::load(model_path);
+    weft::model_params mp;
+    mp.repack = !no_repack;
+    auto m = weft::model::load(model_path, mp);
     std::fprintf(stderr, "weft bench: loaded %s in %.0f ms\n", m->describe().c_str(),
                  seconds_since(t_load) * 1e3);
 
@@ -172,7 +180,9 @@ int bench_main(int argc, char **argv) {
         ctx.kv_clear();
     }
 
+    weft::op_profile pp_profile, tg_profile;
     std::vector<double> pp_tps, tg_tps, tg_seconds;
+    if (profile) ctx.set_profile(&pp_profile);
     for (int r = 0; r < reps && n_prompt > 0; ++r) {
         ctx.kv_clear();
         const auto toks = random_tokens(n_prompt);
@@ -181,6 +191,7 @@ int bench_main(int argc, char **argv) {
         pp_tps.push_back(n_prompt / seconds_since(t0));
         std::fprintf(stderr, "weft bench: pp%d run %d: %.2f t/s\n", n_prompt, r + 1, pp_tps.back());
     }
+    if (profile) ctx.set_profile(&tg_profile);
     for (int r = 0; r < reps && n_gen > 0; ++r) {
         ctx.kv_clear();
         const auto t0 = clock_type::now();
@@ -191,6 +202,7 @@ int bench_main(int argc, char **argv) {
         std::fprintf(stderr, "weft bench: tg%d run %d: %.2f t/s\n", n_gen, r + 1, tg_tps.back());
     }
     const auto perf = ctx.perf();
+    ctx.set_profile(nullptr);
 
     double machine_bw = 0.0;
     if (!no_bandwidth && n_gen > 0) {
@@ -225,6 +237,23 @@ int bench_main(int argc, char **argv) {
                        {"bandwidth_gb_s", tg_bw / 1e9},
                        {"machine_bandwidth_gb_s", machine_bw / 1e9},
                        {"bandwidth_fraction", fraction}};
+        if (profile) {
+            auto rows_json = [](const weft::op_profile &prof) {
+                nlohmann::json rows = nlohmann::json::array();
+                for (const auto &r : prof.rows())
+                    rows.push_back({{"op", r.op},
+                                    {"type", r.type},
+                                    {"calls", r.calls},
+                                    {"ms", r.ns / 1e6},
+                                    {"share", prof.total_ns() > 0 ? r.ns / prof.total_ns() : 0.0},
+                                    {"bytes_read", r.bytes_read},
+                                    {"bytes_written", r.bytes_written},
+                                    {"flops", r.flops}});
+                return nlohmann::json{{"graphs", prof.graphs()}, {"ops", rows}};
+            };
+            if (n_prompt > 0) j["profile"]["pp"] = rows_json(pp_profile);
+            if (n_gen > 0) j["profile"]["tg"] = rows_json(tg_profile);
+        }
         j["graph_builds"] = perf.n_graph_builds;
         j["graph_reuses"] = perf.n_graph_reuses;
         std::printf("%s\n", j.dump(2).c_str());
@@ -257,6 +286,10 @@ int bench_main(int argc, char **argv) {
     }
     std::printf("graphs built %lld, reused %lld\n", static_cast<long long>(perf.n_graph_builds),
                 static_cast<long long>(perf.n_graph_reuses));
+    if (profile && n_prompt > 0)
+        std::printf("\n%s", pp_profile.format("profile of pp" + std::to_string(n_prompt)).c_str());
+    if (profile && n_gen > 0)
+        std::printf("\n%s", tg_profile.format("profile of tg" + std::to_string(n_gen)).c_str());
     return 0;
 }
 

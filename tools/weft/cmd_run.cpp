@@ -45,7 +45,7 @@ int run_main(int argc, char **argv) {
     int n_predict = 128;
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
-    bool no_mmap = false;
+    bool no_mmap = false, no_repack = false;
     weft::sampling_params sp;
     int64_t seed = -1;
     app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
@@ -81,6 +81,9 @@ int run_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"f16", "f32"}));
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
+    app.add_flag(
+        "--no-repack", no_repack,
+        "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies for faster products)");
     try {
         app.parse(normalize_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -90,6 +93,7 @@ int run_main(int argc, char **argv) {
 
     weft::model_params mp;
     mp.use_mmap = !no_mmap;
+    mp.repack = !no_repack;
     auto model = weft::model::load(model_path, mp);
     std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model_path.c_str(), model->load_ms(),
                  model->describe().c_str());

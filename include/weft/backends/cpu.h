@@ -5,16 +5,26 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "weft/core/backend.h"
 
 namespace weft {
+
+class op_profile;
 
 // The host buffer type (64-byte aligned heap memory).
 buffer_type &cpu_buffer_type();
 // A host buffer over memory the caller owns (a file mapping): tensors placed in it point straight
 // into that memory; nothing is copied or freed.
 std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size);
+
+// Repacks, into one new host buffer, the weights that the CPU kernels read faster in an
+// interleaved layout (q4_0 and q8_0 matrices whose rows come in multiples of 16): their data then
+// points into that buffer and their layout is marked for the kernels. The others are left alone;
+// returns null when none qualifies. Only for tensors that nothing reads but mul_mat, as its first
+// operand (any other op refuses an interleaved source). Same bytes as the plain layout.
+std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights);
 
 class cpu_backend : public backend {
   public:
@@ -37,6 +47,8 @@ class cpu_backend : public backend {
     int n_threads() const;
     // Worker threads started over this backend's life: n_threads - 1 per pool size, never per graph.
     int64_t threads_started() const;
+    // Times every computed node into `profile` (null: stop profiling); the caller keeps it alive.
+    void set_profile(op_profile *profile);
     // Polled between nodes; returning true aborts the graph (compute_status::aborted).
     void set_abort_callback(std::function<bool()> cb);
 

@@ -32,6 +32,9 @@ class load_cancelled : public error {
 struct model_params {
     bool use_mmap = true;     // false: read the data section into memory instead of mapping it
     bool vocab_only = false;  // vocabulary, hyper-parameters and metadata only; no weights
+    // Repack the matrices the CPU kernels read faster interleaved (q4_0, q8_0) into memory of
+    // their own at load (same size as in the file); false keeps every weight in the mapping.
+    bool repack = true;
     // Called with the fraction loaded (0..1, reaching 1 at the end); returning false cancels
     // the load (model::load then throws load_cancelled).
     std::function<bool(float progress)> progress;
@@ -140,7 +143,8 @@ class model {
     std::unique_ptr<gguf_file> file_;
     std::unique_ptr<weft::vocab> vocab_;
     std::unique_ptr<context> weights_ctx_;
-    std::unique_ptr<backend_buffer> weights_buffer_;  // host buffer over the mapping's data section
+    std::unique_ptr<backend_buffer> weights_buffer_;   // host buffer over the mapping's data section
+    std::unique_ptr<backend_buffer> repacked_buffer_;  // weights repacked at load (model_params::repack)
     model_weights weights_;
     std::unique_ptr<architecture> arch_;
     bool vocab_only_ = false;

@@ -28,6 +28,7 @@
 namespace weft {
 
 class kv_cache;
+class op_profile;
 
 struct inference_params {
     uint32_t n_ctx = 0;           // KV cache cells; 0: the model's training context
@@ -104,6 +105,10 @@ class inference_context {
     // --- performance and memory
     inference_perf perf() const { return perf_; }
     void perf_reset() { perf_ = {}; }
+    // Times every graph node into `profile` (null: stop); the caller keeps it alive. With the
+    // environment variable WEFT_PROFILE set, the context keeps a profile of its own and prints it
+    // to stderr when destroyed.
+    void set_profile(op_profile *profile);
     size_t kv_bytes() const;
     size_t compute_buffer_bytes() const;
     int compute_grow_count() const;  // times the compute buffer grew after the reservation (0 expected)

@@ -1,13 +1,16 @@
 // src/backends/cpu/cpu_backend.cpp — the CPU backend: op support, work memory, and graph execution
 // with every thread walking the node list together (one barrier between dependent nodes).
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
+#include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
+#include "weft/core/profile.h"
 
 namespace weft {
 
@@ -22,6 +25,7 @@ struct cpu_backend::impl {
     size_t work_size = 0;
 
     cpu::run_control control;
+    op_profile *profile = nullptr;  // filled by thread 0 when set
 
     void reserve_work(size_t bytes);
     void poll_abort(size_t node_index);
@@ -60,10 +64,19 @@ void cpu_backend::impl::check_graph(const graph &g) const {
         if (node->data == nullptr)
             throw error("[cpu] node " + node_label(*node) +
                         " has no memory: allocate the graph before computing");
-        for (const tensor *src : node->src)
-            if (src && src->data == nullptr)
+        for (int i = 0; i < max_src; ++i) {
+            const tensor *src = node->src[i];
+            if (!src) continue;
+            if (src->data == nullptr)
                 throw error("[cpu] node " + node_label(*node) + ": source '" + src->name + "' " +
                             src->shape_str() + " has no data");
+            const tensor *owner = src->view_src ? src->view_src : src;
+            if (cpu::interleaved_layout_of(*owner) &&
+                (node->op != op_kind::mul_mat || i != 0 || src != owner))
+                throw error("[cpu] node " + node_label(*node) + ": source '" + src->name +
+                            "' is a weight repacked for mul_mat; no other op can read it (load the model "
+                            "without repacking)");
+        }
         if (k.supports && !k.supports(*node)) {
             std::string srcs;
             for (const tensor *src : node->src)
@@ -99,6 +112,8 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
         const cpu::op_kernel &k = cpu::kernel_of(node.op);
         if (!k.compute) continue;  // views and leafs: no work, no barrier
         p.node_index = i;
+        const bool timed = ith == 0 && profile != nullptr;
+        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
             k.compute(p, node);
         } catch (const std::exception &e) {
@@ -108,6 +123,10 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
         }
         if (ith == 0 && abort_callback) poll_abort(i);
         pool.barrier();
+        if (timed)
+            profile->add(node, double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - t0)
+                                          .count()));
         if (control.should_stop(i)) break;
     }
 }
@@ -141,6 +160,7 @@ compute_status cpu_backend::graph_compute(graph &g, const eval_callback &cb) {
     }
     s.reserve_work(work_needed);
     s.control.reset();
+    if (s.profile) s.profile->add_graph();
 
     if (!cb) return s.run_nodes(g, 0, g.nodes.size());
     // With an observer: run up to (and including) the next node it wants to see, show it, go on.
@@ -167,6 +187,10 @@ int cpu_backend::n_threads() const {
 
 int64_t cpu_backend::threads_started() const {
     return impl_->pool.threads_started();
+}
+
+void cpu_backend::set_profile(op_profile *profile) {
+    impl_->profile = profile;
 }
 
 void cpu_backend::set_abort_callback(std::function<bool()> cb) {

@@ -5,6 +5,10 @@
 // weights, q8_0 / q8_K for the quantized ones) in the work memory, split across threads; then each
 // thread computes tiles of the result. Every element is one vec_dot, so the result does not depend
 // on the thread count.
+#include <atomic>
+#include <new>
+
+#include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
 #include "weft/quant/quant.h"
@@ -32,9 +36,98 @@ size_t converted_bytes(const tensor &b, dtype vec_dot_type) {
     return pad_to_cache_line(row_size(vec_dot_type, b.ne[0]) * size_t(b.nrows()));
 }
 
+// --- weights in the interleaved layout (interleaved.h) ---------------------------------------------
+
+// Work memory of a product with interleaved weights: a chunk counter, the activations as q8 rows
+// (values, scales, sums), and per thread a float row and a row of q8_0 blocks.
+struct interleaved_work {
+    // byte offsets into the node's work memory
+    size_t qs = 0, d = 0, sum = 0, threads = 0, thread_bytes = 0;
+
+    interleaved_work(int64_t k, int64_t n_rows) {
+        const size_t nb = size_t(k / interleave_block), rows = size_t(n_rows);
+        qs = cache_line;  // the chunk counter comes first
+        d = qs + pad_to_cache_line(rows * size_t(k));
+        sum = d + pad_to_cache_line(rows * nb * sizeof(float));
+        threads = sum + pad_to_cache_line(rows * nb * sizeof(int32_t));
+        thread_bytes = pad_to_cache_line(size_t(k) * sizeof(float)) +
+                       pad_to_cache_line(nb * type_traits(dtype::q8_0).type_size);
+    }
+    size_t total(int n_threads) const { return threads + thread_bytes * size_t(n_threads); }
+};
+
+size_t work_size_interleaved(const tensor &dst, int n_threads) {
+    const tensor &b = *dst.src[1];
+    return interleaved_work(b.ne[0], b.nrows()).total(n_threads);
+}
+
+// Groups of 16 rows handed out per chunk: a few, so both threads stream memory until the end.
+constexpr int64_t groups_per_chunk = 4;
+// Columns of one pass over a chunk: their activations stay in L1 while the chunk's groups pass.
+constexpr int64_t columns_per_pass = 16;
+
+void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const interleaved_layout &layout) {
+    const tensor &a = *dst.src[0];  // [k, m] interleaved
+    const tensor &b = *dst.src[1];  // [k, n, B2, B3] floats
+    const int64_t k = a.ne[0], m = a.ne[1];
+    const int64_t n_cols = b.nrows();
+    const interleaved_work w(k, n_cols);
+    const int64_t nb = k / interleave_block;
+    auto *next_chunk = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+    auto *qs = reinterpret_cast<int8_t *>(p.wdata + w.qs);
+    auto *d = reinterpret_cast<float *>(p.wdata + w.d);
+    auto *sum = reinterpret_cast<int32_t *>(p.wdata + w.sum);
+
+    // 1. activations to q8 rows, each thread a share of the rows
+    {
+        std::byte *mine = p.wdata + w.threads + size_t(p.ith) * w.thread_bytes;
+        float *scratch = reinterpret_cast<float *>(mine);
+        void *blocks = mine + pad_to_cache_line(size_t(k) * sizeof(float));
+        const index_range rows = split_range(n_cols, p.ith, p.nth);
+        for (int64_t r = rows.begin; r < rows.end; ++r) {
+            int64_t i1, i2, i3;
+            unravel_row(r, b.ne, i1, i2, i3);
+            const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, scratch);
+            quantize_q8_row(x, k, qs + r * k, d + r * nb, sum + r * nb, blocks);
+        }
+        if (p.ith == 0) new (next_chunk) std::atomic<int64_t>(0);
+        p.barrier();
+    }
+
+    // 2. chunks of groups, taken in turn by whichever thread is free (every element is computed by
+    //    one kernel call in the fixed order, so who computes it does not change it)
+    const q8_rows act{qs, d, sum, k};
+    const group_kernel_fn kernel = best_group_kernel();
+    const int64_t n_groups = m / interleave_rows;
+    const int64_t n_chunks = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
+    const auto *weights = static_cast<const uint8_t *>(a.data);
+    const size_t group_bytes = size_t(nb) * layout.block_bytes;
+    auto *out = static_cast<float *>(dst.data);  // contiguous: column c at out + c * m
+    for (int64_t chunk = next_chunk->fetch_add(1); chunk < n_chunks; chunk = next_chunk->fetch_add(1)) {
+        const int64_t g_begin = chunk * groups_per_chunk;
+        const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
+        for (int64_t c0 = 0; c0 < n_cols; c0 += columns_per_pass) {
+            const int64_t cols = std::min(columns_per_pass, n_cols - c0);
+            for (int64_t g = g_begin; g < g_end; ++g)
+                kernel(layout, weights + size_t(g) * group_bytes, act, c0, cols,
+                       out + c0 * m + g * interleave_rows, m);
+        }
+    }
+}
+
+bool supports_mul_mat_interleaved(const tensor &dst) {
+    const tensor &a = *dst.src[0];
+    const tensor &b = *dst.src[1];
+    return is_float_type(b.type) && b.ne[0] == a.ne[0] && a.ne[2] == 1 && a.ne[3] == 1 &&
+           dst.type == dtype::f32 && dst.is_contiguous() && dst.ne[0] == a.ne[1] && dst.ne[1] == b.ne[1] &&
+           dst.ne[2] == b.ne[2] && dst.ne[3] == b.ne[3];
+}
+
 }  // namespace
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
+    if (const interleaved_layout *layout = interleaved_layout_of(*dst.src[0]))
+        return compute_mul_mat_interleaved(p, dst, *layout);
     const tensor &a = *dst.src[0];  // [k, m, A2, A3] weights of any type
     const tensor &b = *dst.src[1];  // [k, n, B2, B3] activations
     const quant_traits &a_traits = quant_traits_of(a.type);
@@ -113,6 +206,7 @@ bool supports_mul_mat(const tensor &dst) {
     const tensor *b = dst.src[1];
     if (!a || !b || dst.type != dtype::f32 || !has_quant_traits(a->type) || !is_float_type(b->type))
         return false;
+    if (interleaved_layout_of(*a)) return supports_mul_mat_interleaved(dst);
     const quant_traits &a_traits = quant_traits_of(a->type);
     if (!a_traits.vec_dot || !a_traits.vec_dot_ref || !has_quant_traits(a_traits.vec_dot_type)) return false;
     const quant_traits &y_traits = quant_traits_of(a_traits.vec_dot_type);
@@ -128,6 +222,7 @@ bool supports_mul_mat(const tensor &dst) {
 size_t work_size_mul_mat(const tensor &dst, int n_threads) {
     const tensor &a = *dst.src[0];
     const tensor &b = *dst.src[1];
+    if (interleaved_layout_of(a)) return work_size_interleaved(dst, n_threads);
     const dtype vec_dot_type = quant_traits_of(a.type).vec_dot_type;
     if (activations_used_in_place(b, vec_dot_type)) return 0;
     return converted_bytes(b, vec_dot_type) + scratch_size(b.ne[0], n_threads);

@@ -1,0 +1,105 @@
+// src/backends/cpu/interleaved.h — weights repacked at load into groups of 16 interleaved rows, the
+// activation format their products read, and the group kernels of every ISA.
+//
+// Layout of a repacked q4_0 or q8_0 matrix [k, m] (m a multiple of 16, k of 32): the rows are taken
+// in groups of 16; a group stores its blocks in order, and block b of a group holds
+//   - the 16 rows' fp16 scales (32 bytes), row r at r;
+//   - the quants in slots of 64 bytes: slot s holds, for r = 0..15, bytes 4s..4s+3 of row r's
+//     block (q4_0: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high nibbles =
+//     elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128).
+// So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
+// dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
+// layout's size exactly.
+//
+// The result of every product is defined by one order of operations per output element, the same
+// for every ISA, tile shape, thread count and batch composition:
+//   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
+// where isum_b is the exact integer dot product of the block's weight values (q4_0: nibble - 8,
+// q8_0: q) with the activation's q8 values, dw_b the weight scale and da_b the activation scale
+// (both fp16 widened to float). Integer sums are exact in any order, so the kernels are free to
+// compute them however suits the ISA; the float steps are fixed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "weft/core/tensor.h"
+
+namespace weft::cpu {
+
+constexpr int64_t interleave_rows = 16;
+constexpr int64_t interleave_block = 32;
+
+enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16 };
+
+// What tensor::extra points at for a repacked weight.
+struct interleaved_layout {
+    interleaved_kind kind;
+    size_t block_bytes;  // bytes of one block of one group (16 rows)
+    int32_t offset;      // the stored unsigned quant minus this is the weight value
+};
+
+// The layout of t, or null when t is in the plain GGUF layout.
+const interleaved_layout *interleaved_layout_of(const tensor &t);
+// Whether t (a 2-D contiguous q4_0 / q8_0 matrix with 16 | rows and 32 | columns) can be repacked.
+bool can_interleave(const tensor &t);
+// Writes t's data (plain layout, at src) repacked to dst (t.nbytes() bytes) and marks t as
+// interleaved (t.extra); the caller points t.data at dst.
+void interleave_tensor(tensor &t, const void *src, void *dst);
+// The plain layout of row `row` of a repacked t, as blocks (for tests and for reading back).
+void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
+
+// Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
+// row (row c at qs + c * k), and per 32-block the scale (float) and the sum of the 32 values.
+struct q8_rows {
+    const int8_t *qs = nullptr;
+    const float *d = nullptr;
+    const int32_t *sum = nullptr;
+    int64_t k = 0;  // values per row
+    int64_t nb() const { return k / interleave_block; }
+};
+
+// Computes the 16 rows of one group against columns [c0, c0 + n_cols) of a: out(c)[r] for
+// r = 0..15, where out(c) = dst + c * dst_stride (floats). group = the group's first block.
+using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
+                                 int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
+
+enum class interleaved_isa { scalar, avx2, avx512vnni };
+bool interleaved_isa_supported(interleaved_isa isa);
+// The kernel of one ISA (only call it where supported), and the best one for this CPU (scalar
+// under WEFT_FORCE_SCALAR).
+group_kernel_fn group_kernel_at(interleaved_isa isa);
+group_kernel_fn best_group_kernel();
+
+// The ISA kernels (interleaved_*.cpp).
+void group_kernel_scalar(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a, int64_t c0,
+                         int64_t n_cols, float *dst, int64_t dst_stride);
+void group_kernel_avx2(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a, int64_t c0,
+                       int64_t n_cols, float *dst, int64_t dst_stride);
+void group_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
+                             int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
+
+// Calls tile(std::integral_constant<int, C>{}, c) over n_cols columns in tiles of Max columns and
+// one last tile of the rest, so a kernel's tile width is a compile-time constant (the ISA files).
+template <int C, class Fn>
+void last_column_tile(int64_t rest, int64_t c, Fn &tile) {
+    if constexpr (C >= 1) {
+        if (rest == C)
+            tile(std::integral_constant<int, C>{}, c);
+        else
+            last_column_tile<C - 1>(rest, c, tile);
+    }
+}
+template <int Max, class Fn>
+void for_column_tiles(int64_t n_cols, Fn &&tile) {
+    int64_t c = 0;
+    for (; c + Max <= n_cols; c += Max) tile(std::integral_constant<int, Max>{}, c);
+    last_column_tile<Max - 1>(n_cols - c, c, tile);
+}
+
+// Quantizes one float row of k values (32 | k) into row c of the split arrays, with the same
+// values and scales as the q8_0 quantizer. block_scratch: k / 32 q8_0 blocks.
+void quantize_q8_row(const float *x, int64_t k, int8_t *qs, float *d, int32_t *sum, void *block_scratch);
+
+}  // namespace weft::cpu
