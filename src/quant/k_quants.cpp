@@ -504,3 +504,56 @@ void to_float_q8_k(const void *src, float *dst, int64_t n) {
 }
 
 }  // namespace weft::quant
+
+namespace weft {
+
+namespace {
+template <class Block>
+void decode_asymmetric(const Block &b, int n_sub, k_block_ints &out) {
+    quant::unpack(b, out.q);
+    out.n_sub = n_sub;
+    for (int j = 0; j < n_sub; ++j) {
+        uint8_t sc, mn;
+        quant::sub_block_scale_min(b, j, &sc, &mn);
+        out.scale[j] = int8_t(sc);
+        out.min[j] = mn;
+    }
+    out.d = b.d;
+    out.dmin = b.dmin;
+}
+template <class Block>
+void decode_symmetric(const Block &b, int n_sub, k_block_ints &out) {
+    quant::unpack(b, out.q);
+    out.n_sub = n_sub;
+    for (int j = 0; j < n_sub; ++j) {
+        out.scale[j] = int8_t(quant::sub_block_scale(b, j));
+        out.min[j] = 0;
+    }
+    out.d = b.d;
+    out.dmin = 0;
+}
+}  // namespace
+
+bool k_block_to_ints(dtype t, const void *block, k_block_ints &out) {
+    switch (t) {
+        case dtype::q2_k:
+            decode_asymmetric(*static_cast<const block_q2_k *>(block), 16, out);
+            return true;
+        case dtype::q3_k:
+            decode_symmetric(*static_cast<const block_q3_k *>(block), 16, out);
+            return true;
+        case dtype::q4_k:
+            decode_asymmetric(*static_cast<const block_q4_k *>(block), 8, out);
+            return true;
+        case dtype::q5_k:
+            decode_asymmetric(*static_cast<const block_q5_k *>(block), 8, out);
+            return true;
+        case dtype::q6_k:
+            decode_symmetric(*static_cast<const block_q6_k *>(block), 16, out);
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace weft

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "backends/cpu/interleaved.h"
@@ -35,11 +36,13 @@ tensor *make_matrix(context &ctx, dtype type, int64_t k, int64_t m, uint32_t see
     return a;
 }
 
-// Repacks a in place (through a copy of its plain bytes).
-void interleave_in_place(tensor &a) {
-    std::vector<uint8_t> copy(static_cast<const uint8_t *>(a.data),
-                              static_cast<const uint8_t *>(a.data) + a.nbytes());
-    cpu::interleave_tensor(a, copy.data(), a.data);
+// Repacks a into memory of its own (it may be larger than the plain layout), kept alive by the
+// returned holder.
+std::shared_ptr<std::vector<uint8_t>> interleave_in_place(tensor &a) {
+    auto memory = std::make_shared<std::vector<uint8_t>>(cpu::interleaved_size(a));
+    cpu::interleave_tensor(a, a.data, memory->data());
+    a.data = memory->data();
+    return memory;
 }
 
 struct quantized_columns {
@@ -49,45 +52,49 @@ struct quantized_columns {
     cpu::q8_rows rows;
 };
 
-quantized_columns quantize_columns(int64_t k, int64_t n, uint32_t seed) {
+// n columns of k values quantized as the products of `type` want them.
+quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
     quantized_columns q;
-    const int64_t nb = k / 32;
+    const bool k_quant = type_traits(type).block_size == 256;
+    const int64_t nd = k / (k_quant ? 256 : 32), ns = k / (k_quant ? 16 : 32);
     q.qs.resize(size_t(k * n));
-    q.d.resize(size_t(nb * n));
-    q.sum.resize(size_t(nb * n));
+    q.d.resize(size_t(nd * n));
+    q.sum.resize(size_t(ns * n));
     std::vector<float> x(static_cast<size_t>(k));
-    std::vector<uint8_t> blocks(size_t(nb) * 34);
+    std::vector<uint8_t> blocks(size_t(k) * 2);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (int64_t c = 0; c < n; ++c) {
         for (auto &v : x) v = dist(rng);
-        cpu::quantize_q8_row(x.data(), k, &q.qs[size_t(c * k)], &q.d[size_t(c * nb)], &q.sum[size_t(c * nb)],
-                             blocks.data());
+        cpu::quantize_q8_row(x.data(), k, k_quant, &q.qs[size_t(c * k)], &q.d[size_t(c * nd)],
+                             &q.sum[size_t(c * ns)], blocks.data());
     }
-    q.rows = {q.qs.data(), q.d.data(), q.sum.data(), k};
+    q.rows = cpu::make_q8_rows(q.qs.data(), q.d.data(), q.sum.data(), k, k_quant);
     return q;
 }
 
-const dtype interleaved_types[] = {dtype::q4_0, dtype::q8_0};
+const dtype interleaved_types[] = {dtype::q4_0, dtype::q8_0, dtype::q4_k, dtype::q6_k};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q4_0, {64, 32})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {32, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q4_0, {64, 24})));  // rows not in 16s
-    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q4_k, {256, 16})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q4_k, {256, 16})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q6_k, {512, 48})));
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q5_k, {256, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::f16, {64, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2})));
 }
 
 TEST(CpuInterleaved, LayoutRoundTrips) {
-    for (dtype type : interleaved_types) {
+    for (dtype type : {dtype::q4_0, dtype::q8_0}) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<uint8_t> plain;
         std::vector<float> values;
         tensor *a = make_matrix(*ctx, type, 96, 48, 5, plain, values);
-        interleave_in_place(*a);
+        const auto repacked = interleave_in_place(*a);
         ASSERT_NE(cpu::interleaved_layout_of(*a), nullptr);
         std::vector<uint8_t> row(a->nb[1]);
         for (int64_t r = 0; r < a->ne[1]; ++r) {
@@ -101,18 +108,18 @@ TEST(CpuInterleaved, LayoutRoundTrips) {
 // The scalar kernel against a double-precision dot of the dequantized weights with the q8
 // activations (both exact inputs: only the float accumulation differs).
 TEST(CpuInterleaved, ScalarKernelMatchesDoublePrecision) {
-    const int64_t k = 160, m = 32, n = 3;
+    const int64_t k = 512, m = 32, n = 3;
     for (dtype type : interleaved_types) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<uint8_t> plain;
         std::vector<float> w;
         tensor *a = make_matrix(*ctx, type, k, m, 7, plain, w);
-        interleave_in_place(*a);
-        const auto q = quantize_columns(k, n, 8);
+        const auto repacked = interleave_in_place(*a);
+        const auto q = quantize_columns(type, k, n, 8);
         std::vector<float> out(size_t(m * n));
         const auto &layout = *cpu::interleaved_layout_of(*a);
-        const size_t group_bytes = size_t(k / 32) * layout.block_bytes;
+        const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
         for (int64_t g = 0; g < m / 16; ++g)
             cpu::group_kernel_scalar(layout, static_cast<const uint8_t *>(a->data) + size_t(g) * group_bytes,
                                      q.rows, 0, n, &out[size_t(g * 16)], m);
@@ -120,7 +127,7 @@ TEST(CpuInterleaved, ScalarKernelMatchesDoublePrecision) {
             for (int64_t r = 0; r < m; ++r) {
                 double ref = 0;
                 for (int64_t i = 0; i < k; ++i)
-                    ref += double(w[size_t(r * k + i)]) * q.d[size_t(c * (k / 32) + i / 32)] *
+                    ref += double(w[size_t(r * k + i)]) * q.d[size_t(c * q.rows.nb() + i / q.rows.d_block)] *
                            q.qs[size_t(c * k + i)];
                 EXPECT_NEAR(out[size_t(c * m + r)], ref, 1e-4 * (1 + std::fabs(ref)))
                     << "row " << r << " col " << c;
@@ -131,7 +138,7 @@ TEST(CpuInterleaved, ScalarKernelMatchesDoublePrecision) {
 // Every ISA gives the scalar kernel's bits, for every tile remainder (1..19 columns) and a column
 // offset.
 TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
-    const int64_t k = 224, m = 32;
+    const int64_t k = 768, m = 32;
     int isas_run = 0;
     for (auto isa : {cpu::interleaved_isa::avx2, cpu::interleaved_isa::avx512vnni}) {
         if (!cpu::interleaved_isa_supported(isa)) continue;
@@ -142,10 +149,10 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
             std::vector<uint8_t> plain;
             std::vector<float> w;
             tensor *a = make_matrix(*ctx, type, k, m, 11, plain, w);
-            interleave_in_place(*a);
+            const auto repacked = interleave_in_place(*a);
             const auto &layout = *cpu::interleaved_layout_of(*a);
-            const size_t group_bytes = size_t(k / 32) * layout.block_bytes;
-            const auto q = quantize_columns(k, 21, 12);
+            const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
+            const auto q = quantize_columns(type, k, 21, 12);
             for (int64_t n = 1; n <= 19; ++n) {
                 std::vector<float> want(size_t(m * n)), got(size_t(m * n), -1.0f);
                 for (int64_t g = 0; g < m / 16; ++g) {
@@ -165,7 +172,7 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
 // summation order, so closely but not bitwise); every column equals the same column computed alone
 // (batch invariance); 1, 2 and 3 threads agree bit for bit; SIMD equals scalar bit for bit.
 TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
-    const int64_t k = 256, m = 48, n = 37;
+    const int64_t k = 512, m = 48, n = 37;
     for (dtype type : interleaved_types) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
@@ -174,7 +181,7 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
         tensor *a = make_matrix(*ctx, type, k, m, 21, plain, w);
         tensor *plain_a = ctx->new_tensor(type, {k, m});
         std::memcpy(plain_a->data, plain.data(), plain.size());
-        interleave_in_place(*a);
+        const auto repacked = interleave_in_place(*a);
         tensor *b = ctx->new_tensor(dtype::f32, {k, n});
         fill_uniform(*b, 22);
 
@@ -216,7 +223,7 @@ TEST(CpuInterleaved, OtherOpsRefuseAnInterleavedSource) {
     std::vector<uint8_t> plain;
     std::vector<float> w;
     tensor *a = make_matrix(*ctx, dtype::q8_0, 64, 16, 3, plain, w);
-    interleave_in_place(*a);
+    const auto repacked = interleave_in_place(*a);
     tensor *ids = ctx->new_tensor(dtype::i32, {2});
     static_cast<int32_t *>(ids->data)[0] = 1;
     static_cast<int32_t *>(ids->data)[1] = 3;

@@ -29,6 +29,19 @@ struct quant_traits {
 const quant_traits &quant_traits_of(dtype t);
 bool has_quant_traits(dtype t);
 
+// One K-quant super-block (q2_K ... q6_K) as integers: value i = d * scale[j] * q[i] - dmin * min[j]
+// with j = i / (256 / n_sub). For kernels that repack blocks into layouts of their own.
+struct k_block_ints {
+    int8_t q[256];      // the quants, signed for the symmetric types (q3_K, q6_K)
+    int8_t scale[16];   // sub-block scales (signed for q3_K, q6_K)
+    uint8_t min[16];    // sub-block mins (q2_K, q4_K, q5_K; zero otherwise)
+    int n_sub = 0;      // 16 sub-blocks of 16 values (q2_K, q3_K, q6_K) or 8 of 32 (q4_K, q5_K)
+    uint16_t d = 0;     // fp16 bits of the super-scale
+    uint16_t dmin = 0;  // fp16 bits of the min scale (0 for the symmetric types)
+};
+// Decodes one block of type t (a K-quant); false for other types.
+bool k_block_to_ints(dtype t, const void *block, k_block_ints &out);
+
 // Quantizes nrows rows of n_per_row floats to t; returns bytes written. The quantizer may use the
 // importance weights (one per column, may be null) as the established one does.
 size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_t n_per_row,

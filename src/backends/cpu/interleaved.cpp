@@ -21,11 +21,38 @@ namespace {
 constexpr size_t scales_bytes = interleave_rows * sizeof(fp16_t);  // 32
 constexpr size_t slot_bytes = interleave_rows * 4;                 // 64
 
-const interleaved_layout layout_q4_0{interleaved_kind::q4_0x16, scales_bytes + 4 * slot_bytes, 8};
-const interleaved_layout layout_q8_0{interleaved_kind::q8_0x16, scales_bytes + 8 * slot_bytes, 128};
+const interleaved_layout layout_q4_0{interleaved_kind::q4_0x16, dtype::q4_0, 32,
+                                     scales_bytes + 4 * slot_bytes, 8};
+const interleaved_layout layout_q8_0{interleaved_kind::q8_0x16, dtype::q8_0, 32,
+                                     scales_bytes + 8 * slot_bytes, 128};
+// q4_K: d, dmin, 8 scales and 8 mins a byte per row, 32 nibble slots
+const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
+                                     dtype::q4_k,
+                                     256,
+                                     2 * scales_bytes + 16 * interleave_rows + 32 * slot_bytes,
+                                     0,
+                                     /*low_at*/ 2 * scales_bytes + 16 * interleave_rows,
+                                     /*high_at*/ 0,
+                                     /*scales_at*/ 2 * scales_bytes,
+                                     /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
+                                     /*dmin_at*/ scales_bytes,
+                                     8};
+// q6_K: d, 16 scales a byte per row, 32 nibble slots, 16 slots of high bit pairs
+const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
+                                     dtype::q6_k,
+                                     256,
+                                     scales_bytes + 16 * interleave_rows + 48 * slot_bytes,
+                                     32,
+                                     /*low_at*/ scales_bytes + 16 * interleave_rows,
+                                     /*high_at*/ scales_bytes + 16 * interleave_rows + 32 * slot_bytes,
+                                     /*scales_at*/ scales_bytes,
+                                     /*mins_at*/ 0,
+                                     /*dmin_at*/ 0,
+                                     16};
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_q8_0) * interleave_rows == scales_bytes + 8 * slot_bytes);
+static_assert(sizeof(block_q6_k) * interleave_rows == scales_bytes + 16 * interleave_rows + 48 * slot_bytes);
 
 const interleaved_layout *layout_for(dtype t) {
     switch (t) {
@@ -33,9 +60,27 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_q4_0;
         case dtype::q8_0:
             return &layout_q8_0;
+        case dtype::q4_k:
+            return &layout_q4_k;
+        case dtype::q6_k:
+            return &layout_q6_k;
         default:
             return nullptr;
     }
+}
+
+// Where value i (0..255) of a K-quant super-block lies: its low nibble in slot `slot` (the high
+// nibble of the byte when `high_nibble`), its high bits in slot `hslot` at bit `hshift`.
+struct k_position {
+    int slot;
+    bool high_nibble;
+    int hslot;
+    int hshift;
+    int byte;  // 0..3 within the row's four bytes
+};
+k_position k_position_of(int i) {
+    const int c = i / 4, p = c / 16, r = c % 16;
+    return {8 * p + r % 8, r >= 8, c % 16, 2 * (c / 16), i % 4};
 }
 
 // The fp16 scale and the 32 unsigned stored quants (value + offset) of one plain block.
@@ -54,9 +99,20 @@ void plain_block_quants(dtype t, const void *block, fp16_t &d, uint8_t u[32]) {
     }
 }
 
-// Unsigned quant i (0..31) of row r (0..15) of one interleaved block.
+// Unsigned quant i (0..31, or 0..255 for the K-quants) of row r (0..15) of one interleaved block.
 uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int r, int i) {
-    const uint8_t *slots = block + scales_bytes;
+    const uint8_t *slots = block + l.low_at;
+    if (l.k_quant()) {
+        const k_position at = k_position_of(i);
+        const uint8_t byte = slots[size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
+        int value = at.high_nibble ? byte >> 4 : byte & 0x0F;
+        if (l.high_at)
+            value |= ((block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] >>
+                       at.hshift) &
+                      3)
+                     << 4;
+        return uint8_t(value);
+    }
     if (l.kind == interleaved_kind::q4_0x16) {
         const int s = (i % 16) / 4;
         const uint8_t byte = slots[size_t(s) * slot_bytes + size_t(r) * 4 + size_t(i % 4)];
@@ -68,26 +124,69 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
 }  // namespace
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
-    if (t.extra == &layout_q4_0 || t.extra == &layout_q8_0)
-        return static_cast<const interleaved_layout *>(t.extra);
+    for (const interleaved_layout *l : {&layout_q4_0, &layout_q8_0, &layout_q4_k, &layout_q6_k})
+        if (t.extra == l) return l;
     return nullptr;
 }
 
 bool can_interleave(const tensor &t) {
-    return layout_for(t.type) != nullptr && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % interleave_rows == 0 &&
-           t.ne[0] % interleave_block == 0 && t.is_contiguous() && !t.is_view() && t.extra == nullptr;
+    const interleaved_layout *l = layout_for(t.type);
+    return l != nullptr && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % interleave_rows == 0 &&
+           t.ne[0] % l->block == 0 && t.is_contiguous() && !t.is_view() && t.extra == nullptr;
 }
+
+size_t interleaved_size(const tensor &t) {
+    const interleaved_layout &l = *layout_for(t.type);
+    return size_t(t.ne[1] / interleave_rows) * size_t(t.ne[0] / l.block) * l.block_bytes;
+}
+
+namespace {
+
+// One K-quant super-block of 16 rows (rows[r] = row r's plain block) into the interleaved block.
+void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[interleave_rows],
+                        uint8_t *block) {
+    std::memset(block, 0, l.block_bytes);
+    for (int r = 0; r < interleave_rows; ++r) {
+        k_block_ints v;
+        const bool ok = k_block_to_ints(l.type, rows[r], v);
+        WEFT_ASSERT(ok && v.n_sub == l.n_sub);
+        std::memcpy(block + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
+        if (l.dmin_at) std::memcpy(block + l.dmin_at + size_t(r) * sizeof(fp16_t), &v.dmin, sizeof(fp16_t));
+        for (int j = 0; j < l.n_sub; ++j) {
+            block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = uint8_t(v.scale[j]);
+            if (l.mins_at) block[l.mins_at + size_t(j) * interleave_rows + size_t(r)] = v.min[j];
+        }
+        for (int i = 0; i < 256; ++i) {
+            const int u = v.q[i] + l.offset;  // 0..15 (q4_K) or 0..63 (q6_K)
+            const k_position at = k_position_of(i);
+            uint8_t &low = block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
+            low = uint8_t(low | ((u & 0x0F) << (at.high_nibble ? 4 : 0)));
+            if (l.high_at)
+                block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
+                    uint8_t((u >> 4) << at.hshift);
+        }
+    }
+}
+
+}  // namespace
 
 void interleave_tensor(tensor &t, const void *src, void *dst) {
     WEFT_ASSERT(can_interleave(t));
     const interleaved_layout &l = *layout_for(t.type);
-    const int64_t nb = t.ne[0] / interleave_block;
+    const int64_t nb = t.ne[0] / l.block;
     const size_t block_size = type_traits(t.type).type_size;
     const auto *in = static_cast<const uint8_t *>(src);
     auto *out = static_cast<uint8_t *>(dst);
     for (int64_t g = 0; g < t.ne[1] / interleave_rows; ++g) {
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t *block = out + (size_t(g) * size_t(nb) + size_t(b)) * l.block_bytes;
+            if (l.k_quant()) {
+                const uint8_t *rows[interleave_rows];
+                for (int r = 0; r < interleave_rows; ++r)
+                    rows[r] = in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
+                interleave_k_block(l, rows, block);
+                continue;
+            }
             uint8_t *slots = block + scales_bytes;
             for (int r = 0; r < interleave_rows; ++r) {
                 const int64_t row = g * interleave_rows + r;
@@ -113,7 +212,7 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
 
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     const interleaved_layout *l = interleaved_layout_of(t);
-    WEFT_ASSERT(l != nullptr && row >= 0 && row < t.ne[1]);
+    WEFT_ASSERT(l != nullptr && !l->k_quant() && row >= 0 && row < t.ne[1]);
     const int64_t nb = t.ne[0] / interleave_block;
     const int64_t g = row / interleave_rows;
     const int r = int(row % interleave_rows);
@@ -136,26 +235,55 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     }
 }
 
+namespace {
+
+float fp16_at(const uint8_t *p) {
+    fp16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return fp16_to_fp32(h);
+}
+
+// Row r of one interleaved block against one column: the canonical steps of interleaved.h.
+float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r, const int8_t *x,
+                       const int32_t *sums, float da, float acc) {
+    const float dw = fp16_at(block + size_t(r) * sizeof(fp16_t));
+    if (!l.k_quant()) {
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += int32_t(interleaved_quant(l, block, r, i)) * x[i];
+        isum -= l.offset * sums[0];
+        return std::fma(float(isum), dw * da, acc);
+    }
+    const int sub = int(l.block / l.n_sub);  // values per sub-block
+    const int sums_per_sub = sub / 16;       // activation sums are per 16 values
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < l.n_sub; ++j) {
+        int32_t dot = 0, xsum = 0;
+        for (int i = 0; i < sub; ++i)
+            dot += int32_t(interleaved_quant(l, block, r, j * sub + i)) * x[j * sub + i];
+        for (int s = 0; s < sums_per_sub; ++s) xsum += sums[j * sums_per_sub + s];
+        isum += int32_t(int8_t(block[l.scales_at + size_t(j) * interleave_rows + size_t(r)])) *
+                (dot - l.offset * xsum);
+        if (l.mins_at) msum += int32_t(block[l.mins_at + size_t(j) * interleave_rows + size_t(r)]) * xsum;
+    }
+    acc = std::fma(float(isum), dw * da, acc);
+    if (l.dmin_at)
+        acc = std::fma(float(msum), -(fp16_at(block + l.dmin_at + size_t(r) * sizeof(fp16_t)) * da), acc);
+    return acc;
+}
+
+}  // namespace
+
 void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                          int64_t n_cols, float *dst, int64_t dst_stride) {
-    const int64_t nb = a.nb();
+    const int64_t nb = a.nb(), ns = a.ns(), sums_per_block = l.block / a.sum_block;
     for (int64_t c = 0; c < n_cols; ++c) {
         const int64_t col = c0 + c;
-        const int8_t *qs = a.qs + col * a.k;
-        const float *da = a.d + col * nb;
-        const int32_t *sa = a.sum + col * nb;
         for (int r = 0; r < interleave_rows; ++r) {
             float acc = 0.0f;
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t *block = group + size_t(b) * l.block_bytes;
-                int32_t isum = 0;
-                for (int i = 0; i < 32; ++i)
-                    isum += int32_t(interleaved_quant(l, block, r, i)) * qs[b * 32 + i];
-                isum -= l.offset * sa[b];
-                fp16_t dw;
-                std::memcpy(&dw, block + size_t(r) * sizeof(fp16_t), sizeof dw);
-                acc = std::fma(float(isum), fp16_to_fp32(dw) * da[b], acc);
-            }
+            for (int64_t b = 0; b < nb; ++b)
+                acc =
+                    block_dot_scalar(l, group + size_t(b) * l.block_bytes, r, a.qs + col * a.k + b * l.block,
+                                     a.sum + col * ns + b * sums_per_block, a.d[col * nb + b], acc);
             dst[c * dst_stride + r] = acc;
         }
     }
@@ -199,7 +327,7 @@ namespace weft {
 std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights) {
     size_t total = 0;
     for (const tensor *t : weights)
-        if (t && cpu::can_interleave(*t)) total += cpu::pad_to_cache_line(t->nbytes());
+        if (t && cpu::can_interleave(*t)) total += cpu::pad_to_cache_line(cpu::interleaved_size(*t));
     if (total == 0) return nullptr;
     std::unique_ptr<backend_buffer> buf = cpu_buffer_type().alloc(total);
     auto *base = static_cast<uint8_t *>(buf->base());
@@ -209,7 +337,7 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weig
         cpu::interleave_tensor(*t, t->data, base + at);
         t->data = base + at;
         t->buffer = buf.get();
-        at += cpu::pad_to_cache_line(t->nbytes());
+        at += cpu::pad_to_cache_line(cpu::interleaved_size(*t));
     }
     return buf;
 }
@@ -218,16 +346,36 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weig
 
 namespace weft::cpu {
 
-void quantize_q8_row(const float *x, int64_t k, int8_t *qs, float *d, int32_t *sum, void *block_scratch) {
-    quant_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
-    const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
-    for (int64_t b = 0; b < k / interleave_block; ++b) {
-        std::memcpy(qs + b * 32, blocks[b].qs, 32);
-        d[b] = fp16_to_fp32(blocks[b].d);
-        int32_t s = 0;
-        for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
-        sum[b] = s;
+void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float *d, int32_t *sum,
+                     void *block_scratch) {
+    if (!k_quant) {
+        quant_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
+        const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
+        for (int64_t b = 0; b < k / interleave_block; ++b) {
+            std::memcpy(qs + b * 32, blocks[b].qs, 32);
+            d[b] = fp16_to_fp32(blocks[b].d);
+            int32_t s = 0;
+            for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
+            sum[b] = s;
+        }
+        return;
     }
+    quant_traits_of(dtype::q8_k).from_float(x, block_scratch, k);
+    const auto *blocks = static_cast<const block_q8_k *>(block_scratch);
+    for (int64_t b = 0; b < k / qk_k; ++b) {
+        std::memcpy(qs + b * qk_k, blocks[b].qs, qk_k);
+        d[b] = blocks[b].d;
+        for (int j = 0; j < qk_k / 16; ++j) sum[b * 16 + j] = blocks[b].bsums[j];
+    }
+}
+
+q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, bool k_quant) {
+    q8_rows a{qs, d, sum, k};
+    if (k_quant) {
+        a.d_block = qk_k;
+        a.sum_block = 16;
+    }
+    return a;
 }
 
 }  // namespace weft::cpu

@@ -7,6 +7,11 @@
 //   - the quants in slots of 64 bytes: slot s holds, for r = 0..15, bytes 4s..4s+3 of row r's
 //     block (q4_0: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high nibbles =
 //     elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128).
+// The K-quants (q4_K, q6_K) keep 256-value super-blocks; block b of a group holds the 16 rows'
+// fp16 d (and q4_K's dmin), each sub-block's 16 integer scales (and q4_K's mins) a byte per row, a
+// plane of low nibbles in 32 slots (slot 8p + r: chunk 16p + r in the low nibbles, chunk 16p + 8 + r
+// in the high ones, chunk c = values 4c..4c+3) and, for q6_K, a plane of the two high bits in 16
+// slots (slot u: chunk u + 16v in bits 2v, 2v + 1).
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
 // dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
 // layout's size exactly.
@@ -14,6 +19,10 @@
 // The result of every product is defined by one order of operations per output element, the same
 // for every ISA, tile shape, thread count and batch composition:
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
+// (K-quants: acc = fma(float(isum_b), dw_b * da_b, acc), then for q4_K
+// acc = fma(float(msum_b), -(dmin_b * da_b), acc), with isum_b = sum over sub-blocks of the integer
+// scale times the sub-block's integer dot product and msum_b = sum of the integer mins times the
+// activation sums)
 // where isum_b is the exact integer dot product of the block's weight values (q4_0: nibble - 8,
 // q8_0: q) with the activation's q8 values, dw_b the weight scale and da_b the activation scale
 // (both fp16 widened to float). Integer sums are exact in any order, so the kernels are free to
@@ -31,33 +40,48 @@ namespace weft::cpu {
 constexpr int64_t interleave_rows = 16;
 constexpr int64_t interleave_block = 32;
 
-enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16 };
+enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16, q4_kx16, q6_kx16 };
 
 // What tensor::extra points at for a repacked weight.
 struct interleaved_layout {
     interleaved_kind kind;
+    dtype type;          // the weight type it was repacked from
+    int64_t block;       // values per block: 32, or 256 for the K-quants' super-blocks
     size_t block_bytes;  // bytes of one block of one group (16 rows)
     int32_t offset;      // the stored unsigned quant minus this is the weight value
+    // byte offsets inside a block: the quant slots (low nibble plane for the K-quants) and, for
+    // the K-quants, the high-bit plane, the sub-block scales and mins, dmin
+    uint16_t low_at = 32, high_at = 0, scales_at = 0, mins_at = 0, dmin_at = 0;
+    int32_t n_sub = 1;  // sub-blocks per block
+    bool k_quant() const { return block == 256; }
 };
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a 2-D contiguous q4_0 / q8_0 matrix with 16 | rows and 32 | columns) can be repacked.
+// Whether t (a 2-D contiguous q4_0 / q8_0 / q4_K / q6_K matrix whose rows come in 16s) can be
+// repacked, and the bytes it then takes (the plain size, q4_K 64 bytes more per 16 rows and 256
+// values: its six-bit scales are stored a byte each).
 bool can_interleave(const tensor &t);
-// Writes t's data (plain layout, at src) repacked to dst (t.nbytes() bytes) and marks t as
-// interleaved (t.extra); the caller points t.data at dst.
+size_t interleaved_size(const tensor &t);
+// Writes t's data (plain layout, at src) repacked to dst (interleaved_size(t) bytes) and marks t
+// as interleaved (t.extra); the caller points t.data at dst.
 void interleave_tensor(tensor &t, const void *src, void *dst);
 // The plain layout of row `row` of a repacked t, as blocks (for tests and for reading back).
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
-// row (row c at qs + c * k), and per 32-block the scale (float) and the sum of the 32 values.
+// row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
+// For q4_0 / q8_0 weights they are q8_0's values (d_block = sum_block = 32); for the K-quants
+// q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
     const int32_t *sum = nullptr;
     int64_t k = 0;  // values per row
-    int64_t nb() const { return k / interleave_block; }
+    int64_t d_block = interleave_block;
+    int64_t sum_block = interleave_block;
+    int64_t nb() const { return k / d_block; }    // scales per row
+    int64_t ns() const { return k / sum_block; }  // sums per row
 };
 
 // Computes the 16 rows of one group against columns [c0, c0 + n_cols) of a: out(c)[r] for
@@ -98,8 +122,11 @@ void for_column_tiles(int64_t n_cols, Fn &&tile) {
     last_column_tile<Max - 1>(n_cols - c, c, tile);
 }
 
-// Quantizes one float row of k values (32 | k) into row c of the split arrays, with the same
-// values and scales as the q8_0 quantizer. block_scratch: k / 32 q8_0 blocks.
-void quantize_q8_row(const float *x, int64_t k, int8_t *qs, float *d, int32_t *sum, void *block_scratch);
+// Quantizes one float row of k values into the split arrays, with the same values and scales as
+// the q8_0 quantizer (32 | k) or, for k_quant, q8_K's (256 | k). block_scratch: the row's blocks.
+void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float *d, int32_t *sum,
+                     void *block_scratch);
+// The q8_rows view of activations quantized that way.
+q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, bool k_quant);
 
 }  // namespace weft::cpu

@@ -78,6 +78,106 @@ void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_row
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
 }
 
+// --- K-quants: 256-value super-blocks, integer sub-block scales (see interleaved.h) ---------------
+
+constexpr int max_tile_cols_k = 4;
+
+// The 8 operand vectors of values 32t..32t+31 of a K super-block (chunks 8t..8t+7).
+template <interleaved_kind Kind>
+void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t, __m512i w[8]) {
+    const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < 8; ++r)
+        w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
+    if constexpr (Kind == interleaved_kind::q6_kx16) {
+        const uint8_t *high = block + l.high_at + 64 * 8 * (t & 1);
+        const __m512i low2 = _mm512_set1_epi8(0x03);
+        for (int r = 0; r < 8; ++r) {
+            const __m512i h =
+                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), 2 * (t / 2)), low2);
+            w[r] = _mm512_or_si512(w[r], _mm512_slli_epi16(h, 4));
+        }
+    }
+}
+
+__m512i dot_chunks(const __m512i *w, const int8_t *x, int n) {
+    __m512i s = _mm512_setzero_si512();
+    for (int r = 0; r < n; ++r) s = _mm512_dpbusd_epi32(s, w[r], _mm512_set1_epi32(load_i32(x + 4 * r)));
+    return s;
+}
+
+__m512i bytes_to_i32(const uint8_t *p, bool is_signed) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    return is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+}
+
+template <interleaved_kind Kind, int C>
+void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
+            int64_t dst_stride) {
+    const int64_t nb = a.nb(), ns = a.ns();
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block = group + size_t(b) * l.block_bytes;
+        __m512i isum[C];
+        for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+        for (int t = 0; t < 8; ++t) {
+            __m512i w[8];
+            load_k_unit<Kind>(l, block, t, w);
+            if constexpr (Kind == interleaved_kind::q4_kx16) {
+                const __m512i sc = bytes_to_i32(block + l.scales_at + 16 * t, false);
+                for (int c = 0; c < C; ++c) {
+                    const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot_chunks(w, x, 8), sc));
+                }
+            } else {
+                const __m512i sc0 = bytes_to_i32(block + l.scales_at + 16 * (2 * t), true);
+                const __m512i sc1 = bytes_to_i32(block + l.scales_at + 16 * (2 * t + 1), true);
+                for (int c = 0; c < C; ++c) {
+                    const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
+                    const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
+                    const __m512i d0 =
+                        _mm512_sub_epi32(dot_chunks(w, x, 4), _mm512_set1_epi32(l.offset * xs[0]));
+                    const __m512i d1 =
+                        _mm512_sub_epi32(dot_chunks(w + 4, x + 16, 4), _mm512_set1_epi32(l.offset * xs[1]));
+                    isum[c] = _mm512_add_epi32(
+                        isum[c], _mm512_add_epi32(_mm512_mullo_epi32(d0, sc0), _mm512_mullo_epi32(d1, sc1)));
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
+        for (int c = 0; c < C; ++c) {
+            const float da = a.d[(c0 + c) * nb + b];
+            acc[c] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
+        }
+        if constexpr (Kind == interleaved_kind::q4_kx16) {
+            const __m512 dmin =
+                _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.dmin_at)));
+            for (int c = 0; c < C; ++c) {
+                const int32_t *xs = a.sum + (c0 + c) * ns + b * 16;
+                __m512i msum = _mm512_setzero_si512();
+                for (int j = 0; j < 8; ++j)
+                    msum = _mm512_add_epi32(
+                        msum, _mm512_mullo_epi32(bytes_to_i32(block + l.mins_at + 16 * j, false),
+                                                 _mm512_set1_epi32(xs[2 * j] + xs[2 * j + 1])));
+                const float da = a.d[(c0 + c) * nb + b];
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, _mm512_set1_ps(da)),
+                                          acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
+}
+
+template <interleaved_kind Kind>
+void columns_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
+               int64_t n_cols, float *dst, int64_t dst_stride) {
+    for_column_tiles<max_tile_cols_k>(n_cols, [&](auto cols, int64_t c) {
+        tile_k<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
+    });
+}
+
 template <interleaved_kind Kind>
 void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, int64_t n_cols,
              float *dst, int64_t dst_stride) {
@@ -91,10 +191,16 @@ void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a
 
 void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                              int64_t n_cols, float *dst, int64_t dst_stride) {
-    if (l.kind == interleaved_kind::q4_0x16)
-        columns<interleaved_kind::q4_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
-    else
-        columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+    switch (l.kind) {
+        case interleaved_kind::q4_0x16:
+            return columns<interleaved_kind::q4_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q8_0x16:
+            return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q4_kx16:
+            return columns_k<interleaved_kind::q4_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q6_kx16:
+            return columns_k<interleaved_kind::q6_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
+    }
 }
 
 }  // namespace weft::cpu

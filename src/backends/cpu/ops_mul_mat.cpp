@@ -44,21 +44,25 @@ struct interleaved_work {
     // byte offsets into the node's work memory
     size_t qs = 0, d = 0, sum = 0, threads = 0, thread_bytes = 0;
 
-    interleaved_work(int64_t k, int64_t n_rows) {
-        const size_t nb = size_t(k / interleave_block), rows = size_t(n_rows);
+    // k_quant: q8_K activations (a scale per 256 values, a sum per 16) rather than q8_0's
+    interleaved_work(int64_t k, int64_t n_rows, bool k_quant) {
+        const size_t rows = size_t(n_rows);
+        const size_t n_d = size_t(k / (k_quant ? 256 : 32)), n_sums = size_t(k / (k_quant ? 16 : 32));
+        const size_t blocks =
+            k_quant ? n_d * type_traits(dtype::q8_k).type_size : n_d * type_traits(dtype::q8_0).type_size;
         qs = cache_line;  // the chunk counter comes first
         d = qs + pad_to_cache_line(rows * size_t(k));
-        sum = d + pad_to_cache_line(rows * nb * sizeof(float));
-        threads = sum + pad_to_cache_line(rows * nb * sizeof(int32_t));
-        thread_bytes = pad_to_cache_line(size_t(k) * sizeof(float)) +
-                       pad_to_cache_line(nb * type_traits(dtype::q8_0).type_size);
+        sum = d + pad_to_cache_line(rows * n_d * sizeof(float));
+        threads = sum + pad_to_cache_line(rows * n_sums * sizeof(int32_t));
+        thread_bytes = pad_to_cache_line(size_t(k) * sizeof(float)) + pad_to_cache_line(blocks);
     }
     size_t total(int n_threads) const { return threads + thread_bytes * size_t(n_threads); }
 };
 
 size_t work_size_interleaved(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
-    return interleaved_work(b.ne[0], b.nrows()).total(n_threads);
+    return interleaved_work(b.ne[0], b.nrows(), interleaved_layout_of(*dst.src[0])->k_quant())
+        .total(n_threads);
 }
 
 // Groups of 16 rows handed out per chunk: a few, so both threads stream memory until the end.
@@ -71,8 +75,10 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     const tensor &b = *dst.src[1];  // [k, n, B2, B3] floats
     const int64_t k = a.ne[0], m = a.ne[1];
     const int64_t n_cols = b.nrows();
-    const interleaved_work w(k, n_cols);
-    const int64_t nb = k / interleave_block;
+    const bool k_quant = layout.k_quant();
+    const interleaved_work w(k, n_cols, k_quant);
+    const int64_t nb = k / layout.block;
+    const int64_t n_d = k / (k_quant ? 256 : 32), n_sums = k / (k_quant ? 16 : 32);
     auto *next_chunk = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
     auto *qs = reinterpret_cast<int8_t *>(p.wdata + w.qs);
     auto *d = reinterpret_cast<float *>(p.wdata + w.d);
@@ -88,7 +94,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
             int64_t i1, i2, i3;
             unravel_row(r, b.ne, i1, i2, i3);
             const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, scratch);
-            quantize_q8_row(x, k, qs + r * k, d + r * nb, sum + r * nb, blocks);
+            quantize_q8_row(x, k, k_quant, qs + r * k, d + r * n_d, sum + r * n_sums, blocks);
         }
         if (p.ith == 0) new (next_chunk) std::atomic<int64_t>(0);
         p.barrier();
@@ -96,7 +102,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
 
     // 2. chunks of groups, taken in turn by whichever thread is free (every element is computed by
     //    one kernel call in the fixed order, so who computes it does not change it)
-    const q8_rows act{qs, d, sum, k};
+    const q8_rows act = make_q8_rows(qs, d, sum, k, k_quant);
     const group_kernel_fn kernel = best_group_kernel();
     const int64_t n_groups = m / interleave_rows;
     const int64_t n_chunks = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
