@@ -4,6 +4,7 @@
 // GCC 12 warns that the undefined vectors inside its own AVX-512 conversion intrinsics
 // (_mm512_cvtph_ps, _mm512_cvtepi32_ps) may be used uninitialized: a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstring>

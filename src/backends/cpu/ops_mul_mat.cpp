@@ -8,6 +8,7 @@
 #include <atomic>
 #include <new>
 
+#include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
@@ -129,11 +130,76 @@ bool supports_mul_mat_interleaved(const tensor &dst) {
            dst.ne[2] == b.ne[2] && dst.ne[3] == b.ne[3];
 }
 
+// --- float weights (f32, f16, bf16) against f32 activations (float_mm.h) -----------------------------
+
+// b is read where it lies when its rows are f32 and contiguous; otherwise it is converted first.
+bool float_activations_in_place(const tensor &b) {
+    return b.type == dtype::f32 && b.nb[0] == sizeof(float) && b.nb[1] % sizeof(float) == 0 &&
+           b.nb[2] % sizeof(float) == 0 && b.nb[3] % sizeof(float) == 0;
+}
+
+size_t work_size_float(const tensor &dst, int) {
+    const tensor &b = *dst.src[1];
+    size_t bytes = cache_line;  // the task counter
+    if (!float_activations_in_place(b)) bytes += pad_to_cache_line(size_t(b.nelements()) * sizeof(float));
+    return bytes;
+}
+
+// Rows and columns of one task: small enough that both threads get many, large enough that a
+// task's weights and activations are reused from cache.
+constexpr int64_t float_task_rows = 64;
+constexpr int64_t float_task_cols = 64;
+
+void compute_mul_mat_float(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];  // [k, m, A2, A3] f32 / f16 / bf16
+    const tensor &b = *dst.src[1];  // [k, n, B2, B3]
+    const int64_t k = a.ne[0], m = a.ne[1], n = b.ne[1], b2 = b.ne[2], b3 = b.ne[3];
+    auto *next_task = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+
+    const char *x_base = static_cast<const char *>(b.data);
+    size_t x_nb1 = b.nb[1], x_nb2 = b.nb[2], x_nb3 = b.nb[3];
+    if (!float_activations_in_place(b)) {
+        auto *converted = reinterpret_cast<float *>(p.wdata + cache_line);
+        const index_range rows = split_range(b.nrows(), p.ith, p.nth);
+        for (int64_t r = rows.begin; r < rows.end; ++r) {
+            int64_t i1, i2, i3;
+            unravel_row(r, b.ne, i1, i2, i3);
+            load_row(b.type, row_at(b, i1, i2, i3), b.nb[0], k, converted + r * k);
+        }
+        x_base = reinterpret_cast<const char *>(converted);
+        x_nb1 = size_t(k) * sizeof(float);
+        x_nb2 = x_nb1 * size_t(n);
+        x_nb3 = x_nb2 * size_t(b2);
+    }
+    if (p.ith == 0) new (next_task) std::atomic<int64_t>(0);
+    p.barrier();
+
+    const float_tile_fn tile = best_float_tile();
+    const int64_t ratio2 = b2 / a.ne[2], ratio3 = b3 / a.ne[3];
+    const int64_t row_tasks = (m + float_task_rows - 1) / float_task_rows;
+    const int64_t col_tasks = (n + float_task_cols - 1) / float_task_cols;
+    const int64_t n_tasks = b2 * b3 * row_tasks * col_tasks;
+    for (int64_t t = next_task->fetch_add(1); t < n_tasks; t = next_task->fetch_add(1)) {
+        const int64_t rt = t % row_tasks, ct = (t / row_tasks) % col_tasks, mi = t / (row_tasks * col_tasks);
+        const int64_t i2 = mi % b2, i3 = mi / b2;
+        const int64_t r0 = rt * float_task_rows, c0 = ct * float_task_cols;
+        const char *a_rows = static_cast<const char *>(a.data) + size_t(i2 / ratio2) * a.nb[2] +
+                             size_t(i3 / ratio3) * a.nb[3] + size_t(r0) * a.nb[1];
+        const auto *x = reinterpret_cast<const float *>(x_base + size_t(c0) * x_nb1 + size_t(i2) * x_nb2 +
+                                                        size_t(i3) * x_nb3);
+        float *out = reinterpret_cast<float *>(row_at(dst, c0, i2, i3)) + r0;
+        tile(a.type, a_rows, a.nb[1], std::min(float_task_rows, m - r0), x, x_nb1 / sizeof(float),
+             std::min(float_task_cols, n - c0), k, out, dst.nb[1] / sizeof(float));
+    }
+}
+
 }  // namespace
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
     if (const interleaved_layout *layout = interleaved_layout_of(*dst.src[0]))
         return compute_mul_mat_interleaved(p, dst, *layout);
+    if (is_float_weight(dst.src[0]->type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
+        return compute_mul_mat_float(p, dst);
     const tensor &a = *dst.src[0];  // [k, m, A2, A3] weights of any type
     const tensor &b = *dst.src[1];  // [k, n, B2, B3] activations
     const quant_traits &a_traits = quant_traits_of(a.type);
@@ -229,6 +295,8 @@ size_t work_size_mul_mat(const tensor &dst, int n_threads) {
     const tensor &a = *dst.src[0];
     const tensor &b = *dst.src[1];
     if (interleaved_layout_of(a)) return work_size_interleaved(dst, n_threads);
+    if (is_float_weight(a.type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
+        return work_size_float(dst, n_threads);
     const dtype vec_dot_type = quant_traits_of(a.type).vec_dot_type;
     if (activations_used_in_place(b, vec_dot_type)) return 0;
     return converted_bytes(b, vec_dot_type) + scratch_size(b.ne[0], n_threads);

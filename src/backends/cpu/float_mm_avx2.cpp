@@ -1,0 +1,118 @@
+// src/backends/cpu/float_mm_avx2.cpp — float tiles with AVX2: the 16 lanes of an output element as
+// two ymm, 2 weight rows x 2 columns per step. Bit-identical to float_tile_scalar (float_mm.h).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backends/cpu/float_mm.h"
+
+namespace weft::cpu {
+
+namespace {
+
+constexpr int tile_rows = 2;
+constexpr int tile_cols = 2;
+
+// 8 weights from value i of a row.
+template <dtype W>
+__m256 load_weights(const char *row, int64_t i) {
+    if constexpr (W == dtype::f16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + i * 2)));
+    } else if constexpr (W == dtype::bf16) {
+        const __m256i wide =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + i * 2)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    } else {
+        return _mm256_loadu_ps(reinterpret_cast<const float *>(row + i * 4));
+    }
+}
+
+float sum_lanes(__m256 lo, __m256 hi) {
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+template <dtype W, int R, int C>
+void tile(const char *a, size_t a_stride, const float *x, size_t x_stride, int64_t k, float *dst,
+          size_t dst_stride) {
+    __m256 acc[R][C][2];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16)
+        for (int h = 0; h < 2; ++h) {
+            __m256 w[R];
+            for (int r = 0; r < R; ++r) w[r] = load_weights<W>(a + size_t(r) * a_stride, i + 8 * h);
+            for (int c = 0; c < C; ++c) {
+                const __m256 xv = _mm256_loadu_ps(x + size_t(c) * x_stride + i + 8 * h);
+                for (int r = 0; r < R; ++r) acc[r][c][h] = _mm256_fmadd_ps(w[r], xv, acc[r][c][h]);
+            }
+        }
+    if (i < k) {
+        // the last, partial step: zero-padded copies, and lanes past the end keep their value
+        const int64_t rest = k - i;
+        alignas(32) float xs[C][16] = {};
+        for (int c = 0; c < C; ++c)
+            std::memcpy(xs[c], x + size_t(c) * x_stride + i, size_t(rest) * sizeof(float));
+        alignas(32) char ws[R][64] = {};
+        const size_t wsize = W == dtype::f32 ? 4 : 2;
+        for (int r = 0; r < R; ++r)
+            std::memcpy(ws[r], a + size_t(r) * a_stride + size_t(i) * wsize, size_t(rest) * wsize);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (int h = 0; h < 2; ++h) {
+            const __m256 keep =
+                _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(rest - 8 * h)), lane));
+            for (int r = 0; r < R; ++r) {
+                const __m256 w = load_weights<W>(ws[r], 8 * h);
+                for (int c = 0; c < C; ++c) {
+                    const __m256 sum = _mm256_fmadd_ps(w, _mm256_load_ps(xs[c] + 8 * h), acc[r][c][h]);
+                    acc[r][c][h] = _mm256_blendv_ps(acc[r][c][h], sum, keep);
+                }
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c)
+        for (int r = 0; r < R; ++r)
+            dst[size_t(c) * dst_stride + size_t(r)] = sum_lanes(acc[r][c][0], acc[r][c][1]);
+}
+
+template <dtype W, int R>
+void row_tile(const char *a, size_t a_stride, const float *x, size_t x_stride, int64_t n_cols, int64_t k,
+              float *dst, size_t dst_stride) {
+    int64_t c = 0;
+    for (; c + tile_cols <= n_cols; c += tile_cols)
+        tile<W, R, tile_cols>(a, a_stride, x + size_t(c) * x_stride, x_stride, k,
+                              dst + size_t(c) * dst_stride, dst_stride);
+    for (; c < n_cols; ++c)
+        tile<W, R, 1>(a, a_stride, x + size_t(c) * x_stride, x_stride, k, dst + size_t(c) * dst_stride,
+                      dst_stride);
+}
+
+template <dtype W>
+void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t x_stride, int64_t n_cols,
+          int64_t k, float *dst, size_t dst_stride) {
+    int64_t r = 0;
+    for (; r + tile_rows <= n_rows; r += tile_rows)
+        row_tile<W, tile_rows>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r,
+                               dst_stride);
+    for (; r < n_rows; ++r)
+        row_tile<W, 1>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r, dst_stride);
+}
+
+}  // namespace
+
+void float_tile_avx2(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
+                     size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride) {
+    switch (wtype) {
+        case dtype::f16:
+            return rows<dtype::f16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+        case dtype::bf16:
+            return rows<dtype::bf16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+        default:
+            return rows<dtype::f32>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+    }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,115 @@
+// src/backends/cpu/float_mm_avx512.cpp — float tiles with AVX-512: one zmm of 16 lanes per output
+// element, 4 weight rows x 6 columns per step. Bit-identical to float_tile_scalar (float_mm.h).
+// GCC 12 warns that the undefined vectors inside its own AVX-512 intrinsics may be used
+// uninitialized: a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "backends/cpu/float_mm.h"
+
+namespace weft::cpu {
+
+namespace {
+
+constexpr int tile_rows = 4;
+constexpr int tile_cols = 6;
+
+// 16 weights from value i of a row; the first `n` of them where a mask is given.
+template <dtype W>
+__m512 load_weights(const char *row, int64_t i) {
+    if constexpr (W == dtype::f16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + i * 2)));
+    } else if constexpr (W == dtype::bf16) {
+        const __m512i wide =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + i * 2)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    } else {
+        return _mm512_loadu_ps(row + i * 4);
+    }
+}
+template <dtype W>
+__m512 load_weights_masked(const char *row, int64_t i, __mmask16 m) {
+    if constexpr (W == dtype::f16) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + i * 2));
+    } else if constexpr (W == dtype::bf16) {
+        const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + i * 2));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    } else {
+        return _mm512_maskz_loadu_ps(m, row + i * 4);
+    }
+}
+
+float sum_lanes(__m512 v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+template <dtype W, int R, int C>
+void tile(const char *a, size_t a_stride, const float *x, size_t x_stride, int64_t k, float *dst,
+          size_t dst_stride) {
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        __m512 w[R];
+        for (int r = 0; r < R; ++r) w[r] = load_weights<W>(a + size_t(r) * a_stride, i);
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_loadu_ps(x + size_t(c) * x_stride + i);
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
+        }
+    }
+    if (i < k) {
+        const auto m = __mmask16((1u << (k - i)) - 1);
+        __m512 w[R];
+        for (int r = 0; r < R; ++r) w[r] = load_weights_masked<W>(a + size_t(r) * a_stride, i, m);
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + size_t(c) * x_stride + i);
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_mask3_fmadd_ps(w[r], xv, acc[r][c], m);
+        }
+    }
+    for (int c = 0; c < C; ++c)
+        for (int r = 0; r < R; ++r) dst[size_t(c) * dst_stride + size_t(r)] = sum_lanes(acc[r][c]);
+}
+
+template <dtype W, int R>
+void row_tile(const char *a, size_t a_stride, const float *x, size_t x_stride, int64_t n_cols, int64_t k,
+              float *dst, size_t dst_stride) {
+    int64_t c = 0;
+    for (; c + tile_cols <= n_cols; c += tile_cols)
+        tile<W, R, tile_cols>(a, a_stride, x + size_t(c) * x_stride, x_stride, k,
+                              dst + size_t(c) * dst_stride, dst_stride);
+    for (; c < n_cols; ++c)
+        tile<W, R, 1>(a, a_stride, x + size_t(c) * x_stride, x_stride, k, dst + size_t(c) * dst_stride,
+                      dst_stride);
+}
+
+template <dtype W>
+void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t x_stride, int64_t n_cols,
+          int64_t k, float *dst, size_t dst_stride) {
+    int64_t r = 0;
+    for (; r + tile_rows <= n_rows; r += tile_rows)
+        row_tile<W, tile_rows>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r,
+                               dst_stride);
+    for (; r < n_rows; ++r)
+        row_tile<W, 1>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r, dst_stride);
+}
+
+}  // namespace
+
+void float_tile_avx512(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
+                       size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride) {
+    switch (wtype) {
+        case dtype::f16:
+            return rows<dtype::f16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+        case dtype::bf16:
+            return rows<dtype::bf16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+        default:
+            return rows<dtype::f32>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+    }
+}
+
+}  // namespace weft::cpu
