@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -46,13 +47,24 @@ cpu_features detect() {
 }
 
 std::atomic<bool> g_forced{std::getenv("WEFT_FORCE_SCALAR") != nullptr};
+std::atomic<bool> g_avx2_only{std::getenv("WEFT_MAX_ISA") != nullptr &&
+                              std::string(std::getenv("WEFT_MAX_ISA")) == "avx2"};
 const cpu_features g_detected = detect();
+const cpu_features g_avx2_part = [] {
+    cpu_features f = g_detected;
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+    return f;
+}();
 const cpu_features g_none{};
 
 }  // namespace
 
 const cpu_features &host_cpu_features() {
-    return g_forced.load() ? g_none : g_detected;
+    if (g_forced.load()) return g_none;
+    return g_avx2_only.load() ? g_avx2_part : g_detected;
+}
+void limit_to_avx2(bool on) {
+    g_avx2_only.store(on);
 }
 void force_scalar(bool on) {
     g_forced.store(on);

@@ -46,6 +46,7 @@ constexpr auto op_table = std::to_array<op_info>({
     {op_kind::argmax, "argmax", "argmax(x)", false, false},
     {op_kind::sum_rows, "sum_rows", "sum_rows(x)", false, false},
     {op_kind::mean, "mean", "mean(x)", false, false},
+    {op_kind::attention, "attention", "attention(q,k,v)", false, false},
     {op_kind::view, "view", "view(x)", false, true},
     {op_kind::reshape, "reshape", "reshape(x)", false, true},
     {op_kind::permute, "permute", "permute(x)", false, true},
@@ -53,7 +54,7 @@ constexpr auto op_table = std::to_array<op_info>({
 });
 
 static_assert(op_table.size() == size_t(op_kind::count), "one op_table entry per op_kind");
-static_assert(size_t(op_kind::count) == 26, "op set changed: update op_table and the CPU kernel table");
+static_assert(size_t(op_kind::count) == 27, "op set changed: update op_table and the CPU kernel table");
 constexpr bool op_table_in_enum_order() {
     for (size_t i = 0; i < op_table.size(); ++i)
         if (size_t(op_table[i].op) != i || op_table[i].name == nullptr) return false;
@@ -376,6 +377,37 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask, float s) {
     }
     tensor *r = record(ctx.new_tensor(dtype::f32, shape_of(*a)), op_kind::soft_max, {a, mask});
     r->set_param_f32(0, s);
+    return r;
+}
+
+tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale) {
+    const char *n = "attention";
+    require_tensor(n, "q", q);
+    require_tensor(n, "k", k);
+    require_tensor(n, "v", v);
+    require_tensor(n, "mask", mask);
+    require_type(n, "q", *q, dtype::f32);
+    require_type(n, "mask", *mask, dtype::f32);
+    for (const tensor *kv : {k, v})
+        if (kv->type != dtype::f32 && kv->type != dtype::f16)
+            fail(n, std::string(kv == k ? "k" : "v") + " is " + type_name(kv->type) + " " + describe(*kv) +
+                        ": must be f32 or f16");
+    const std::string shapes = "q is " + q->shape_str() + ", k is " + k->shape_str() + ", v is " +
+                               v->shape_str() + ", mask is " + mask->shape_str();
+    if (k->ne[0] != q->ne[0]) fail(n, shapes + ": q and k must have the same head size (ne[0])");
+    if (k->ne[1] != v->ne[1] || k->ne[2] != v->ne[2])
+        fail(n, shapes + ": k and v must have the same cells (ne[1]) and heads (ne[2])");
+    if (k->ne[2] == 0 || q->ne[2] % k->ne[2] != 0)
+        fail(n, shapes + ": the KV heads (k.ne[2]) must divide the query heads (q.ne[2])");
+    if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1) fail(n, shapes + ": no fourth dimension");
+    if (mask->ne[0] != k->ne[1] || mask->ne[1] < q->ne[1] || !mask->is_contiguous())
+        fail(n, shapes + ": mask must be a contiguous [k.ne[1], >= q.ne[1]]");
+    if (q->nb[0] != sizeof(float) || k->nb[0] != type_traits(k->type).type_size ||
+        v->nb[0] != type_traits(v->type).type_size)
+        fail(n, shapes + ": q, k and v rows must be contiguous");
+    tensor *r = record(ctx.new_tensor(dtype::f32, {v->ne[0], q->ne[2], q->ne[1]}), op_kind::attention,
+                       {q, k, v, mask});
+    r->set_param_f32(0, scale);
     return r;
 }
 

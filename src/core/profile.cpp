@@ -30,6 +30,11 @@ node_cost estimate_node_cost(const tensor &node) {
             c.bytes_read =
                 double(node.src[1]->nelements()) * double(node.src[0]->nb[1]) + double(node.src[1]->nbytes());
             break;
+        case op_kind::attention:
+            // every query head against every cell (an upper bound: hidden cells are skipped)
+            c.flops = 2.0 * double(node.src[0]->ne[1]) * double(node.src[0]->ne[2]) *
+                      double(node.src[1]->ne[1]) * double(node.src[1]->ne[0] + node.src[2]->ne[0]);
+            break;
         case op_kind::soft_max:
         case op_kind::rms_norm:
         case op_kind::norm:

@@ -129,18 +129,15 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     // [head_k, n_kv, n_head_kv]: cells of one KV head
     tensor *k_view = named(view_3d(ctx, k_stored, head_k, n_kv, n_head_kv, cache.k->nb[1], head_k * k_elt, 0),
                            "k_cache_view", il);
-    // [head_v, n_kv, n_head_kv] made [n_kv, head_v, n_head_kv] so the product contracts over cells
-    tensor *v_view = view_3d(ctx, v_stored, head_v, n_kv, n_head_kv, cache.v->nb[1], head_v * v_elt, 0);
-    tensor *v_trans = named(cont(ctx, transpose(ctx, v_view)), "v_cache_trans", il);
+    // [head_v, n_kv, n_head_kv]: the cells as rows, read in place by the fused attention
+    tensor *v_view = named(view_3d(ctx, v_stored, head_v, n_kv, n_head_kv, cache.v->nb[1], head_v * v_elt, 0),
+                           "v_cache_view", il);
 
-    // q [head_k, n_head, n_tokens] -> [head_k, n_tokens, n_head]; mul_mat broadcasts the KV heads
-    // over their query-head groups.
+    // q [head_k, n_head, n_tokens] -> [head_k, n_tokens, n_head]; each query head attends over the
+    // cells of its KV head; the result [head_v, n_head, n_tokens] is already in row order
     tensor *q_heads = permute(ctx, q, 0, 2, 1, 3);
-    tensor *kq = named(mul_mat(ctx, k_view, q_heads), "kq", il);  // [n_kv, n_tokens, n_head]
-    kq = named(soft_max(ctx, kq, inputs_.kq_mask, kq_scale), "kq_soft_max", il);
-    tensor *kqv = named(mul_mat(ctx, v_trans, kq), "kqv", il);  // [head_v, n_tokens, n_head]
-    tensor *merged = permute(ctx, kqv, 0, 2, 1, 3);             // [head_v, n_head, n_tokens]
-    tensor *cur = reshape_2d(ctx, cont(ctx, merged), head_v * n_head, n_tokens);
+    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, inputs_.kq_mask, kq_scale), "kqv", il);
+    tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);
     return build_mm(wo, cur, nullptr, "attn_out", il);
 }

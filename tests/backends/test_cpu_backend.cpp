@@ -71,14 +71,14 @@ struct mlp_graph {
 // rope (in place under the planner), K written into the cache with set_rows, grouped-query
 // attention through permuted views (mul_mat broadcasts 2 KV heads over 4 query heads), a masked
 // softmax, the V product, and the output projection with a residual.
-struct attention {
+struct attention_block {
     tensor *x, *pos, *kv_index, *mask, *cache;
     tensor *out;
 };
 
-attention build_attention(context &ctx, bool plan) {
+attention_block build_attention(context &ctx, bool plan) {
     const int64_t n_embd = 16, head_dim = 4, n_head = 4, n_head_kv = 2, n_tokens = 4, n_cells = 6;
-    attention a;
+    attention_block a;
     tensor *wq = ctx.new_tensor(dtype::f32, {n_embd, head_dim * n_head})->set_name("wq");
     tensor *wk = ctx.new_tensor(dtype::f16, {n_embd, head_dim * n_head_kv})->set_name("wk");
     tensor *wo = ctx.new_tensor(dtype::f16, {head_dim * n_head, n_embd})->set_name("wo");
@@ -116,7 +116,7 @@ attention build_attention(context &ctx, bool plan) {
     return a;
 }
 
-void set_attention_inputs(attention &a) {
+void set_attention_inputs(attention_block &a) {
     fill_uniform(*a.x, 55);
     const int64_t cells[4] = {5, 1, 2, 4};
     for (int64_t i = 0; i < 4; ++i) {
@@ -384,13 +384,13 @@ TEST(CpuBackend, PlannedGraphEqualsUnplannedExecution) {
 
 TEST(CpuBackend, PlannedAttentionEqualsUnplannedExecution) {
     auto plain_ctx = data_context();
-    attention plain = build_attention(*plain_ctx, false);
+    attention_block plain = build_attention(*plain_ctx, false);
     set_attention_inputs(plain);
     graph plain_graph;
     build_forward_expand(plain_graph, plain.out);
 
     auto planned_ctx = data_context();
-    attention planned = build_attention(*planned_ctx, true);
+    attention_block planned = build_attention(*planned_ctx, true);
     graph planned_graph;
     build_forward_expand(planned_graph, planned.out);
     // the planner runs the softmax in place over its scores (part of what this test is about)

@@ -100,6 +100,13 @@ TEST(CpuFloatMm, MulMatColumnsAreBatchInvariant) {
         ASSERT_EQ(backend.graph_compute(gs, {}), compute_status::ok);
         force_scalar(false);
         EXPECT_EQ(values_of(*scalar), values_of(*batched));
+        limit_to_avx2(true);
+        tensor *avx2 = mul_mat(*ctx, a, b);
+        graph ga;
+        build_forward_expand(ga, avx2);
+        ASSERT_EQ(backend.graph_compute(ga, {}), compute_status::ok);
+        limit_to_avx2(false);
+        EXPECT_EQ(values_of(*avx2), values_of(*batched));
     }
 }
 

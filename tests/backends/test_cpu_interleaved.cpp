@@ -215,6 +215,13 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
         ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
         force_scalar(false);
         EXPECT_EQ(values_of(*scalar_out), batched) << "the scalar path differs from the SIMD path";
+        limit_to_avx2(true);
+        tensor *avx2_out = mul_mat(*ctx, a, b);
+        graph ga;
+        build_forward_expand(ga, avx2_out);
+        ASSERT_EQ(backend.graph_compute(ga, {}), compute_status::ok);
+        limit_to_avx2(false);
+        EXPECT_EQ(values_of(*avx2_out), batched) << "the AVX2 path differs from the SIMD path";
     }
 }
 

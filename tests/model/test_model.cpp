@@ -92,8 +92,8 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
             return std::any_of(g.nodes.begin(), g.nodes.end(),
                                [&](const tensor *t) { return name == t->name; });
         };
-        for (const char *name : {"attn_norm-0", "Qcur_rope-1", "kq_soft_max-2", "ffn_out-2", "l_out-2",
-                                 "result_norm", "result_output"})
+        for (const char *name :
+             {"attn_norm-0", "Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
         EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
         // every node carries a name, so the graph dump and the eval callback can point at it

@@ -167,7 +167,7 @@ TEST(GraphCli, ModelModeDescribesOneDecodeStep) {
     EXPECT_NE(r.out.find("nodes: "), std::string::npos);
     EXPECT_NE(r.out.find("mul_mat: "), std::string::npos);
     EXPECT_NE(r.out.find("planned peak compute memory"), std::string::npos);
-    EXPECT_NE(r.out.find("kq_soft_max-1"), std::string::npos);
+    EXPECT_NE(r.out.find("kqv-1"), std::string::npos);
     EXPECT_NE(weft::test::read_text_file(dot.path()).find("digraph"), std::string::npos);
 }
 

@@ -14,9 +14,12 @@ struct cpu_features {
 };
 
 // The detected features, with everything turned off when the environment variable
-// WEFT_FORCE_SCALAR is set (or after force_scalar(true)) so the scalar paths can be tested.
+// WEFT_FORCE_SCALAR is set (or after force_scalar(true)) so the scalar paths can be tested, and the
+// AVX-512 ones turned off under WEFT_MAX_ISA=avx2 (or after limit_to_avx2(true)) so the AVX2 paths
+// can be tested on a CPU that has AVX-512.
 const cpu_features &host_cpu_features();
 void force_scalar(bool on);
 bool scalar_forced();
+void limit_to_avx2(bool on);
 
 }  // namespace weft

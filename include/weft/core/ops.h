@@ -71,6 +71,14 @@ rope_params rope_params_of(const tensor &rope_node);
 // (mask.ne[2] | a.ne[2], mask.ne[3] | a.ne[3]), contiguous. src[] = {a, mask}; p.f[0] = scale.
 tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 1.0f);
 
+// Fused attention of every query head against the cells of its KV head:
+// out[:, h, t] = softmax_j(q[:, t, h] . k[:, j, g] * scale + mask[j, t]) v[:, j, g], g = h / (n_head /
+// n_head_kv). q f32 [head_k, n_tokens, n_head] (any strides, contiguous rows), k f16/f32 [head_k, n_kv,
+// n_head_kv], v f16/f32 [head_v, n_kv, n_head_kv] (cells as rows: no transposed copy), mask f32 contiguous
+// [n_kv, >= n_tokens] (-INF hides a cell) -> f32 [head_v, n_head, n_tokens]. A token with no visible
+// cell gets zeros. src[] = {q, k, v, mask}; p.f[0] = scale.
+tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale);
+
 // --- copies and layout
 // cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)
 // with src[] = {src, dst}. Kernels write src[0], converted, into src[1] when it is set and into the

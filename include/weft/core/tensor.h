@@ -31,16 +31,17 @@ enum class op_kind : int32_t {
     rope,      // src0 [head_dim, n_head, n_tokens, 1], src1 i32 [n_tokens], src2 optional f32 freq factors
     soft_max,  // softmax over ne[0] of (src0 * scale + src1 mask (optional, f32 or f16, broadcast over rows))
     silu,
-    gelu,      // tanh approximation
-    glu,       // p.i[0] = glu_kind; src0 gate, src1 up (same shape): act(gate) * up
-    cpy,       // copy src0 into src1 (a view), converting type; result is a view of src1
-    cont,      // contiguous copy of src0 (same type)
-    set_rows,  // write rows of src1 into src0 (in place) at row indices src2 (i32 or i64); result views src0
-    concat,    // src0, src1 joined along p.i[0]
-    argmax,    // src0 f32 [n, rows] -> i32 [rows]
-    sum_rows,  // src0 [n, ...] -> [1, ...]
-    mean,      // src0 [n, ...] -> [1, ...]
-    view,      // no data of its own: view_src + view_offs
+    gelu,       // tanh approximation
+    glu,        // p.i[0] = glu_kind; src0 gate, src1 up (same shape): act(gate) * up
+    cpy,        // copy src0 into src1 (a view), converting type; result is a view of src1
+    cont,       // contiguous copy of src0 (same type)
+    set_rows,   // write rows of src1 into src0 (in place) at row indices src2 (i32 or i64); result views src0
+    concat,     // src0, src1 joined along p.i[0]
+    argmax,     // src0 f32 [n, rows] -> i32 [rows]
+    sum_rows,   // src0 [n, ...] -> [1, ...]
+    mean,       // src0 [n, ...] -> [1, ...]
+    attention,  // softmax(q k^T * scale + mask) v per head, fused; see ops.h
+    view,       // no data of its own: view_src + view_offs
     reshape,
     permute,
     transpose,

@@ -13,7 +13,7 @@ void compute_params::barrier() const {
 
 namespace {
 
-static_assert(size_t(op_kind::count) == 26, "op set changed: give the new op a CPU kernel below");
+static_assert(size_t(op_kind::count) == 27, "op set changed: give the new op a CPU kernel below");
 
 // A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
 constexpr op_kernel kernel_entry(op_kind op) {
@@ -62,6 +62,8 @@ constexpr op_kernel kernel_entry(op_kind op) {
             return {compute_sum_rows, supports_sum_rows, nullptr};
         case op_kind::mean:
             return {compute_mean, supports_sum_rows, nullptr};
+        case op_kind::attention:
+            return {compute_attention, supports_attention, work_size_attention};
         // views share their source's memory: nothing to compute
         case op_kind::view:
         case op_kind::reshape:

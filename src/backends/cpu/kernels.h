@@ -212,6 +212,11 @@ size_t work_size_get_rows(const tensor &dst, int n_threads);
 size_t work_size_set_rows(const tensor &dst, int n_threads);
 size_t work_size_cpy(const tensor &dst, int n_threads);
 
+// ops_attention.cpp
+void compute_attention(const compute_params &p, tensor &dst);
+bool supports_attention(const tensor &dst);
+size_t work_size_attention(const tensor &dst, int n_threads);
+
 // ops_reduce.cpp
 void compute_argmax(const compute_params &p, tensor &dst);
 void compute_sum_rows(const compute_params &p, tensor &dst);

@@ -1,0 +1,135 @@
+// src/backends/cpu/attention_impl.h — the fused attention of a block of tokens against one KV head,
+// written once in plain C++ and compiled per ISA (ops_attention*.cpp): every build performs the same
+// float operations in the same order, so the results are the same bits on every CPU.
+//
+// For a token t and query head h, over the cells j that its mask row shows (value != -INF), in cell
+// order (hidden cells are skipped, so the cache size and the batch around the token do not matter):
+//   s_j = (fma over d = 0, 1, ... of q_d * k_jd, from 0) * scale + mask_j;  M = max s_j;
+//   p_j = exp_canonical(s_j - M);  l = sum_canonical(p over the visible cells, in order);
+//   acc = fma(p_j, v_j, acc) over the visible cells in order;  out = acc * (1 / l)
+// The scores are computed 16 cells at a time from K transposed (no horizontal sums); each is its
+// own serial chain, so which cells share a vector does not matter.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/canonical_math.h"
+#include "weft/core/tensor.h"
+
+namespace weft::cpu {
+
+struct attention_task {
+    const tensor *q, *k, *v, *mask;
+    tensor *dst;
+    float scale;
+    int64_t t0, t1;  // tokens [t0, t1)
+    int64_t g;       // the KV head
+    // scratch: K of the head transposed as floats (head_k x n_kv rounded up to 16), V rows as floats
+    // (n_kv x head_v), scores of every cell and of the visible ones, visible cells (n_kv each)
+    float *kbuf, *vbuf, *scores, *visible_scores;
+    int32_t *visible;
+    float *acc;  // head_v floats
+};
+
+// Internal linkage: every ISA build gets its own copy (see canonical_math.h).
+namespace {
+
+// The loops the ISA builds write with intrinsics (the same operations, element by element):
+//   convert(src, type, n, out)       widens a K or V row to floats
+//   scores(q, kt, stride, n, cells, out)
+//                                    out[j] = serial fma over d < n of q[d] * kt[d * stride + j], j < cells
+//                                    (cells a multiple of 16)
+//   weighted_sum(p, visible, n, vbuf, head_v, acc)
+//                                    acc[d] = serial fma over i < n of p[i] * vbuf[visible[i] * head_v + d]
+struct attention_loops_plain {
+    static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
+                       float *out) {
+        for (int64_t j = 0; j < cells; ++j) {
+            float acc = 0.0f;
+            for (int64_t d = 0; d < n; ++d) acc = std::fma(q[d], kt[d * stride + j], acc);
+            out[j] = acc;
+        }
+    }
+    static void weighted_sum(const float *p, const int32_t *visible, int64_t n, const float *vbuf,
+                             int64_t head_v, float *acc) {
+        for (int64_t d = 0; d < head_v; ++d) acc[d] = 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+            const float *v = vbuf + int64_t(visible[i]) * head_v;
+            for (int64_t d = 0; d < head_v; ++d) acc[d] = std::fma(p[i], v[d], acc[d]);
+        }
+    }
+};
+
+template <class Loops>
+void run_attention_task(const attention_task &a) {
+    const tensor &q = *a.q, &k = *a.k, &v = *a.v, &mask = *a.mask;
+    const int64_t head_k = k.ne[0], head_v = v.ne[0], n_kv = k.ne[1];
+    const int64_t n_head = q.ne[2], group = n_head / k.ne[2];
+    constexpr float hidden = -std::numeric_limits<float>::infinity();
+
+    // the cells any token of the block sees, converted once for all of them and all heads of the group
+    int64_t needed = 0;
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+        const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
+        for (int64_t j = n_kv - 1; j >= needed; --j)
+            if (m[j] != hidden) {
+                needed = j + 1;
+                break;
+            }
+    }
+    const int64_t kt_stride = (needed + 15) / 16 * 16;
+    float *row = a.scores;  // a K row as floats, before it is transposed
+    for (int64_t j = 0; j < needed; ++j) {
+        Loops::convert(static_cast<const char *>(k.data) + j * int64_t(k.nb[1]) + a.g * int64_t(k.nb[2]),
+                       k.type, head_k, row);
+        for (int64_t d = 0; d < head_k; ++d) a.kbuf[d * kt_stride + j] = row[d];
+        Loops::convert(static_cast<const char *>(v.data) + j * int64_t(v.nb[1]) + a.g * int64_t(v.nb[2]),
+                       v.type, head_v, a.vbuf + j * head_v);
+    }
+    for (int64_t d = 0; d < head_k; ++d)
+        for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
+
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+        const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
+        int64_t n_visible = 0, last = 0;
+        for (int64_t j = 0; j < needed; ++j)
+            if (m[j] != hidden) {
+                a.visible[n_visible++] = int32_t(j);
+                last = j + 1;
+            }
+        for (int64_t h = a.g * group; h < (a.g + 1) * group; ++h) {
+            float *out = static_cast<float *>(a.dst->data) + (t * n_head + h) * head_v;
+            if (n_visible == 0) {
+                for (int64_t d = 0; d < head_v; ++d) out[d] = 0.0f;
+                continue;
+            }
+            const auto *qr = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
+                                                             t * int64_t(q.nb[1]) + h * int64_t(q.nb[2]));
+            Loops::scores(qr, a.kbuf, kt_stride, head_k, (last + 15) / 16 * 16, a.scores);
+            float max = hidden;
+            for (int64_t i = 0; i < n_visible; ++i) {
+                const int64_t j = a.visible[i];
+                const float s = a.scores[j] * a.scale + m[j];
+                a.visible_scores[i] = s;
+                max = std::max(max, s);
+            }
+            for (int64_t i = 0; i < n_visible; ++i)
+                a.visible_scores[i] = exp_canonical(a.visible_scores[i] - max);
+            const float inv_l = 1.0f / sum_canonical(a.visible_scores, n_visible);
+            Loops::weighted_sum(a.visible_scores, a.visible, n_visible, a.vbuf, head_v, a.acc);
+            for (int64_t d = 0; d < head_v; ++d) out[d] = a.acc[d] * inv_l;
+        }
+    }
+}
+
+}  // namespace
+
+// The per-ISA entry points (ops_attention*.cpp).
+void attention_task_scalar(const attention_task &a);
+void attention_task_avx2(const attention_task &a);
+void attention_task_avx512(const attention_task &a);
+
+}  // namespace weft::cpu

@@ -1,0 +1,79 @@
+// src/backends/cpu/attention_simd.h — the loops of attention_impl.h with vectors, written once over
+// a vector type V (the ISA files give V: width, load, store, fma, set1, zero, and a widening of
+// fp16). Each vector lane is one output element's own serial chain, so the results equal the
+// plain loops' bit for bit.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/attention_impl.h"
+
+namespace weft::cpu {
+namespace {  // internal linkage: one copy per ISA build
+
+template <class V>
+struct simd_attention_loops {
+    static constexpr int w = V::width;
+
+    static void convert(const char *src, dtype t, int64_t n, float *out) {
+        if (t == dtype::f32) {
+            std::memcpy(out, src, size_t(n) * sizeof(float));
+            return;
+        }
+        int64_t i = 0;
+        for (; i + w <= n; i += w) V::store(out + i, V::widen_fp16(src + 2 * i));
+        for (; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, src + 2 * i, sizeof h);
+            out[i] = V::fp16_to_float(h);
+        }
+    }
+
+    // 64 cells at a time: independent chains
+    static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
+                       float *out) {
+        constexpr int vectors = 64 / w;
+        int64_t j = 0;
+        for (; j + 64 <= cells; j += 64) {
+            typename V::type acc[vectors];
+            for (int c = 0; c < vectors; ++c) acc[c] = V::zero();
+            for (int64_t d = 0; d < n; ++d) {
+                const auto qd = V::set1(q[d]);
+                for (int c = 0; c < vectors; ++c)
+                    acc[c] = V::fma(qd, V::load(kt + d * stride + j + w * c), acc[c]);
+            }
+            for (int c = 0; c < vectors; ++c) V::store(out + j + w * c, acc[c]);
+        }
+        for (; j < cells; j += w) {
+            auto acc = V::zero();
+            for (int64_t d = 0; d < n; ++d) acc = V::fma(V::set1(q[d]), V::load(kt + d * stride + j), acc);
+            V::store(out + j, acc);
+        }
+    }
+
+    // the accumulator of 64 values of the head stays in registers while the cells pass
+    static void weighted_sum(const float *p, const int32_t *visible, int64_t n, const float *vbuf,
+                             int64_t head_v, float *acc_out) {
+        constexpr int vectors = 64 / w;
+        int64_t d0 = 0;
+        for (; d0 + 64 <= head_v; d0 += 64) {
+            typename V::type acc[vectors];
+            for (int c = 0; c < vectors; ++c) acc[c] = V::zero();
+            for (int64_t i = 0; i < n; ++i) {
+                const float *v = vbuf + int64_t(visible[i]) * head_v + d0;
+                const auto pi = V::set1(p[i]);
+                for (int c = 0; c < vectors; ++c) acc[c] = V::fma(pi, V::load(v + w * c), acc[c]);
+            }
+            for (int c = 0; c < vectors; ++c) V::store(acc_out + d0 + w * c, acc[c]);
+        }
+        for (int64_t d = d0; d < head_v; ++d) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n; ++i) acc = std::fma(p[i], vbuf[int64_t(visible[i]) * head_v + d], acc);
+            acc_out[d] = acc;
+        }
+    }
+};
+
+}  // namespace
+}  // namespace weft::cpu

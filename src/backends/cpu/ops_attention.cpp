@@ -1,0 +1,109 @@
+// src/backends/cpu/ops_attention.cpp — the fused attention op: tasks of (token block, KV head) handed
+// out to the threads, each computed by the ISA build of attention_impl.h the CPU supports.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "backends/cpu/attention_impl.h"
+#include "backends/cpu/kernels.h"
+#include "weft/core/cpu_features.h"
+#include "weft/core/fp16.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// Tokens per task: a block shares the conversion of its KV head's rows.
+constexpr int64_t tokens_per_task = 64;
+
+struct attention_scratch {
+    size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, per_thread = 0;
+    explicit attention_scratch(const tensor &dst) {
+        const tensor &k = *dst.src[1], &v = *dst.src[2];
+        const size_t n_kv = size_t(k.ne[1]), n_kv16 = (n_kv + 15) / 16 * 16;
+        kbuf = 0;
+        vbuf = kbuf + pad_to_cache_line(n_kv16 * size_t(k.ne[0]) * sizeof(float));
+        scores = vbuf + pad_to_cache_line(n_kv * size_t(v.ne[0]) * sizeof(float));
+        // scores of every cell (n_kv rounded up to 16), also used for one K row (head_k floats)
+        visible_scores = scores + pad_to_cache_line(std::max(n_kv16, size_t(k.ne[0])) * sizeof(float));
+        visible = visible_scores + pad_to_cache_line(n_kv * sizeof(float));
+        acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
+        per_thread = acc + pad_to_cache_line(size_t(v.ne[0]) * sizeof(float));
+    }
+};
+
+using task_fn = void (*)(const attention_task &);
+
+task_fn best_task_fn() {
+    const cpu_features &f = host_cpu_features();
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma && f.f16c) return attention_task_avx512;
+    if (f.avx2 && f.fma && f.f16c) return attention_task_avx2;
+    return attention_task_scalar;
+}
+
+}  // namespace
+
+namespace {
+struct scalar_loops : attention_loops_plain {
+    static void convert(const char *src, dtype t, int64_t n, float *out) {
+        if (t == dtype::f32) {
+            std::memcpy(out, src, size_t(n) * sizeof(float));
+            return;
+        }
+        const auto *h = reinterpret_cast<const fp16_t *>(src);
+        for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+    }
+};
+}  // namespace
+
+void attention_task_scalar(const attention_task &a) {
+    run_attention_task<scalar_loops>(a);
+}
+
+void compute_attention(const compute_params &p, tensor &dst) {
+    const tensor &q = *dst.src[0], &k = *dst.src[1];
+    const int64_t n_tokens = q.ne[1], n_head_kv = k.ne[2];
+    auto *next_task = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+    if (p.ith == 0) new (next_task) std::atomic<int64_t>(0);
+    p.barrier();
+
+    const attention_scratch layout(dst);
+    std::byte *mine = p.wdata + cache_line + size_t(p.ith) * layout.per_thread;
+    attention_task task{&q,
+                        &k,
+                        dst.src[2],
+                        dst.src[3],
+                        &dst,
+                        dst.param_f32(0),
+                        0,
+                        0,
+                        0,
+                        reinterpret_cast<float *>(mine + layout.kbuf),
+                        reinterpret_cast<float *>(mine + layout.vbuf),
+                        reinterpret_cast<float *>(mine + layout.scores),
+                        reinterpret_cast<float *>(mine + layout.visible_scores),
+                        reinterpret_cast<int32_t *>(mine + layout.visible),
+                        reinterpret_cast<float *>(mine + layout.acc)};
+    const task_fn run = best_task_fn();
+    const int64_t blocks = (n_tokens + tokens_per_task - 1) / tokens_per_task;
+    for (int64_t t = next_task->fetch_add(1); t < blocks * n_head_kv; t = next_task->fetch_add(1)) {
+        task.g = t % n_head_kv;
+        task.t0 = (t / n_head_kv) * tokens_per_task;
+        task.t1 = std::min(n_tokens, task.t0 + tokens_per_task);
+        run(task);
+    }
+}
+
+bool supports_attention(const tensor &dst) {
+    const tensor *q = dst.src[0], *k = dst.src[1], *v = dst.src[2], *mask = dst.src[3];
+    return q && k && v && mask && dst.type == dtype::f32 && dst.is_contiguous() && q->type == dtype::f32 &&
+           mask->type == dtype::f32 && (k->type == dtype::f32 || k->type == dtype::f16) &&
+           (v->type == dtype::f32 || v->type == dtype::f16);
+}
+
+size_t work_size_attention(const tensor &dst, int n_threads) {
+    return cache_line + attention_scratch(dst).per_thread * size_t(n_threads);
+}
+
+}  // namespace weft::cpu

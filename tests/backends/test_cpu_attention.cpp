@@ -1,0 +1,151 @@
+// tests/backends/test_cpu_attention.cpp — the fused attention op: against a double-precision
+// softmax(q k^T) v, the same bits with 1, 2, 3 threads and with the scalar build, and a token's
+// result independent of the cells hidden from it and of the other tokens of its batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "backends/cpu_testing.h"
+#include "weft/core/cpu_features.h"
+#include "weft/core/error.h"
+#include "weft/core/fp16.h"
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+constexpr float hidden = -std::numeric_limits<float>::infinity();
+
+struct attention_case {
+    tensor *q, *k, *v, *mask, *out;
+};
+
+// q [head_k, n_tokens, n_head] as attention's permuted view of [head_k, n_head, n_tokens]; k, v
+// f16 [head, n_kv, n_head_kv]; token t sees cells j <= visible_until[t], except every fifth.
+attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n_tokens, int64_t n_head,
+                         int64_t n_head_kv, int64_t n_kv, uint32_t seed) {
+    attention_case c;
+    tensor *q_rows = ctx.new_tensor(dtype::f32, {head_k, n_head, n_tokens});
+    fill_uniform(*q_rows, seed);
+    c.q = permute(ctx, q_rows, 0, 2, 1, 3);
+    c.k = ctx.new_tensor(dtype::f16, {head_k, n_kv, n_head_kv});
+    c.v = ctx.new_tensor(dtype::f16, {head_v, n_kv, n_head_kv});
+    std::mt19937 rng(seed + 1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (tensor *t : {c.k, c.v}) {
+        auto *h = static_cast<fp16_t *>(t->data);
+        for (int64_t i = 0; i < t->nelements(); ++i) h[i] = fp32_to_fp16(dist(rng));
+    }
+    c.mask = ctx.new_tensor(dtype::f32, {n_kv, n_tokens});
+    auto *m = static_cast<float *>(c.mask->data);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t j = 0; j < n_kv; ++j)
+            m[t * n_kv + j] = (j <= t + n_kv / 2 && j % 5 != 3) ? 0.0f : hidden;
+    c.out = attention(ctx, c.q, c.k, c.v, c.mask, 0.125f);
+    return c;
+}
+
+double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
+    const int64_t head_k = c.k->ne[0], n_kv = c.k->ne[1], g = h / (c.q->ne[2] / c.k->ne[2]);
+    const auto *m = static_cast<const float *>(c.mask->data) + t * n_kv;
+    std::vector<double> s(size_t(n_kv), -INFINITY);
+    double max = -INFINITY;
+    for (int64_t j = 0; j < n_kv; ++j) {
+        if (m[j] == hidden) continue;
+        double dot = 0;
+        for (int64_t i = 0; i < head_k; ++i) dot += at(*c.q, i, t, h) * at(*c.k, i, j, g);
+        s[size_t(j)] = dot * 0.125 + m[j];
+        max = std::max(max, s[size_t(j)]);
+    }
+    double sum = 0, acc = 0;
+    for (int64_t j = 0; j < n_kv; ++j) {
+        if (m[j] == hidden) continue;
+        const double p = std::exp(s[size_t(j)] - max);
+        sum += p;
+        acc += p * at(*c.v, d, j, g);
+    }
+    return sum > 0 ? acc / sum : 0.0;
+}
+
+std::vector<float> run(tensor *out, int threads = 2) {
+    graph g;
+    build_forward_expand(g, out);
+    cpu_backend backend(threads);
+    EXPECT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+    return values_of(*out);
+}
+
+TEST(CpuAttention, MatchesSoftmaxReferenceOnOddShapes) {
+    for (int64_t head : {40, 64, 128}) {
+        SCOPED_TRACE("head " + std::to_string(head));
+        auto ctx = data_context();
+        const attention_case c = make_case(*ctx, head, head == 40 ? 24 : head, 7, 6, 2, 23, 5);
+        const std::vector<float> simd = expect_matches_reference(
+            c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
+        force_scalar(true);
+        const std::vector<float> scalar = run(c.out);
+        force_scalar(false);
+        EXPECT_EQ(simd, scalar) << "the scalar build differs from the SIMD build";
+        limit_to_avx2(true);
+        const std::vector<float> avx2 = run(c.out);
+        limit_to_avx2(false);
+        EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
+    }
+}
+
+TEST(CpuAttention, TokenWithNothingVisibleGetsZeros) {
+    auto ctx = data_context();
+    attention_case c = make_case(*ctx, 32, 32, 2, 2, 1, 9, 8);
+    auto *m = static_cast<float *>(c.mask->data);
+    for (int64_t j = 0; j < 9; ++j) m[9 + j] = hidden;  // token 1 sees nothing
+    const auto out = run(c.out);
+    for (int64_t i = 2 * 32; i < 4 * 32; ++i) EXPECT_EQ(out[size_t(i)], 0.0f);
+}
+
+// A token's output does not depend on cells hidden from it (more cells, garbage in them) nor on the
+// other tokens of the batch.
+TEST(CpuAttention, TokenResultIsBatchInvariant) {
+    const int64_t head = 64, n_head = 4, n_head_kv = 2, n_kv = 19;
+    auto ctx = data_context();
+    attention_case batch = make_case(*ctx, head, head, 9, n_head, n_head_kv, n_kv, 11);
+    const auto batched = run(batch.out);
+    const int64_t t = 4;
+    // the same token alone, with a cache of 40 cells whose extra cells hold NaN and are hidden
+    const int64_t big_kv = 40;
+    tensor *q1 = ctx->new_tensor(dtype::f32, {head, n_head, 1});
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
+    tensor *k1 = ctx->new_tensor(dtype::f16, {head, big_kv, n_head_kv});
+    tensor *v1 = ctx->new_tensor(dtype::f16, {head, big_kv, n_head_kv});
+    tensor *m1 = ctx->new_tensor(dtype::f32, {big_kv, 1});
+    for (int64_t g = 0; g < n_head_kv; ++g)
+        for (int64_t j = 0; j < big_kv; ++j)
+            for (int64_t i = 0; i < head; ++i) {
+                const bool real = j < n_kv;
+                tensor_set_f32(*k1, real ? float(at(*batch.k, i, j, g)) : NAN, i, j, g);
+                tensor_set_f32(*v1, real ? float(at(*batch.v, i, j, g)) : NAN, i, j, g);
+            }
+    for (int64_t j = 0; j < big_kv; ++j)
+        tensor_set_f32(*m1, j < n_kv ? tensor_get_f32(*batch.mask, j, t) : hidden, j, 0);
+    tensor *alone = attention(*ctx, permute(*ctx, q1, 0, 2, 1, 3), k1, v1, m1, 0.125f);
+    const auto single = run(alone, 1);
+    EXPECT_EQ(std::memcmp(single.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4), 0);
+}
+
+TEST(CpuAttention, ShapesAreChecked) {
+    auto ctx = data_context();
+    tensor *q = ctx->new_tensor(dtype::f32, {16, 3, 4});
+    tensor *k = ctx->new_tensor(dtype::f16, {16, 8, 3});
+    tensor *v = ctx->new_tensor(dtype::f16, {16, 8, 3});
+    tensor *mask = ctx->new_tensor(dtype::f32, {8, 3});
+    EXPECT_THROW(attention(*ctx, q, k, v, mask, 1.0f), error);  // 3 KV heads do not divide 4
+    tensor *k2 = ctx->new_tensor(dtype::f16, {16, 8, 2});
+    tensor *v2 = ctx->new_tensor(dtype::f16, {16, 9, 2});
+    EXPECT_THROW(attention(*ctx, q, k2, v2, mask, 1.0f), error);  // cells differ
+}
+
+}  // namespace
