@@ -37,22 +37,26 @@ const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
                                      /*dmin_at*/ scales_bytes,
                                      8};
-// q6_K: d, 16 scales a byte per row, 32 nibble slots, 16 slots of high bit pairs
+// q6_K: 32 nibble slots and 16 slots of high bit pairs first (cache-line aligned: the planes are
+// read back and forth), then 16 scales a byte per row and d; padded to a whole number of cache
+// lines (32 bytes more than the plain layout per 16 rows and 256 values)
 const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
                                      dtype::q6_k,
                                      256,
-                                     scales_bytes + 16 * interleave_rows + 48 * slot_bytes,
+                                     48 * slot_bytes + 16 * interleave_rows + scales_bytes + 32,
                                      32,
-                                     /*low_at*/ scales_bytes + 16 * interleave_rows,
-                                     /*high_at*/ scales_bytes + 16 * interleave_rows + 32 * slot_bytes,
-                                     /*scales_at*/ scales_bytes,
+                                     /*low_at*/ 0,
+                                     /*high_at*/ 32 * slot_bytes,
+                                     /*scales_at*/ 48 * slot_bytes,
                                      /*mins_at*/ 0,
                                      /*dmin_at*/ 0,
-                                     16};
+                                     16,
+                                     /*d_at*/ 48 * slot_bytes + 16 * interleave_rows};
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_q8_0) * interleave_rows == scales_bytes + 8 * slot_bytes);
-static_assert(sizeof(block_q6_k) * interleave_rows == scales_bytes + 16 * interleave_rows + 48 * slot_bytes);
+static_assert(sizeof(block_q6_k) * interleave_rows + 32 ==
+              48 * slot_bytes + 16 * interleave_rows + scales_bytes + 32);
 
 const interleaved_layout *layout_for(dtype t) {
     switch (t) {
@@ -150,7 +154,7 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
         k_block_ints v;
         const bool ok = k_block_to_ints(l.type, rows[r], v);
         WEFT_ASSERT(ok && v.n_sub == l.n_sub);
-        std::memcpy(block + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
+        std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
         if (l.dmin_at) std::memcpy(block + l.dmin_at + size_t(r) * sizeof(fp16_t), &v.dmin, sizeof(fp16_t));
         for (int j = 0; j < l.n_sub; ++j) {
             block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = uint8_t(v.scale[j]);
@@ -246,7 +250,7 @@ float fp16_at(const uint8_t *p) {
 // Row r of one interleaved block against one column: the canonical steps of interleaved.h.
 float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r, const int8_t *x,
                        const int32_t *sums, float da, float acc) {
-    const float dw = fp16_at(block + size_t(r) * sizeof(fp16_t));
+    const float dw = fp16_at(block + l.d_at + size_t(r) * sizeof(fp16_t));
     if (!l.k_quant()) {
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) isum += int32_t(interleaved_quant(l, block, r, i)) * x[i];

@@ -53,6 +53,7 @@ struct interleaved_layout {
     // the K-quants, the high-bit plane, the sub-block scales and mins, dmin
     uint16_t low_at = 32, high_at = 0, scales_at = 0, mins_at = 0, dmin_at = 0;
     int32_t n_sub = 1;  // sub-blocks per block
+    uint16_t d_at = 0;  // the 16 rows' fp16 scales
     bool k_quant() const { return block == 256; }
 };
 

@@ -33,7 +33,7 @@ __m256i dot4(__m256i w, __m256i x) {
 }
 
 template <interleaved_kind Kind>
-void load_half(const uint8_t *block, int half, __m256i w[8]) {
+[[gnu::always_inline]] inline void load_half(const uint8_t *block, int half, __m256i w[8]) {
     const uint8_t *slots = block + 32 + 32 * half;
     if constexpr (Kind == interleaved_kind::q4_0x16) {
         const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -88,7 +88,8 @@ constexpr int max_tile_cols_k = 2;
 
 // The 8 operand vectors of values 32t..32t+31 of a K super-block, rows 8 * half .. 8 * half + 7.
 template <interleaved_kind Kind>
-void load_k_unit(const interleaved_layout &l, const uint8_t *block, int half, int t, __m256i w[8]) {
+[[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int half,
+                                               int t, __m256i w[8]) {
     const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2) + 32 * half;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int r = 0; r < 8; ++r)
@@ -110,7 +111,7 @@ void load_k_unit(const interleaved_layout &l, const uint8_t *block, int half, in
 }
 
 // Unsigned weights (< 64) times signed activations, four at a time: exact.
-__m256i dot_chunks(const __m256i *w, const int8_t *x, int n) {
+[[gnu::always_inline]] inline __m256i dot_chunks(const __m256i *w, const int8_t *x, int n) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s = _mm256_setzero_si256();
     for (int r = 0; r < n; ++r)
@@ -118,7 +119,7 @@ __m256i dot_chunks(const __m256i *w, const int8_t *x, int n) {
     return s;
 }
 
-__m256i bytes_to_i32(const uint8_t *p, bool is_signed) {
+[[gnu::always_inline]] inline __m256i bytes_to_i32(const uint8_t *p, bool is_signed) {
     const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p));
     return is_signed ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
 }
@@ -134,6 +135,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             const uint8_t *block = group + size_t(b) * l.block_bytes;
             __m256i isum[C];
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
             for (int t = 0; t < 8; ++t) {
                 __m256i w[8];
                 load_k_unit<Kind>(l, block, half, t, w);
@@ -158,8 +160,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                     }
                 }
             }
-            const __m256 dw =
-                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
+            const __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128(reinterpret_cast<const __m128i *>(block + l.d_at + 16 * half)));
             for (int c = 0; c < C; ++c) {
                 const float da = a.d[(c0 + c) * nb + b];
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(da)),

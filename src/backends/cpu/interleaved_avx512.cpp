@@ -25,7 +25,7 @@ int32_t load_i32(const int8_t *p) {
 
 // The 8 operand vectors of one block: w[j] holds elements 4j..4j+3 of every row (unsigned).
 template <interleaved_kind Kind>
-void load_block(const uint8_t *block, __m512i w[8]) {
+[[gnu::always_inline]] inline void load_block(const uint8_t *block, __m512i w[8]) {
     const uint8_t *slots = block + 32;
     if constexpr (Kind == interleaved_kind::q4_0x16) {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -85,7 +85,8 @@ constexpr int max_tile_cols_k = 4;
 
 // The 8 operand vectors of values 32t..32t+31 of a K super-block (chunks 8t..8t+7).
 template <interleaved_kind Kind>
-void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t, __m512i w[8]) {
+[[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t,
+                                               __m512i w[8]) {
     const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int r = 0; r < 8; ++r)
@@ -101,13 +102,17 @@ void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t, __m51
     }
 }
 
-__m512i dot_chunks(const __m512i *w, const int8_t *x, int n) {
-    __m512i s = _mm512_setzero_si512();
-    for (int r = 0; r < n; ++r) s = _mm512_dpbusd_epi32(s, w[r], _mm512_set1_epi32(load_i32(x + 4 * r)));
-    return s;
+// n (4 or 8) chunks, in two independent chains (integer sums: exact in any order).
+[[gnu::always_inline]] inline __m512i dot_chunks(const __m512i *w, const int8_t *x, int n) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int r = 0; r < n; r += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, w[r], _mm512_set1_epi32(load_i32(x + 4 * r)));
+        s1 = _mm512_dpbusd_epi32(s1, w[r + 1], _mm512_set1_epi32(load_i32(x + 4 * r + 4)));
+    }
+    return _mm512_add_epi32(s0, s1);
 }
 
-__m512i bytes_to_i32(const uint8_t *p, bool is_signed) {
+[[gnu::always_inline]] inline __m512i bytes_to_i32(const uint8_t *p, bool is_signed) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
     return is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
 }
@@ -120,8 +125,14 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * l.block_bytes;
+        // q6_K reads two planes of a block back and forth, which the hardware prefetcher does not
+        // follow from memory: ask for the next block while this one is computed
+        if constexpr (Kind == interleaved_kind::q6_kx16)
+            for (size_t i = 0; i < l.block_bytes; i += 64)
+                _mm_prefetch(reinterpret_cast<const char *>(block + l.block_bytes + i), _MM_HINT_T0);
         __m512i isum[C];
         for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
         for (int t = 0; t < 8; ++t) {
             __m512i w[8];
             load_k_unit<Kind>(l, block, t, w);
@@ -146,7 +157,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                 }
             }
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.d_at)));
         for (int c = 0; c < C; ++c) {
             const float da = a.d[(c0 + c) * nb + b];
             acc[c] =
