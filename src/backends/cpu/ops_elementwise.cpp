@@ -1,16 +1,13 @@
 // src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, glu.
 #include <cmath>
 
+#include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
 
 namespace weft::cpu {
 
 namespace {
-
-float silu_f32(float x) {
-    return x / (1.0f + std::exp(-x));
-}
 
 // The tanh approximation of GELU, as the established engine computes it.
 float gelu_f32(float x) {
@@ -55,8 +52,9 @@ void unary_op(const compute_params &p, tensor &dst, F f) {
     });
 }
 
-template <class Act>
-void glu_op(const compute_params &p, tensor &dst, Act act) {
+// row(g, u, out, n) computes one result row from the gate and up rows.
+template <class Row>
+void glu_op(const compute_params &p, tensor &dst, Row row) {
     const tensor &gate = *dst.src[0];
     const tensor &up = *dst.src[1];
     const int64_t ne0 = dst.ne[0];
@@ -64,7 +62,7 @@ void glu_op(const compute_params &p, tensor &dst, Act act) {
     for_each_result_row(p, dst, scratch + 2 * ne0, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
         const float *g = row_as_f32(gate.type, row_at(gate, i1, i2, i3), gate.nb[0], ne0, scratch);
         const float *u = row_as_f32(up.type, row_at(up, i1, i2, i3), up.nb[0], ne0, scratch + ne0);
-        for (int64_t i = 0; i < ne0; ++i) out[i] = act(g[i]) * u[i];
+        row(g, u, out, ne0);
     });
 }
 
@@ -88,17 +86,23 @@ void compute_scale(const compute_params &p, tensor &dst) {
     unary_op(p, dst, [s](float x) { return x * s; });
 }
 void compute_silu(const compute_params &p, tensor &dst) {
-    unary_op(p, dst, silu_f32);
+    const silu_row_fn silu_row = best_silu_row();
+    map_rows(p, dst, [silu_row](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+        silu_row(x, out, n);
+    });
 }
 void compute_gelu(const compute_params &p, tensor &dst) {
     unary_op(p, dst, gelu_f32);
 }
 
 void compute_glu(const compute_params &p, tensor &dst) {
-    if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu)
-        glu_op(p, dst, silu_f32);
-    else
-        glu_op(p, dst, gelu_f32);
+    if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu) {
+        glu_op(p, dst, best_swiglu_row());
+    } else {
+        glu_op(p, dst, [](const float *g, const float *u, float *out, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(g[i]) * u[i];
+        });
+    }
 }
 
 bool supports_binary(const tensor &dst) {
