@@ -194,12 +194,18 @@ TEST(CpuBackend, ThreadPoolIsCreatedOnceAndReusedAcrossGraphs) {
     EXPECT_EQ(backend.threads_started(), 2);
     backend.set_n_threads(3);  // same count: nothing restarts
     EXPECT_EQ(backend.threads_started(), 2);
-    backend.set_n_threads(2);
+    backend.set_n_threads(2);  // fewer: the third thread sits out, nothing is joined or restarted
     EXPECT_EQ(backend.n_threads(), 2);
-    EXPECT_EQ(backend.threads_started(), 3);
+    EXPECT_EQ(backend.threads_started(), 2);
     ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
     const std::vector<float> two = values_of(*m.out);
     backend.set_n_threads(1);
+    ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+    EXPECT_EQ(values_of(*m.out), two);
+    backend.set_n_threads(3);  // back up to the pool's size: nothing starts
+    ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+    EXPECT_EQ(backend.threads_started(), 2);
+    backend.set_n_threads(4);  // more than ever before: one worker more
     ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
     EXPECT_EQ(values_of(*m.out), two);
     EXPECT_EQ(backend.threads_started(), 3);

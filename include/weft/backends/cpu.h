@@ -41,11 +41,12 @@ class cpu_backend : public backend {
     // Not reentrant: one graph at a time per backend.
     compute_status graph_compute(graph &g, const eval_callback &cb) override;
 
-    // The pool is created once and resized only when the count changes; workers sleep (no
-    // busy-spinning) between graphs.
+    // The pool grows when more threads are asked for than ever before and is never shrunk: fewer
+    // threads leave workers idle rather than joining them. Workers sleep (no busy-spinning)
+    // between graphs.
     void set_n_threads(int n);
     int n_threads() const;
-    // Worker threads started over this backend's life: n_threads - 1 per pool size, never per graph.
+    // Worker threads started over this backend's life: the largest n_threads - 1, never per graph.
     int64_t threads_started() const;
     // Times every computed node into `profile` (null: stop profiling); the caller keeps it alive.
     void set_profile(op_profile *profile);

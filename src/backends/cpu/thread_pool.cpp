@@ -1,4 +1,4 @@
-// src/backends/cpu/thread_pool.cpp — worker lifecycle, run dispatch and the spinning barrier.
+// src/backends/cpu/thread_pool.cpp — worker lifecycle, run dispatch and the barrier (spin, then sleep).
 #include "backends/cpu/thread_pool.h"
 
 #include "weft/core/error.h"
@@ -15,42 +15,37 @@ inline void cpu_relax() {
     _mm_pause();
 #endif
 }
+// Spins before a thread sleeps at the barrier: the threads of a node usually finish within a few
+// microseconds of each other, and waking a sleeper costs more than that.
+constexpr int barrier_spins = 4000;
 }  // namespace
 
-thread_pool::thread_pool(int n_threads) : n_threads_(n_threads) {
+thread_pool::thread_pool(int n_threads) : n_active_(n_threads) {
     WEFT_ASSERT(n_threads >= 1);
-    start_workers();
+    start_workers(n_threads);
 }
 
 thread_pool::~thread_pool() {
-    stop_workers();
-}
-
-void thread_pool::resize(int n_threads) {
-    WEFT_ASSERT(n_threads >= 1);
-    if (n_threads == n_threads_) return;
-    stop_workers();
-    n_threads_ = n_threads;
-    start_workers();
-}
-
-void thread_pool::start_workers() {
-    stopping_ = false;
-    workers_.reserve(size_t(n_threads_ - 1));
-    for (int ith = 1; ith < n_threads_; ++ith) {
-        workers_.emplace_back([this, ith, generation = job_generation_] { worker_main(ith, generation); });
-        ++threads_started_;
-    }
-}
-
-void thread_pool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
     }
     work_ready_.notify_all();
     for (auto &w : workers_) w.join();
-    workers_.clear();
+}
+
+void thread_pool::resize(int n_threads) {
+    WEFT_ASSERT(n_threads >= 1);
+    if (n_threads > int(workers_.size()) + 1) start_workers(n_threads);
+    n_active_ = n_threads;
+}
+
+void thread_pool::start_workers(int up_to) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int ith = int(workers_.size()) + 1; ith < up_to; ++ith) {
+        workers_.emplace_back([this, ith, generation = job_generation_] { worker_main(ith, generation); });
+        ++threads_started_;
+    }
 }
 
 // seen_generation: the generation at the worker's start (read by the starting thread, so a run()
@@ -63,6 +58,7 @@ void thread_pool::worker_main(int ith, uint64_t seen_generation) {
             work_ready_.wait(lock, [&] { return stopping_ || job_generation_ != seen_generation; });
             if (stopping_) return;
             seen_generation = job_generation_;
+            if (ith >= job_threads_) continue;  // not used by this run
             job = job_;
         }
         (*job)(ith);
@@ -74,14 +70,15 @@ void thread_pool::worker_main(int ith, uint64_t seen_generation) {
 }
 
 void thread_pool::run(const std::function<void(int)> &job) {
-    if (n_threads_ == 1) {
+    if (n_active_ == 1) {
         job(0);
         return;
     }
     {
         std::lock_guard<std::mutex> lock(mutex_);
         job_ = &job;
-        workers_busy_ = n_threads_ - 1;
+        job_threads_ = n_active_;
+        workers_busy_ = n_active_ - 1;
         ++job_generation_;
     }
     work_ready_.notify_all();
@@ -92,20 +89,21 @@ void thread_pool::run(const std::function<void(int)> &job) {
 }
 
 void thread_pool::barrier() {
-    if (n_threads_ == 1) return;
+    if (n_active_ == 1) return;
     const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
-    if (barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
+    if (barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) == n_active_ - 1) {
         barrier_arrived_.store(0, std::memory_order_relaxed);
         barrier_phase_.fetch_add(1, std::memory_order_release);
+        barrier_phase_.notify_all();
         return;
     }
-    // Spin a little (a node's threads usually finish close together), then give the core away.
-    for (int spins = 0; barrier_phase_.load(std::memory_order_acquire) == phase; ++spins) {
-        if (spins < 2000)
-            cpu_relax();
-        else
-            std::this_thread::yield();
+    for (int spins = 0; spins < barrier_spins; ++spins) {
+        if (barrier_phase_.load(std::memory_order_acquire) != phase) return;
+        cpu_relax();
     }
+    // then sleep until the phase moves on (wait returns at once if it already has)
+    while (barrier_phase_.load(std::memory_order_acquire) == phase)
+        barrier_phase_.wait(phase, std::memory_order_acquire);
 }
 
 }  // namespace weft::cpu

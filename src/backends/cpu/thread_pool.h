@@ -11,9 +11,10 @@
 
 namespace weft::cpu {
 
-// n threads in all: the caller of run() is thread 0 and n - 1 workers are started once. Between
-// runs the workers sleep on a condition variable; inside a run, barrier() spins briefly and then
-// yields (the machine may have fewer cores than threads).
+// Workers are started once and never joined until the pool goes away: the pool only grows, and
+// a run uses the first size() threads (the caller of run() is thread 0). Between runs the workers
+// sleep on a condition variable; inside a run, barrier() spins briefly and then sleeps on the
+// barrier word (the machine may have fewer cores than threads, or another process may need them).
 class thread_pool {
   public:
     explicit thread_pool(int n_threads);
@@ -21,23 +22,23 @@ class thread_pool {
     thread_pool(const thread_pool &) = delete;
     thread_pool &operator=(const thread_pool &) = delete;
 
-    int size() const { return n_threads_; }
-    // Stops the workers and starts new ones when the count changes; a no-op otherwise.
+    // Threads a run uses.
+    int size() const { return n_active_; }
+    // Uses n threads from the next run on; starts workers only when more are needed than ever before.
     void resize(int n_threads);
-    // Calls job(ith) on every thread (the caller is ith 0) and returns once all have returned.
+    // Calls job(ith) on every active thread (the caller is ith 0) and returns once all have returned.
     void run(const std::function<void(int ith)> &job);
-    // All n threads wait here until the last one arrives. Only valid inside run().
+    // All active threads wait here until the last one arrives. Only valid inside run().
     void barrier();
     // Workers started over the pool's life: a health figure that must not grow per graph.
     int64_t threads_started() const { return threads_started_; }
 
   private:
-    void start_workers();
-    void stop_workers();
+    void start_workers(int up_to);
     void worker_main(int ith, uint64_t seen_generation);
 
-    int n_threads_ = 1;
-    std::vector<std::thread> workers_;
+    int n_active_ = 1;
+    std::vector<std::thread> workers_;  // thread ith is workers_[ith - 1]
     int64_t threads_started_ = 0;
 
     std::mutex mutex_;
@@ -45,6 +46,7 @@ class thread_pool {
     std::condition_variable work_done_;
     const std::function<void(int)> *job_ = nullptr;
     uint64_t job_generation_ = 0;  // bumped per run(); a worker runs each generation once
+    int job_threads_ = 1;          // the active count of the current run
     int workers_busy_ = 0;
     bool stopping_ = false;
 
