@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/backends/cpu.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
@@ -28,46 +29,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-// Read bandwidth of this machine: n_threads threads each sum their share of a buffer much larger
-// than the caches; the best of a few passes (bytes / s). This is the ceiling generation can reach,
-// since generating one token reads every weight once.
-double measure_read_bandwidth(int n_threads, size_t bytes) {
-    const size_t n = bytes / sizeof(uint64_t);
-    std::vector<uint64_t> buf(n);
-    // first touch from the threads that will read, so pages are placed near them
-    auto for_each_share = [&](auto &&fn) {
-        std::vector<std::thread> workers;
-        for (int t = 0; t < n_threads; ++t)
-            workers.emplace_back(
-                [&, t] { fn(n * size_t(t) / size_t(n_threads), n * size_t(t + 1) / size_t(n_threads)); });
-        for (auto &w : workers) w.join();
-    };
-    for_each_share([&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) buf[i] = i;
-    });
-    std::atomic<uint64_t> sink{0};
-    double best = 0.0;
-    for (int pass = 0; pass < 5; ++pass) {
-        const auto t0 = clock_type::now();
-        for_each_share([&](size_t b, size_t e) {
-            // four independent accumulators so the loop is bound by memory, not by the add chain
-            uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            size_t i = b;
-            for (; i + 4 <= e; i += 4) {
-                s0 += buf[i];
-                s1 += buf[i + 1];
-                s2 += buf[i + 2];
-                s3 += buf[i + 3];
-            }
-            for (; i < e; ++i) s0 += buf[i];
-            sink += s0 + s1 + s2 + s3;
-        });
-        best = std::max(best, double(n * sizeof(uint64_t)) / seconds_since(t0));
-    }
-    if (sink.load() == 42) std::fprintf(stderr, " ");  // keeps the sums observable
-    return best;
 }
 
 struct stats {
@@ -207,7 +168,7 @@ int bench_main(int argc, char **argv) {
     double machine_bw = 0.0;
     if (!no_bandwidth && n_gen > 0) {
         std::fprintf(stderr, "weft bench: measuring memory read bandwidth with %d threads...\n", n_threads);
-        machine_bw = measure_read_bandwidth(n_threads, size_t(1) << 30);
+        machine_bw = weft::cpu_read_bandwidth(n_threads);
     }
     const stats pp = summarize(pp_tps), tg = summarize(tg_tps);
     // generation reads the weights once per token, plus on average half the generated KV rows

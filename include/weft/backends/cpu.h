@@ -26,6 +26,11 @@ std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size)
 // operand (any other op refuses an interleaved source). Same bytes as the plain layout.
 std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights);
 
+// The machine's memory read bandwidth in bytes/s: n_threads threads each stream their share of a
+// buffer of `bytes` (much larger than the caches) with the widest loads the CPU has; the best of
+// `passes` passes. The ceiling that generating a token (which reads every weight once) can reach.
+double cpu_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int passes = 5);
+
 class cpu_backend : public backend {
   public:
     explicit cpu_backend(int n_threads = 1);

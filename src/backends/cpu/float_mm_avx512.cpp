@@ -1,9 +1,5 @@
 // src/backends/cpu/float_mm_avx512.cpp — float tiles with AVX-512: one zmm of 16 lanes per output
 // element, 4 weight rows x 6 columns per step. Bit-identical to float_tile_scalar (float_mm.h).
-// GCC 12 warns that the undefined vectors inside its own AVX-512 intrinsics may be used
-// uninitialized: a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include "backends/cpu/float_mm.h"

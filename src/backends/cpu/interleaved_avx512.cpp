@@ -1,10 +1,6 @@
 // src/backends/cpu/interleaved_avx512.cpp — the group kernel with AVX-512 VNNI: one zmm lane per
 // row of the group, vpdpbusd against four broadcast activation bytes, up to 8 columns per tile
 // sharing the unpacked weights. Bit-identical to group_kernel_scalar (see interleaved.h).
-// GCC 12 warns that the undefined vectors inside its own AVX-512 conversion intrinsics
-// (_mm512_cvtph_ps, _mm512_cvtepi32_ps) may be used uninitialized: a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstring>

@@ -1,8 +1,4 @@
 // src/backends/cpu/ops_attention_avx512.cpp — attention_impl.h compiled for AVX-512.
-// GCC 12 warns that the undefined vectors inside its own AVX-512 intrinsics may be used
-// uninitialized: a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include "backends/cpu/attention_simd.h"
