@@ -37,16 +37,17 @@ const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
                                      /*dmin_at*/ scales_bytes,
                                      8};
-// q6_K: 32 nibble slots and 16 slots of high bit pairs first (cache-line aligned: the planes are
-// read back and forth), then 16 scales a byte per row and d; padded to a whole number of cache
-// lines (32 bytes more than the plain layout per 16 rows and 256 values)
+// q6_K: 16 slots of high bit pairs and 32 nibble slots first (cache-line aligned, in the order the
+// kernels first touch them, so the hardware prefetcher follows), then 16 scales a byte per row and
+// d; padded to a whole number of cache lines (32 bytes more than the plain layout per 16 rows and
+// 256 values)
 const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
                                      dtype::q6_k,
                                      256,
                                      48 * slot_bytes + 16 * interleave_rows + scales_bytes + 32,
                                      32,
-                                     /*low_at*/ 0,
-                                     /*high_at*/ 32 * slot_bytes,
+                                     /*low_at*/ 16 * slot_bytes,
+                                     /*high_at*/ 0,
                                      /*scales_at*/ 48 * slot_bytes,
                                      /*mins_at*/ 0,
                                      /*dmin_at*/ 0,
@@ -110,7 +111,7 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
         const k_position at = k_position_of(i);
         const uint8_t byte = slots[size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
         int value = at.high_nibble ? byte >> 4 : byte & 0x0F;
-        if (l.high_at)
+        if (l.kind == interleaved_kind::q6_kx16)
             value |= ((block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] >>
                        at.hshift) &
                       3)
@@ -165,7 +166,7 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
             const k_position at = k_position_of(i);
             uint8_t &low = block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
             low = uint8_t(low | ((u & 0x0F) << (at.high_nibble ? 4 : 0)));
-            if (l.high_at)
+            if (l.kind == interleaved_kind::q6_kx16)
                 block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
                     uint8_t((u >> 4) << at.hshift);
         }

@@ -83,18 +83,23 @@ constexpr int max_tile_cols_k = 4;
 template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t,
                                                __m512i w[8]) {
-    const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int r = 0; r < 8; ++r)
-        w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
+    const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2);
     if constexpr (Kind == interleaved_kind::q6_kx16) {
+        // the high bits first: q6_K's layout puts them before the nibbles, in first-touch order
         const uint8_t *high = block + l.high_at + 64 * 8 * (t & 1);
         const __m512i low2 = _mm512_set1_epi8(0x03);
-        for (int r = 0; r < 8; ++r) {
-            const __m512i h =
-                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), 2 * (t / 2)), low2);
-            w[r] = _mm512_or_si512(w[r], _mm512_slli_epi16(h, 4));
-        }
+        __m512i h[8];
+        for (int r = 0; r < 8; ++r)
+            h[r] = _mm512_slli_epi16(
+                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), 2 * (t / 2)), low2), 4);
+        for (int r = 0; r < 8; ++r)
+            w[r] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4),
+                h[r]);
+    } else {
+        for (int r = 0; r < 8; ++r)
+            w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
     }
 }
 
@@ -121,11 +126,6 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * l.block_bytes;
-        // q6_K reads two planes of a block back and forth, which the hardware prefetcher does not
-        // follow from memory: ask for the next block while this one is computed
-        if constexpr (Kind == interleaved_kind::q6_kx16)
-            for (size_t i = 0; i < l.block_bytes; i += 64)
-                _mm_prefetch(reinterpret_cast<const char *>(block + l.block_bytes + i), _MM_HINT_T0);
         __m512i isum[C];
         for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
