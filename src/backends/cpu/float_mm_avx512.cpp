@@ -87,6 +87,9 @@ template <dtype W>
 void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t x_stride, int64_t n_cols,
           int64_t k, float *dst, size_t dst_stride) {
     int64_t r = 0;
+    if (n_cols == 1)  // a single column (decode): more rows in flight to keep memory busy
+        for (; r + 8 <= n_rows; r += 8)
+            row_tile<W, 8>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r, dst_stride);
     for (; r + tile_rows <= n_rows; r += tile_rows)
         row_tile<W, tile_rows>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r,
                                dst_stride);
