@@ -249,14 +249,24 @@ TEST(ModelLoad, MissingOutputTiesToTokenEmbeddings) {
 
 TEST(ModelLoad, WeightsPointIntoTheFileMapping) {
     synth_file f("model-zero-copy", spec_of("qwen3"));
-    auto m = model::load(f.path());
+    model_params no_repack;
+    no_repack.repack = false;  // the mmap-only path
+    auto m = model::load(f.path(), no_repack);
     const uint8_t *base = m->file().data_base();
     const size_t size = m->file().data_size();
-    const tensor *t = m->weights().layers[1].ffn_down;
-    const auto *p = static_cast<const uint8_t *>(t->data);
-    ASSERT_GE(p, base);
-    EXPECT_LE(p + t->nbytes(), base + size);
-    EXPECT_EQ(p, m->file().tensor_data(*m->file().find_tensor("blk.1.ffn_down.weight")));
+    for (const tensor *t : {m->weights().layers[1].ffn_down, m->weights().layers[0].wq}) {
+        const auto *p = static_cast<const uint8_t *>(t->data);
+        ASSERT_GE(p, base);
+        EXPECT_LE(p + t->nbytes(), base + size);
+        EXPECT_EQ(p, m->file().tensor_data(*m->file().find_tensor(t->name)));
+    }
+    // repacked (the default): the matrices get memory of their own, the norms stay in the mapping
+    auto r = model::load(f.path());
+    const uint8_t *r_base = r->file().data_base();
+    const auto *q = static_cast<const uint8_t *>(r->weights().layers[1].ffn_down->data);
+    EXPECT_TRUE(q < r_base || q >= r_base + r->file().data_size());
+    EXPECT_EQ(static_cast<const uint8_t *>(r->weights().layers[1].ffn_norm->data),
+              r->file().tensor_data(*r->file().find_tensor("blk.1.ffn_norm.weight")));
 }
 
 TEST(ModelLoad, ProgressIsReportedAndCanCancel) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -71,7 +72,7 @@ void cpu_backend::impl::check_graph(const graph &g) const {
                 throw error("[cpu] node " + node_label(*node) + ": source '" + src->name + "' " +
                             src->shape_str() + " has no data");
             const tensor *owner = src->view_src ? src->view_src : src;
-            if (cpu::interleaved_layout_of(*owner) &&
+            if ((cpu::interleaved_layout_of(*owner) || cpu::is_grouped_float(*owner)) &&
                 (node->op != op_kind::mul_mat || i != 0 || src != owner))
                 throw error("[cpu] node " + node_label(*node) + ": source '" + src->name +
                             "' is a weight repacked for mul_mat; no other op can read it (load the model "

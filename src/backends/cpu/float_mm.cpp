@@ -6,6 +6,7 @@
 
 #include "weft/core/cpu_features.h"
 #include "weft/core/fp16.h"
+#include "weft/core/tensor.h"
 
 namespace weft::cpu {
 
@@ -44,6 +45,67 @@ void float_tile_scalar(dtype wtype, const char *a, size_t a_stride, int64_t n_ro
                 lanes[i % 16] = std::fma(weight_at(wtype, row, i), col[i], lanes[i % 16]);
             dst[size_t(c) * dst_stride + size_t(r)] = sum_lanes_16(lanes);
         }
+}
+
+namespace {
+// What tensor::extra points at for grouped float weights.
+const int float_group_marker = 0;
+}  // namespace
+
+bool can_group_float(const tensor &t) {
+    return is_float_weight(t.type) && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % float_group_rows == 0 &&
+           t.is_contiguous() && !t.is_view() && t.extra == nullptr;
+}
+
+bool is_grouped_float(const tensor &t) {
+    return t.extra == &float_group_marker;
+}
+
+void group_float_tensor(tensor &t, const void *src, void *dst) {
+    const size_t elt = type_traits(t.type).type_size;
+    const int64_t k = t.ne[0];
+    const auto *in = static_cast<const char *>(src);
+    auto *out = static_cast<char *>(dst);
+    for (int64_t row = 0; row < t.ne[1]; ++row) {
+        const int64_t g = row / float_group_rows, r = row % float_group_rows;
+        for (int64_t i = 0; i < k; ++i)
+            std::memcpy(out + ((g * k + i) * float_group_rows + r) * int64_t(elt),
+                        in + (row * k + i) * int64_t(elt), elt);
+    }
+    t.extra = const_cast<int *>(&float_group_marker);
+}
+
+void float_groups_scalar(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    const size_t elt = type_traits(wtype).type_size;
+    for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t c = 0; c < n_cols; ++c)
+            for (int64_t r = 0; r < float_group_rows; ++r) {
+                const char *w = groups + size_t(g) * group_stride + size_t(r) * elt;
+                float acc = 0.0f;
+                for (int64_t i = 0; i < k; ++i)
+                    acc = std::fma(weight_at(wtype, w + size_t(i) * float_group_rows * elt, 0),
+                                   x[panel_index(i, c, k, width)], acc);
+                dst[size_t(c) * dst_stride + size_t(g * float_group_rows + r)] = acc;
+            }
+}
+
+float_group_fn float_groups_at(float_mm_isa isa) {
+    switch (isa) {
+        case float_mm_isa::scalar:
+            return float_groups_scalar;
+        case float_mm_isa::avx2:
+            return float_groups_avx2;
+        case float_mm_isa::avx512:
+            return float_groups_avx512;
+    }
+    return float_groups_scalar;
+}
+
+float_group_fn best_float_groups() {
+    for (float_mm_isa isa : {float_mm_isa::avx512, float_mm_isa::avx2})
+        if (float_mm_isa_supported(isa)) return float_groups_at(isa);
+    return float_groups_scalar;
 }
 
 bool float_mm_isa_supported(float_mm_isa isa) {

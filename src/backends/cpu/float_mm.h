@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "weft/core/tensor.h"
 #include "weft/core/type.h"
 
 namespace weft::cpu {
@@ -32,6 +33,40 @@ enum class float_mm_isa { scalar, avx2, avx512 };
 bool float_mm_isa_supported(float_mm_isa isa);
 float_tile_fn float_tile_at(float_mm_isa isa);
 float_tile_fn best_float_tile();  // scalar under WEFT_FORCE_SCALAR
+
+// --- float weights repacked into groups of 16 rows (weights repacked at load, like interleaved.h) ---
+// Value i of row r of group g lies at g * k * 16 + i * 16 + r: one vector load gives the 16 rows'
+// value i. Canonical order of these products (every ISA, tile, batch): acc = 0, then
+// acc = fma(w_i, x_i, acc) for i = 0, 1, ..., k - 1 — no horizontal sums at all.
+constexpr int64_t float_group_rows = 16;
+
+bool can_group_float(const tensor &t);  // f32 / f16 / bf16, 2-D, contiguous, rows in 16s
+bool is_grouped_float(const tensor &t);
+// Writes t's data (plain layout, at src) regrouped to dst (t.nbytes() bytes) and marks t (t.extra).
+void group_float_tensor(tensor &t, const void *src, void *dst);
+
+// Columns in panels of `width` (1, or float_panel_width for several columns): value i of column c
+// at x[(c / width) * k * width + i * width + c % width], so a tile of columns reads one cache line
+// per value instead of one per column (columns k floats apart would share cache sets).
+constexpr int64_t float_panel_width = 16;
+inline size_t panel_index(int64_t i, int64_t c, int64_t k, int64_t width) {
+    return size_t((c / width) * k * width + i * width + c % width);
+}
+
+// Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
+// against n_cols columns in panels (x at the first column's panel; that column a multiple of
+// the panel width): result (r, c) at dst[c * dst_stride + r].
+using float_group_fn = void (*)(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups,
+                                int64_t k, const float *x, int64_t width, int64_t n_cols, float *dst,
+                                size_t dst_stride);
+void float_groups_scalar(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+void float_groups_avx2(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                       const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+void float_groups_avx512(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+float_group_fn float_groups_at(float_mm_isa isa);
+float_group_fn best_float_groups();
 
 inline bool is_float_weight(dtype t) {
     return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/float_mm.h"
+#include "backends/cpu/interleaved.h"
 
 namespace weft::cpu {
 
@@ -101,7 +102,51 @@ void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t
         row_tile<W, 1>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r, dst_stride);
 }
 
+// --- grouped float weights (rows in lanes): a group's 16 rows as two halves of 8 ----------------------
+
+constexpr size_t elt_size(dtype t) {
+    return t == dtype::f32 ? 4 : 2;
+}
+
+template <dtype W, int C>
+void group_columns(const char *group, int64_t k, const float *panel, int64_t width, float *dst,
+                   size_t dst_stride) {
+    for (int half = 0; half < 2; ++half) {
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k; ++i) {
+            const __m256 w = load_weights<W>(group + (size_t(i) * 16 + 8 * size_t(half)) * elt_size(W), 0);
+            for (int c = 0; c < C; ++c)
+                acc[c] = _mm256_fmadd_ps(w, _mm256_set1_ps(panel[i * width + c]), acc[c]);
+        }
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + size_t(c) * dst_stride + 8 * half, acc[c]);
+    }
+}
+
+template <dtype W>
+void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, const float *x, int64_t width,
+            int64_t n_cols, float *dst, size_t dst_stride) {
+    for (int64_t g = 0; g < n_groups; ++g)
+        for_column_tiles<8>(n_cols, [&](auto cols, int64_t c) {
+            group_columns<W, decltype(cols)::value>(g0 + size_t(g) * group_stride, k,
+                                                    x + panel_index(0, c, k, width), width,
+                                                    dst + size_t(c) * dst_stride + 16 * g, dst_stride);
+        });
+}
+
 }  // namespace
+
+void float_groups_avx2(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
+                       const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    switch (wtype) {
+        case dtype::f16:
+            return groups<dtype::f16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+        case dtype::bf16:
+            return groups<dtype::bf16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+        default:
+            return groups<dtype::f32>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+    }
+}
 
 void float_tile_avx2(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
                      size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride) {

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/float_mm.h"
+#include "backends/cpu/interleaved.h"
 
 namespace weft::cpu {
 
@@ -97,7 +98,85 @@ void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t
         row_tile<W, 1>(a + size_t(r) * a_stride, a_stride, x, x_stride, n_cols, k, dst + r, dst_stride);
 }
 
+// --- grouped float weights (rows in lanes) ---------------------------------------------------------
+
+// The 16 rows' value i of a group.
+template <dtype W>
+__m512 load_group_values(const char *p) {
+    if constexpr (W == dtype::f16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    } else if constexpr (W == dtype::bf16) {
+        const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    } else {
+        return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
+    }
+}
+
+constexpr size_t elt_size(dtype t) {
+    return t == dtype::f32 ? 4 : 2;
+}
+
+// One column against G groups at once (decode: G independent chains, G streams).
+template <dtype W, int G>
+void groups_one_column(const char *groups, size_t group_stride, int64_t k, const float *x, float *dst) {
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; ++i) {
+        const __m512 xv = _mm512_set1_ps(x[i]);
+        for (int g = 0; g < G; ++g)
+            acc[g] = _mm512_fmadd_ps(
+                load_group_values<W>(groups + size_t(g) * group_stride + size_t(i) * 16 * elt_size(W)), xv,
+                acc[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(dst + 16 * g, acc[g]);
+}
+
+// One group against C columns: one weight load feeds C fmas.
+template <dtype W, int C>
+void group_columns(const char *group, int64_t k, const float *panel, int64_t width, float *dst,
+                   size_t dst_stride) {
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; ++i) {
+        const __m512 w = load_group_values<W>(group + size_t(i) * 16 * elt_size(W));
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(panel[i * width + c]), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + size_t(c) * dst_stride, acc[c]);
+}
+
+template <dtype W>
+void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, const float *x, int64_t width,
+            int64_t n_cols, float *dst, size_t dst_stride) {
+    if (n_cols == 1) {
+        int64_t g = 0;
+        for (; g + 4 <= n_groups; g += 4)
+            groups_one_column<W, 4>(g0 + size_t(g) * group_stride, group_stride, k, x, dst + 16 * g);
+        for (; g < n_groups; ++g)
+            groups_one_column<W, 1>(g0 + size_t(g) * group_stride, group_stride, k, x, dst + 16 * g);
+        return;
+    }
+    for (int64_t g = 0; g < n_groups; ++g)
+        for_column_tiles<16>(n_cols, [&](auto cols, int64_t c) {
+            group_columns<W, decltype(cols)::value>(g0 + size_t(g) * group_stride, k,
+                                                    x + panel_index(0, c, k, width), width,
+                                                    dst + size_t(c) * dst_stride + 16 * g, dst_stride);
+        });
+}
+
 }  // namespace
+
+void float_groups_avx512(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
+                         const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    switch (wtype) {
+        case dtype::f16:
+            return groups<dtype::f16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+        case dtype::bf16:
+            return groups<dtype::bf16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+        default:
+            return groups<dtype::f32>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+    }
+}
 
 void float_tile_avx512(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
                        size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride) {

@@ -2,6 +2,7 @@
 // kernel (the oracle the SIMD kernels must match bit for bit) and the run-time ISA choice.
 #include "backends/cpu/interleaved.h"
 
+#include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
 #include "weft/backends/cpu.h"
 
@@ -330,19 +331,29 @@ group_kernel_fn best_group_kernel() {
 namespace weft {
 
 std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights) {
+    // the bytes a weight takes repacked, 0 when it stays where it is
+    auto repacked_bytes = [](const tensor *t) -> size_t {
+        if (!t) return 0;
+        if (cpu::can_interleave(*t)) return cpu::pad_to_cache_line(cpu::interleaved_size(*t));
+        if (cpu::can_group_float(*t)) return cpu::pad_to_cache_line(t->nbytes());
+        return 0;
+    };
     size_t total = 0;
-    for (const tensor *t : weights)
-        if (t && cpu::can_interleave(*t)) total += cpu::pad_to_cache_line(cpu::interleaved_size(*t));
+    for (const tensor *t : weights) total += repacked_bytes(t);
     if (total == 0) return nullptr;
     std::unique_ptr<backend_buffer> buf = cpu_buffer_type().alloc(total);
     auto *base = static_cast<uint8_t *>(buf->base());
     size_t at = 0;
     for (tensor *t : weights) {
-        if (!t || !cpu::can_interleave(*t)) continue;
-        cpu::interleave_tensor(*t, t->data, base + at);
+        const size_t bytes = repacked_bytes(t);
+        if (bytes == 0) continue;
+        if (cpu::can_interleave(*t))
+            cpu::interleave_tensor(*t, t->data, base + at);
+        else
+            cpu::group_float_tensor(*t, t->data, base + at);
         t->data = base + at;
         t->buffer = buf.get();
-        at += cpu::pad_to_cache_line(cpu::interleaved_size(*t));
+        at += bytes;
     }
     return buf;
 }

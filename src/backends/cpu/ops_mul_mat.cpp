@@ -193,9 +193,65 @@ void compute_mul_mat_float(const compute_params &p, tensor &dst) {
     }
 }
 
+// --- float weights grouped 16 rows at a time (float_mm.h) ---------------------------------------------
+
+// A single column is read where it lies when it is f32; several are packed into panels.
+bool b_rows_used_in_place(const tensor &b) {
+    return b.type == dtype::f32 && b.is_contiguous() && b.nrows() == 1;
+}
+
+size_t work_size_grouped_float(const tensor &dst, int) {
+    const tensor &b = *dst.src[1];
+    const int64_t panels = (b.nrows() + float_panel_width - 1) / float_panel_width;
+    size_t bytes = cache_line;  // the chunk counter
+    if (!b_rows_used_in_place(b))
+        bytes += pad_to_cache_line(size_t(panels * float_panel_width * b.ne[0]) * sizeof(float));
+    return bytes;
+}
+
+void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];  // [k, m] grouped
+    const tensor &b = *dst.src[1];  // [k, n, B2, B3]
+    const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
+    auto *next_chunk = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+    const float *x = static_cast<const float *>(b.data);
+    const int64_t width = n_cols == 1 ? 1 : float_panel_width;
+    if (!b_rows_used_in_place(b)) {
+        auto *panels = reinterpret_cast<float *>(p.wdata + cache_line);
+        const index_range cols = split_range(n_cols, p.ith, p.nth);
+        for (int64_t c = cols.begin; c < cols.end; ++c) {
+            int64_t i1, i2, i3;
+            unravel_row(c, b.ne, i1, i2, i3);
+            const char *src = row_at(b, i1, i2, i3);
+            for (int64_t i = 0; i < k; ++i)
+                panels[panel_index(i, c, k, width)] = load_element(b.type, src + size_t(i) * b.nb[0]);
+        }
+        x = panels;
+    }
+    if (p.ith == 0) new (next_chunk) std::atomic<int64_t>(0);
+    p.barrier();
+
+    const float_group_fn kernel = best_float_groups();
+    const int64_t n_groups = m / float_group_rows;
+    const int64_t n_chunks = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
+    const size_t group_bytes = size_t(k) * float_group_rows * type_traits(a.type).type_size;
+    const auto *weights = static_cast<const char *>(a.data);
+    auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
+    constexpr int64_t pass = 4 * float_panel_width;  // columns whose panels stay in cache over a chunk
+    for (int64_t chunk = next_chunk->fetch_add(1); chunk < n_chunks; chunk = next_chunk->fetch_add(1)) {
+        const int64_t g_begin = chunk * groups_per_chunk;
+        const int64_t g_count = std::min(n_groups, g_begin + groups_per_chunk) - g_begin;
+        for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
+            kernel(a.type, weights + size_t(g_begin) * group_bytes, group_bytes, g_count, k,
+                   x + panel_index(0, c0, k, width), width, std::min(pass, n_cols - c0),
+                   out + c0 * m + g_begin * float_group_rows, size_t(m));
+    }
+}
+
 }  // namespace
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
+    if (is_grouped_float(*dst.src[0])) return compute_mul_mat_grouped_float(p, dst);
     if (const interleaved_layout *layout = interleaved_layout_of(*dst.src[0]))
         return compute_mul_mat_interleaved(p, dst, *layout);
     if (is_float_weight(dst.src[0]->type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
@@ -278,7 +334,7 @@ bool supports_mul_mat(const tensor &dst) {
     const tensor *b = dst.src[1];
     if (!a || !b || dst.type != dtype::f32 || !has_quant_traits(a->type) || !is_float_type(b->type))
         return false;
-    if (interleaved_layout_of(*a)) return supports_mul_mat_interleaved(dst);
+    if (interleaved_layout_of(*a) || is_grouped_float(*a)) return supports_mul_mat_interleaved(dst);
     const quant_traits &a_traits = quant_traits_of(a->type);
     if (!a_traits.vec_dot || !a_traits.vec_dot_ref || !has_quant_traits(a_traits.vec_dot_type)) return false;
     const quant_traits &y_traits = quant_traits_of(a_traits.vec_dot_type);
@@ -295,6 +351,7 @@ size_t work_size_mul_mat(const tensor &dst, int n_threads) {
     const tensor &a = *dst.src[0];
     const tensor &b = *dst.src[1];
     if (interleaved_layout_of(a)) return work_size_interleaved(dst, n_threads);
+    if (is_grouped_float(a)) return work_size_grouped_float(dst, n_threads);
     if (is_float_weight(a.type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
         return work_size_float(dst, n_threads);
     const dtype vec_dot_type = quant_traits_of(a.type).vec_dot_type;
