@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "weft/core/tensor.h"
 #include "weft/core/type.h"
@@ -67,6 +68,20 @@ void float_groups_avx512(dtype wtype, const char *groups, size_t group_stride, i
                          const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
 float_group_fn float_groups_at(float_mm_isa isa);
 float_group_fn best_float_groups();
+
+// Calls fn(std::integral_constant<dtype, T>{}) with T the float weight type t (f16, bf16, else
+// f32), so ISA files instantiate their loops per type once.
+template <class Fn>
+void with_float_weight_type(dtype t, Fn &&fn) {
+    switch (t) {
+        case dtype::f16:
+            return fn(std::integral_constant<dtype, dtype::f16>{});
+        case dtype::bf16:
+            return fn(std::integral_constant<dtype, dtype::bf16>{});
+        default:
+            return fn(std::integral_constant<dtype, dtype::f32>{});
+    }
+}
 
 inline bool is_float_weight(dtype t) {
     return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;

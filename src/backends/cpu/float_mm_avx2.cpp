@@ -138,26 +138,16 @@ void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, co
 
 void float_groups_avx2(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
                        const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
-    switch (wtype) {
-        case dtype::f16:
-            return groups<dtype::f16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
-        case dtype::bf16:
-            return groups<dtype::bf16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
-        default:
-            return groups<dtype::f32>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
-    }
+    with_float_weight_type(wtype, [&](auto w) {
+        groups<decltype(w)::value>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+    });
 }
 
 void float_tile_avx2(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
                      size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride) {
-    switch (wtype) {
-        case dtype::f16:
-            return rows<dtype::f16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
-        case dtype::bf16:
-            return rows<dtype::bf16>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
-        default:
-            return rows<dtype::f32>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
-    }
+    with_float_weight_type(wtype, [&](auto w) {
+        rows<decltype(w)::value>(a, a_stride, n_rows, x, x_stride, n_cols, k, dst, dst_stride);
+    });
 }
 
 }  // namespace weft::cpu
