@@ -418,6 +418,16 @@ const uint8_t *gguf_file::tensor_data(const gguf_tensor_info &t) const {
     return data_ + t.offset;
 }
 
+void gguf_file::release_pages(const void *p, size_t n) const {
+    if (!storage_ || !storage_->mapping || n == 0) return;
+    const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const auto begin = uintptr_t(p), end = begin + n;
+    const auto map_begin = uintptr_t(storage_->mapping), map_end = map_begin + storage_->mapping_size;
+    if (begin < map_begin || end > map_end) return;
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (first < last) ::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
 const uint8_t *gguf_file::data_base() const {
     return data_;
 }

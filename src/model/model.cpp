@@ -99,7 +99,9 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
             for (tensor *t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down})
                 matrices.push_back(t);
         if (m->weights_.output != m->weights_.tok_embd) matrices.push_back(m->weights_.output);
-        m->repacked_buffer_ = cpu_repack_weights(matrices);
+        // the copies in the mapping are not read again: their pages go back as soon as each is done
+        m->repacked_buffer_ =
+            cpu_repack_weights(matrices, [&f](const void *old, size_t n) { f.release_pages(old, n); });
     }
     if (params.progress) {
         // Touching the mapped pages is the expensive part of a load; walk them tensor by tensor

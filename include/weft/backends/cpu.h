@@ -24,7 +24,10 @@ std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size)
 // points into that buffer and their layout is marked for the kernels. The others are left alone;
 // returns null when none qualifies. Only for tensors that nothing reads but mul_mat, as its first
 // operand (any other op refuses an interleaved source). Same bytes as the plain layout.
-std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights);
+// released(old_data, bytes), when given, is called (from any thread) once a weight's old bytes are
+// no longer needed, so a caller can give the memory back while the rest is repacked.
+std::unique_ptr<backend_buffer> cpu_repack_weights(
+    std::span<tensor *const> weights, const std::function<void(const void *, size_t)> &released = {});
 
 // The machine's memory read bandwidth in bytes/s: n_threads threads each stream their share of a
 // buffer of `bytes` (much larger than the caches) with the widest loads the CPU has; the best of

@@ -115,6 +115,11 @@ class gguf_file {
     const uint8_t *tensor_data(const gguf_tensor_info &t) const;
     // The whole data section (for wrapping in one host buffer); null without data.
     const uint8_t *data_base() const;
+    // Tells the system that the mapped bytes [p, p + n) (inside the data section) will not be read
+    // for a while, so the pages wholly inside are dropped from this process's memory; reading them
+    // again maps them back from the file. Used after weights were copied elsewhere (repacked). A
+    // no-op for a file read into memory.
+    void release_pages(const void *p, size_t n) const;
     size_t data_size() const;
 
   private:

@@ -66,12 +66,21 @@ void group_float_tensor(tensor &t, const void *src, void *dst) {
     const int64_t k = t.ne[0];
     const auto *in = static_cast<const char *>(src);
     auto *out = static_cast<char *>(dst);
-    for (int64_t row = 0; row < t.ne[1]; ++row) {
-        const int64_t g = row / float_group_rows, r = row % float_group_rows;
-        for (int64_t i = 0; i < k; ++i)
-            std::memcpy(out + ((g * k + i) * float_group_rows + r) * int64_t(elt),
-                        in + (row * k + i) * int64_t(elt), elt);
-    }
+    auto regroup = [&](auto element) {
+        using E = decltype(element);
+        const auto *src_e = reinterpret_cast<const E *>(in);
+        auto *dst_e = reinterpret_cast<E *>(out);
+        for (int64_t g = 0; g < t.ne[1] / float_group_rows; ++g)
+            for (int64_t r = 0; r < float_group_rows; ++r) {
+                const E *row = src_e + (g * float_group_rows + r) * k;
+                E *col = dst_e + g * k * float_group_rows + r;
+                for (int64_t i = 0; i < k; ++i) col[i * float_group_rows] = row[i];
+            }
+    };
+    if (elt == 2)
+        regroup(uint16_t{});
+    else
+        regroup(uint32_t{});
     t.extra = const_cast<int *>(&float_group_marker);
 }
 

@@ -6,8 +6,13 @@
 #include "backends/cpu/kernels.h"
 #include "weft/backends/cpu.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
@@ -88,22 +93,12 @@ k_position k_position_of(int i) {
     const int c = i / 4, p = c / 16, r = c % 16;
     return {8 * p + r % 8, r >= 8, c % 16, 2 * (c / 16), i % 4};
 }
-
-// The fp16 scale and the 32 unsigned stored quants (value + offset) of one plain block.
-void plain_block_quants(dtype t, const void *block, fp16_t &d, uint8_t u[32]) {
-    if (t == dtype::q4_0) {
-        const auto &b = *static_cast<const block_q4_0 *>(block);
-        d = b.d;
-        for (int i = 0; i < 16; ++i) {
-            u[i] = b.qs[i] & 0x0F;
-            u[i + 16] = b.qs[i] >> 4;
-        }
-    } else {
-        const auto &b = *static_cast<const block_q8_0 *>(block);
-        d = b.d;
-        for (int i = 0; i < 32; ++i) u[i] = uint8_t(int(b.qs[i]) + 128);
-    }
-}
+// The positions of the 256 values, computed once.
+const std::array<k_position, 256> k_positions = [] {
+    std::array<k_position, 256> a{};
+    for (int i = 0; i < 256; ++i) a[size_t(i)] = k_position_of(i);
+    return a;
+}();
 
 // Unsigned quant i (0..31, or 0..255 for the K-quants) of row r (0..15) of one interleaved block.
 uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int r, int i) {
@@ -164,7 +159,7 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
         }
         for (int i = 0; i < 256; ++i) {
             const int u = v.q[i] + l.offset;  // 0..15 (q4_K) or 0..63 (q6_K)
-            const k_position at = k_position_of(i);
+            const k_position &at = k_positions[size_t(i)];
             uint8_t &low = block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
             low = uint8_t(low | ((u & 0x0F) << (at.high_nibble ? 4 : 0)));
             if (l.kind == interleaved_kind::q6_kx16)
@@ -193,22 +188,20 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
                 interleave_k_block(l, rows, block);
                 continue;
             }
+            // slot s of row r is bytes 4s..4s+3 of the row's quants as they are (q4_0: low nibbles
+            // elements 4s.., high nibbles 16+4s..), or with the sign bit flipped (q8_0: q + 128)
             uint8_t *slots = block + scales_bytes;
+            const int n_slots = l.kind == interleaved_kind::q4_0x16 ? 4 : 8;
             for (int r = 0; r < interleave_rows; ++r) {
-                const int64_t row = g * interleave_rows + r;
-                fp16_t d;
-                uint8_t u[32];
-                plain_block_quants(t.type, in + size_t(row) * t.nb[1] + size_t(b) * block_size, d, u);
-                std::memcpy(block + size_t(r) * sizeof(fp16_t), &d, sizeof d);
-                if (l.kind == interleaved_kind::q4_0x16) {
-                    for (int s = 0; s < 4; ++s)
-                        for (int j = 0; j < 4; ++j)
-                            slots[size_t(s) * slot_bytes + size_t(r) * 4 + size_t(j)] =
-                                uint8_t(u[4 * s + j] | (u[16 + 4 * s + j] << 4));
-                } else {
-                    for (int s = 0; s < 8; ++s)
-                        for (int j = 0; j < 4; ++j)
-                            slots[size_t(s) * slot_bytes + size_t(r) * 4 + size_t(j)] = u[4 * s + j];
+                const uint8_t *plain =
+                    in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
+                std::memcpy(block + size_t(r) * sizeof(fp16_t), plain, sizeof(fp16_t));
+                const uint8_t *qs = plain + sizeof(fp16_t);
+                for (int sl = 0; sl < n_slots; ++sl) {
+                    uint32_t word;
+                    std::memcpy(&word, qs + 4 * sl, 4);
+                    if (l.kind == interleaved_kind::q8_0x16) word ^= 0x80808080u;
+                    std::memcpy(slots + size_t(sl) * slot_bytes + size_t(r) * 4, &word, 4);
                 }
             }
         }
@@ -330,7 +323,8 @@ group_kernel_fn best_group_kernel() {
 
 namespace weft {
 
-std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weights) {
+std::unique_ptr<backend_buffer> cpu_repack_weights(
+    std::span<tensor *const> weights, const std::function<void(const void *, size_t)> &released) {
     // the bytes a weight takes repacked, 0 when it stays where it is
     auto repacked_bytes = [](const tensor *t) -> size_t {
         if (!t) return 0;
@@ -343,17 +337,37 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(std::span<tensor *const> weig
     if (total == 0) return nullptr;
     std::unique_ptr<backend_buffer> buf = cpu_buffer_type().alloc(total);
     auto *base = static_cast<uint8_t *>(buf->base());
+    // where each weight goes, then the weights repacked by all cores (largest first)
+    std::vector<std::pair<tensor *, size_t>> jobs;
     size_t at = 0;
     for (tensor *t : weights) {
         const size_t bytes = repacked_bytes(t);
         if (bytes == 0) continue;
-        if (cpu::can_interleave(*t))
-            cpu::interleave_tensor(*t, t->data, base + at);
-        else
-            cpu::group_float_tensor(*t, t->data, base + at);
-        t->data = base + at;
-        t->buffer = buf.get();
+        jobs.push_back({t, at});
         at += bytes;
+    }
+    std::sort(jobs.begin(), jobs.end(),
+              [](const auto &a, const auto &b) { return a.first->nbytes() > b.first->nbytes(); });
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t j = next.fetch_add(1); j < jobs.size(); j = next.fetch_add(1)) {
+            tensor &t = *jobs[j].first;
+            uint8_t *dst = base + jobs[j].second;
+            if (cpu::can_interleave(t))
+                cpu::interleave_tensor(t, t.data, dst);
+            else
+                cpu::group_float_tensor(t, t.data, dst);
+            if (released) released(t.data, t.nbytes());
+        }
+    };
+    const unsigned n_threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 64u));
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < n_threads; ++i) threads.emplace_back(work);
+    work();
+    for (auto &th : threads) th.join();
+    for (const auto &[t, offset] : jobs) {
+        t->data = base + offset;
+        t->buffer = buf.get();
     }
     return buf;
 }
