@@ -43,6 +43,18 @@ const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
                                      /*dmin_at*/ scales_bytes,
                                      8};
+// q5_K: as q4_K, and 8 slots of fifth bits after the nibbles
+const interleaved_layout layout_q5_k{interleaved_kind::q5_kx16,
+                                     dtype::q5_k,
+                                     256,
+                                     2 * scales_bytes + 16 * interleave_rows + 40 * slot_bytes,
+                                     0,
+                                     /*low_at*/ 2 * scales_bytes + 16 * interleave_rows,
+                                     /*high_at*/ 2 * scales_bytes + 16 * interleave_rows + 32 * slot_bytes,
+                                     /*scales_at*/ 2 * scales_bytes,
+                                     /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
+                                     /*dmin_at*/ scales_bytes,
+                                     8};
 // q6_K: 16 slots of high bit pairs and 32 nibble slots first (cache-line aligned, in the order the
 // kernels first touch them, so the hardware prefetcher follows), then 16 scales a byte per row and
 // d; padded to a whole number of cache lines (32 bytes more than the plain layout per 16 rows and
@@ -73,6 +85,8 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_q8_0;
         case dtype::q4_k:
             return &layout_q4_k;
+        case dtype::q5_k:
+            return &layout_q5_k;
         case dtype::q6_k:
             return &layout_q6_k;
         default:
@@ -81,7 +95,8 @@ const interleaved_layout *layout_for(dtype t) {
 }
 
 // Where value i (0..255) of a K-quant super-block lies: its low nibble in slot `slot` (the high
-// nibble of the byte when `high_nibble`), its high bits in slot `hslot` at bit `hshift`.
+// nibble of the byte when `high_nibble`), its high bits in slot `hslot` at bit `hshift` (the
+// positions of q6_K's two high bits; q5_K's one bit: see high_bit_position).
 struct k_position {
     int slot;
     bool high_nibble;
@@ -93,24 +108,47 @@ k_position k_position_of(int i) {
     const int c = i / 4, p = c / 16, r = c % 16;
     return {8 * p + r % 8, r >= 8, c % 16, 2 * (c / 16), i % 4};
 }
+// q5_K's fifth bit of value i: slot c % 8, bit c / 8.
+void high_bit_position(int i, k_position &at) {
+    const int c = i / 4;
+    at.hslot = c % 8;
+    at.hshift = c / 8;
+}
 // The positions of the 256 values, computed once.
 const std::array<k_position, 256> k_positions = [] {
     std::array<k_position, 256> a{};
     for (int i = 0; i < 256; ++i) a[size_t(i)] = k_position_of(i);
     return a;
 }();
+const std::array<k_position, 256> k_positions_q5 = [] {
+    std::array<k_position, 256> a{};
+    for (int i = 0; i < 256; ++i) {
+        a[size_t(i)] = k_position_of(i);
+        high_bit_position(i, a[size_t(i)]);
+    }
+    return a;
+}();
+const k_position &k_position_in(const interleaved_layout &l, int i) {
+    return l.kind == interleaved_kind::q5_kx16 ? k_positions_q5[size_t(i)] : k_positions[size_t(i)];
+}
+int high_bit_mask(const interleaved_layout &l) {
+    return l.kind == interleaved_kind::q5_kx16 ? 1 : 3;
+}
+bool has_high_bits(const interleaved_layout &l) {
+    return l.kind == interleaved_kind::q5_kx16 || l.kind == interleaved_kind::q6_kx16;
+}
 
 // Unsigned quant i (0..31, or 0..255 for the K-quants) of row r (0..15) of one interleaved block.
 uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int r, int i) {
     const uint8_t *slots = block + l.low_at;
     if (l.k_quant()) {
-        const k_position at = k_position_of(i);
+        const k_position &at = k_position_in(l, i);
         const uint8_t byte = slots[size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
         int value = at.high_nibble ? byte >> 4 : byte & 0x0F;
-        if (l.kind == interleaved_kind::q6_kx16)
+        if (has_high_bits(l))
             value |= ((block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] >>
                        at.hshift) &
-                      3)
+                      high_bit_mask(l))
                      << 4;
         return uint8_t(value);
     }
@@ -125,7 +163,7 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
 }  // namespace
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
-    for (const interleaved_layout *l : {&layout_q4_0, &layout_q8_0, &layout_q4_k, &layout_q6_k})
+    for (const interleaved_layout *l : {&layout_q4_0, &layout_q8_0, &layout_q4_k, &layout_q5_k, &layout_q6_k})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -158,11 +196,11 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
             if (l.mins_at) block[l.mins_at + size_t(j) * interleave_rows + size_t(r)] = v.min[j];
         }
         for (int i = 0; i < 256; ++i) {
-            const int u = v.q[i] + l.offset;  // 0..15 (q4_K) or 0..63 (q6_K)
-            const k_position &at = k_positions[size_t(i)];
+            const int u = v.q[i] + l.offset;  // 0..15 (q4_K), 0..31 (q5_K) or 0..63 (q6_K)
+            const k_position &at = k_position_in(l, i);
             uint8_t &low = block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
             low = uint8_t(low | ((u & 0x0F) << (at.high_nibble ? 4 : 0)));
-            if (l.kind == interleaved_kind::q6_kx16)
+            if (has_high_bits(l))
                 block[l.high_at + size_t(at.hslot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
                     uint8_t((u >> 4) << at.hshift);
         }

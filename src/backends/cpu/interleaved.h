@@ -7,11 +7,12 @@
 //   - the quants in slots of 64 bytes: slot s holds, for r = 0..15, bytes 4s..4s+3 of row r's
 //     block (q4_0: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high nibbles =
 //     elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128).
-// The K-quants (q4_K, q6_K) keep 256-value super-blocks; block b of a group holds the 16 rows'
+// The K-quants (q4_K, q5_K, q6_K) keep 256-value super-blocks; block b of a group holds the 16 rows'
 // fp16 d (and q4_K's dmin), each sub-block's 16 integer scales (and q4_K's mins) a byte per row, a
 // plane of low nibbles in 32 slots (slot 8p + r: chunk 16p + r in the low nibbles, chunk 16p + 8 + r
 // in the high ones, chunk c = values 4c..4c+3) and, for q6_K, a plane of the two high bits in 16
-// slots (slot u: chunk u + 16v in bits 2v, 2v + 1).
+// slots (slot u: chunk u + 16v in bits 2v, 2v + 1), for q5_K a plane of the fifth bits in 8 slots
+// (slot u: chunk u + 8v in bit v).
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
 // dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
 // layout's size exactly.
@@ -40,7 +41,7 @@ namespace weft::cpu {
 constexpr int64_t interleave_rows = 16;
 constexpr int64_t interleave_block = 32;
 
-enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16, q4_kx16, q6_kx16 };
+enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16, q4_kx16, q5_kx16, q6_kx16 };
 
 // What tensor::extra points at for a repacked weight.
 struct interleaved_layout {
@@ -59,7 +60,7 @@ struct interleaved_layout {
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a 2-D contiguous q4_0 / q8_0 / q4_K / q6_K matrix whose rows come in 16s) can be
+// Whether t (a 2-D contiguous q4_0 / q8_0 / q4_K / q5_K / q6_K matrix whose rows come in 16s) can be
 // repacked, and the bytes it then takes (the plain size, q4_K 64 bytes more per 16 rows and 256
 // values: its six-bit scales are stored a byte each).
 bool can_interleave(const tensor &t);

@@ -108,6 +108,17 @@ template <interleaved_kind Kind>
             w[r] = _mm256_or_si256(w[r], _mm256_slli_epi16(h, 4));
         }
     }
+    if constexpr (Kind == interleaved_kind::q5_kx16) {
+        // the fifth bit of chunk 8t + r: slot r, bit t
+        const uint8_t *high = block + l.high_at + 32 * half;
+        const __m256i one = _mm256_set1_epi8(0x01);
+        for (int r = 0; r < 8; ++r) {
+            const __m256i h = _mm256_and_si256(
+                _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(high + 64 * r)), t),
+                one);
+            w[r] = _mm256_or_si256(w[r], _mm256_slli_epi16(h, 4));
+        }
+    }
 }
 
 // Unsigned weights (< 64) times signed activations, four at a time: exact.
@@ -139,7 +150,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             for (int t = 0; t < 8; ++t) {
                 __m256i w[8];
                 load_k_unit<Kind>(l, block, half, t, w);
-                if constexpr (Kind == interleaved_kind::q4_kx16) {
+                if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
                     const __m256i sc = bytes_to_i32(block + l.scales_at + 16 * t + 8 * half, false);
                     for (int c = 0; c < C; ++c) {
                         const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
@@ -167,7 +178,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(da)),
                                          acc[c]);
             }
-            if constexpr (Kind == interleaved_kind::q4_kx16) {
+            if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
                 const __m256 dmin = _mm256_cvtph_ps(
                     _mm_loadu_si128(reinterpret_cast<const __m128i *>(block + l.dmin_at + 16 * half)));
                 for (int c = 0; c < C; ++c) {
@@ -216,6 +227,8 @@ void group_kernel_avx2(const interleaved_layout &l, const uint8_t *group, const 
             return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q4_kx16:
             return columns_k<interleaved_kind::q4_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_kx16:
+            return columns_k<interleaved_kind::q5_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q6_kx16:
             return columns_k<interleaved_kind::q6_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
     }

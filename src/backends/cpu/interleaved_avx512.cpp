@@ -100,6 +100,16 @@ template <interleaved_kind Kind>
     } else {
         for (int r = 0; r < 8; ++r)
             w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
+        if constexpr (Kind == interleaved_kind::q5_kx16) {
+            // the fifth bit of chunk 8t + r: slot r, bit t
+            const uint8_t *high = block + l.high_at;
+            const __m512i one = _mm512_set1_epi8(0x01);
+            for (int r = 0; r < 8; ++r)
+                w[r] = _mm512_or_si512(
+                    w[r],
+                    _mm512_slli_epi16(
+                        _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), t), one), 4));
+        }
     }
 }
 
@@ -132,7 +142,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
         for (int t = 0; t < 8; ++t) {
             __m512i w[8];
             load_k_unit<Kind>(l, block, t, w);
-            if constexpr (Kind == interleaved_kind::q4_kx16) {
+            if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
                 const __m512i sc = bytes_to_i32(block + l.scales_at + 16 * t, false);
                 for (int c = 0; c < C; ++c) {
                     const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
@@ -160,7 +170,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             acc[c] =
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
         }
-        if constexpr (Kind == interleaved_kind::q4_kx16) {
+        if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
             const __m512 dmin =
                 _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.dmin_at)));
             for (int c = 0; c < C; ++c) {
@@ -207,6 +217,8 @@ void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, 
             return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q4_kx16:
             return columns_k<interleaved_kind::q4_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_kx16:
+            return columns_k<interleaved_kind::q5_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q6_kx16:
             return columns_k<interleaved_kind::q6_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
     }
