@@ -1,4 +1,5 @@
-// src/quant/kernels.h — the row kernels of every type (scalar references and SIMD), private to quant.
+// src/quant/kernels.h — the reference row kernels of every type, private to quant (the SIMD versions
+// belong to the CPU backend: src/backends/cpu/row_kernels.h).
 #pragma once
 
 #include <cmath>
@@ -8,14 +9,6 @@
 #include "weft/quant/quant.h"
 
 namespace weft::quant {
-
-// The instruction-set levels that have a kernel table. quant_traits_of() serves the best level
-// the CPU supports (scalar under force_scalar); tests reach every level through these.
-enum class isa { scalar, avx2 };
-bool isa_supported(isa level);
-// The table of one level (its entries fall back to lower levels where it has no kernel of its
-// own); only call its functions when isa_supported(level).
-const quant_traits &quant_traits_at(dtype t, isa level);
 
 // Round to nearest, ties to even, for |x| < 2^22: adding 1.5 * 2^23 pushes the fraction out of the
 // mantissa so the FPU's rounding does the work. Same result as _mm256_round_ps(x, NEAREST_INT).
@@ -91,25 +84,5 @@ void quantize_row_q3_k_weighted(const float *src, void *dst, int64_t n, const fl
 void quantize_row_q4_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_q5_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
-
-// AVX2 + FMA + F16C kernels (*_avx2.cpp); only called when the CPU has all three.
-void vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q2_k_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q3_k_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q4_k_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q5_k_avx2(int64_t n, float *s, const void *x, const void *y);
-void vec_dot_q6_k_avx2(int64_t n, float *s, const void *x, const void *y);
-void to_float_f16_avx2(const void *src, float *dst, int64_t n);
-void from_float_f16_avx2(const float *src, void *dst, int64_t n);
-void from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
-void from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
-void from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
 
 }  // namespace weft::quant

@@ -1,4 +1,4 @@
-// src/quant/quant.cpp — the traits table of the quantized types (one per ISA level) and quantize_rows.
+// src/quant/quant.cpp — the traits table of the types (reference functions) and quantize_rows.
 #include "weft/quant/quant.h"
 
 #include <array>
@@ -6,7 +6,6 @@
 #include <string>
 
 #include "quant/kernels.h"
-#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -42,74 +41,21 @@ traits_table make_scalar_table() {
     return t;
 }
 
-// AVX2 + FMA + F16C: the dot products and the activation quantizers of the hot path.
-traits_table make_avx2_table() {
-    using namespace quant;
-    traits_table t = make_scalar_table();
-    auto dot = [&](dtype type, vec_dot_fn fn) { t[size_t(type)].vec_dot = fn; };
-    dot(dtype::f32, vec_dot_f32_avx2);
-    dot(dtype::f16, vec_dot_f16_avx2);
-    dot(dtype::bf16, vec_dot_bf16_avx2);
-    dot(dtype::q4_0, vec_dot_q4_0_avx2);
-    dot(dtype::q4_1, vec_dot_q4_1_avx2);
-    dot(dtype::q5_0, vec_dot_q5_0_avx2);
-    dot(dtype::q5_1, vec_dot_q5_1_avx2);
-    dot(dtype::q8_0, vec_dot_q8_0_avx2);
-    dot(dtype::q2_k, vec_dot_q2_k_avx2);
-    dot(dtype::q3_k, vec_dot_q3_k_avx2);
-    dot(dtype::q4_k, vec_dot_q4_k_avx2);
-    dot(dtype::q5_k, vec_dot_q5_k_avx2);
-    dot(dtype::q6_k, vec_dot_q6_k_avx2);
-    t[size_t(dtype::f16)].to_float = to_float_f16_avx2;
-    t[size_t(dtype::f16)].from_float = from_float_f16_avx2;
-    t[size_t(dtype::q8_0)].from_float = from_float_q8_0_avx2;
-    t[size_t(dtype::q8_1)].from_float = from_float_q8_1_avx2;
-    t[size_t(dtype::q8_k)].from_float = from_float_q8_k_avx2;
-    return t;
-}
-
-// Function-local statics, so that a lookup from another file's static initialization is safe.
-const traits_table &table_of(quant::isa level) {
-    static const traits_table scalar_table = make_scalar_table();
-    static const traits_table avx2_table = make_avx2_table();
-    return level == quant::isa::avx2 ? avx2_table : scalar_table;
-}
-
-// Consulted on every lookup (not cached) so that force_scalar() takes effect immediately.
-const traits_table &current_table() {
-    return table_of(quant::isa_supported(quant::isa::avx2) ? quant::isa::avx2 : quant::isa::scalar);
+const traits_table &scalar_table() {
+    static const traits_table table = make_scalar_table();
+    return table;
 }
 
 }  // namespace
 
-namespace quant {
-
-bool isa_supported(isa level) {
-    const cpu_features &f = host_cpu_features();
-    switch (level) {
-        case isa::scalar:
-            return true;
-        case isa::avx2:
-            return f.avx2 && f.fma && f.f16c;
-    }
-    return false;
-}
-
-const quant_traits &quant_traits_at(dtype t, isa level) {
-    WEFT_ASSERT(has_quant_traits(t));
-    return table_of(level)[size_t(t)];
-}
-
-}  // namespace quant
-
 bool has_quant_traits(dtype t) {
     const auto i = size_t(t);
-    return i < size_t(dtype::count) && table_of(quant::isa::scalar)[i].to_float != nullptr;
+    return i < size_t(dtype::count) && scalar_table()[i].to_float != nullptr;
 }
 
 const quant_traits &quant_traits_of(dtype t) {
     WEFT_ASSERT(has_quant_traits(t));
-    return current_table()[size_t(t)];
+    return scalar_table()[size_t(t)];
 }
 
 size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_t n_per_row,

@@ -62,20 +62,13 @@ TEST(QuantTraits, EveryWeightTypeHasCompleteTraits) {
     EXPECT_FALSE(has_quant_traits(dtype::count));
 }
 
-TEST(QuantTraits, ForceScalarSelectsTheReferenceKernels) {
-    const bool was_forced = scalar_forced();
-    force_scalar(true);
+// The quant layer holds block formats and reference code only: its fast paths are the references
+// (the SIMD versions belong to the CPU backend, tests/backends/test_cpu_row_kernels.cpp).
+TEST(QuantTraits, TheQuantLayerServesTheReferenceKernels) {
     for (dtype t : weight_types()) {
         EXPECT_EQ(quant_traits_of(t).vec_dot, quant_traits_of(t).vec_dot_ref) << type_name(t);
         EXPECT_EQ(quant_traits_of(t).from_float, quant_traits_of(t).from_float_ref) << type_name(t);
     }
-    force_scalar(false);
-    const cpu_features &f = host_cpu_features();
-    if (f.avx2 && f.fma && f.f16c) {
-        EXPECT_NE(quant_traits_of(dtype::q4_0).vec_dot, quant_traits_of(dtype::q4_0).vec_dot_ref);
-        EXPECT_NE(quant_traits_of(dtype::q8_k).from_float, quant_traits_of(dtype::q8_k).from_float_ref);
-    }
-    force_scalar(was_forced);
 }
 
 // Hand-computed q4_0 block: values j - 16 (j < 32). The largest magnitude is -16, so d = 2 and

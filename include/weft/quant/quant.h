@@ -18,10 +18,11 @@ struct quant_traits {
     dtype type = dtype::f32;
     dtype vec_dot_type = dtype::f32;  // what activations are converted to for the dot product
     to_float_fn to_float = nullptr;
-    from_float_fn from_float = nullptr;      // fast path (may be SIMD); equals the reference bits
-                                             // for the types whose reference is bit-exact
+    from_float_fn from_float = nullptr;      // the fast path: here the reference; a backend's
+                                             // table may put a SIMD version (same bits) here
     from_float_fn from_float_ref = nullptr;  // scalar reference quantization
-    vec_dot_fn vec_dot = nullptr;            // best for this CPU (runtime ISA choice)
+    vec_dot_fn vec_dot = nullptr;            // here the reference; a backend's table may put its
+                                             // SIMD version here (see cpu::row_traits_of)
     vec_dot_fn vec_dot_ref = nullptr;        // scalar oracle
 };
 

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/row_kernels.h"
 #include "weft/backends/cpu.h"
 
 #include <algorithm>
@@ -417,7 +418,7 @@ namespace weft::cpu {
 void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float *d, int32_t *sum,
                      void *block_scratch) {
     if (!k_quant) {
-        quant_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
+        row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
         for (int64_t b = 0; b < k / interleave_block; ++b) {
             std::memcpy(qs + b * 32, blocks[b].qs, 32);
@@ -428,7 +429,7 @@ void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float 
         }
         return;
     }
-    quant_traits_of(dtype::q8_k).from_float(x, block_scratch, k);
+    row_traits_of(dtype::q8_k).from_float(x, block_scratch, k);
     const auto *blocks = static_cast<const block_q8_k *>(block_scratch);
     for (int64_t b = 0; b < k / qk_k; ++b) {
         std::memcpy(qs + b * qk_k, blocks[b].qs, qk_k);

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/rows.h"
 #include "weft/quant/quant.h"
 
@@ -29,13 +30,13 @@ int64_t read_index(const tensor &ids, int64_t i0, int64_t i1, int64_t i2) {
 }
 
 from_float_fn from_float_of(dtype t) {
-    return quant_traits_of(t).from_float;
+    return row_traits_of(t).from_float;
 }
 
 // A row of ne0 elements of any type as floats (a contiguous f32 row is read in place).
 const float *source_row_as_f32(const tensor &src, const char *row, int64_t ne0, float *scratch) {
     if (is_block_type(src.type)) {
-        quant_traits_of(src.type).to_float(row, scratch, ne0);
+        row_traits_of(src.type).to_float(row, scratch, ne0);
         return scratch;
     }
     return row_as_f32(src.type, row, src.nb[0], ne0, scratch);
@@ -106,10 +107,10 @@ bool can_copy(const tensor &src, const tensor &dst) {
     }
     if (src.type == dst.type) return !src_block || (rows_contiguous(src) && rows_contiguous(dst));
     if (src_block &&
-        (!rows_contiguous(src) || !has_quant_traits(src.type) || !quant_traits_of(src.type).to_float))
+        (!rows_contiguous(src) || !has_quant_traits(src.type) || !row_traits_of(src.type).to_float))
         return false;
     if (dst_block &&
-        (!rows_contiguous(dst) || !has_quant_traits(dst.type) || !quant_traits_of(dst.type).from_float))
+        (!rows_contiguous(dst) || !has_quant_traits(dst.type) || !row_traits_of(dst.type).from_float))
         return false;
     return (src_block || is_float_type(src.type)) && (dst_block || is_float_type(dst.type));
 }
@@ -193,7 +194,7 @@ bool supports_get_rows(const tensor &dst) {
         return false;
     if (dst.ne[2] % a->ne[2] != 0 || dst.ne[3] % a->ne[3] != 0) return false;
     if (is_block_type(a->type))
-        return rows_contiguous(*a) && has_quant_traits(a->type) && quant_traits_of(a->type).to_float;
+        return rows_contiguous(*a) && has_quant_traits(a->type) && row_traits_of(a->type).to_float;
     return is_float_type(a->type);
 }
 
@@ -207,7 +208,7 @@ bool supports_set_rows(const tensor &node) {
         src->ne[3] % ids->ne[2] != 0 || ids->ne[3] != 1)
         return false;
     if (is_block_type(dst->type))
-        return rows_contiguous(*dst) && has_quant_traits(dst->type) && quant_traits_of(dst->type).from_float;
+        return rows_contiguous(*dst) && has_quant_traits(dst->type) && row_traits_of(dst->type).from_float;
     return is_float_type(dst->type);
 }
 

@@ -11,6 +11,7 @@
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/rows.h"
 #include "weft/quant/quant.h"
 
@@ -258,9 +259,9 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
         return compute_mul_mat_float(p, dst);
     const tensor &a = *dst.src[0];  // [k, m, A2, A3] weights of any type
     const tensor &b = *dst.src[1];  // [k, n, B2, B3] activations
-    const quant_traits &a_traits = quant_traits_of(a.type);
+    const quant_traits &a_traits = row_traits_of(a.type);
     const dtype vec_dot_type = a_traits.vec_dot_type;
-    // quant_traits_of answers with the scalar table under force_scalar(), so the oracle path is testable
+    // row_traits_of answers with the reference table under force_scalar(), so the oracle path is testable
     const vec_dot_fn vec_dot = a_traits.vec_dot;
     const int64_t k = a.ne[0];
     const int64_t m = a.ne[1];
@@ -271,7 +272,7 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     if (!activations_used_in_place(b, vec_dot_type)) {
         // Convert every row of b into contiguous rows of vec_dot_type, each thread a share.
         const size_t y_row = row_size(vec_dot_type, k);
-        const quant_traits &y_traits = quant_traits_of(vec_dot_type);
+        const quant_traits &y_traits = row_traits_of(vec_dot_type);
         const from_float_fn from_float = y_traits.from_float;
         std::byte *converted = p.wdata;
         float *scratch =
@@ -335,9 +336,9 @@ bool supports_mul_mat(const tensor &dst) {
     if (!a || !b || dst.type != dtype::f32 || !has_quant_traits(a->type) || !is_float_type(b->type))
         return false;
     if (interleaved_layout_of(*a) || is_grouped_float(*a)) return supports_mul_mat_interleaved(dst);
-    const quant_traits &a_traits = quant_traits_of(a->type);
+    const quant_traits &a_traits = row_traits_of(a->type);
     if (!a_traits.vec_dot || !a_traits.vec_dot_ref || !has_quant_traits(a_traits.vec_dot_type)) return false;
-    const quant_traits &y_traits = quant_traits_of(a_traits.vec_dot_type);
+    const quant_traits &y_traits = row_traits_of(a_traits.vec_dot_type);
     if (a_traits.vec_dot_type != dtype::f32 && (!y_traits.from_float || !y_traits.from_float_ref))
         return false;
     const int64_t k = a->ne[0];
@@ -354,7 +355,7 @@ size_t work_size_mul_mat(const tensor &dst, int n_threads) {
     if (is_grouped_float(a)) return work_size_grouped_float(dst, n_threads);
     if (is_float_weight(a.type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
         return work_size_float(dst, n_threads);
-    const dtype vec_dot_type = quant_traits_of(a.type).vec_dot_type;
+    const dtype vec_dot_type = row_traits_of(a.type).vec_dot_type;
     if (activations_used_in_place(b, vec_dot_type)) return 0;
     return converted_bytes(b, vec_dot_type) + scratch_size(b.ne[0], n_threads);
 }

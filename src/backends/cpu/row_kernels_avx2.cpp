@@ -1,6 +1,7 @@
-// src/quant/dot_avx2.cpp — AVX2/FMA/F16C dot products and activation quantizers (run-time selected).
+// src/backends/cpu/row_kernels_avx2.cpp — AVX2/FMA/F16C dot products and activation quantizers
+// (run-time selected by row_kernels.cpp).
 //
-// Every kernel here has a scalar twin in float_types.cpp / legacy_quants.cpp / k_quants.cpp that
+// Every kernel here has a scalar twin in src/quant (float_types.cpp, legacy_quants.cpp, k_quants.cpp) that
 // defines its meaning; tests compare the two. The integer kernels multiply unsigned weight quants
 // by signed activation quants with _mm256_maddubs_epi16, so weights with negative levels are
 // either kept unsigned and corrected with the activations' sums (q6_K, q3_K), or made unsigned by
@@ -10,10 +11,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/kernels.h"
+#include "backends/cpu/row_kernels.h"
+#include "weft/core/fp16.h"
 #include "weft/quant/blocks.h"
 
-namespace weft::quant {
+namespace weft::cpu {
 namespace {
 
 float hsum_f32x8(__m256 x) {
@@ -495,4 +497,4 @@ void from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-}  // namespace weft::quant
+}  // namespace weft::cpu

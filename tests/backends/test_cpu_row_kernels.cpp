@@ -1,10 +1,11 @@
-// tests/quant/test_simd.cpp — every SIMD kernel against its scalar reference, on random data.
+// tests/backends/test_cpu_row_kernels.cpp — every SIMD row kernel of the CPU backend against its
+// scalar reference in the quant layer, on random data; force_scalar selects the references.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
-#include "quant/kernels.h"
+#include "backends/cpu/row_kernels.h"
 #include "quant/quant_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/quant/blocks.h"
@@ -15,15 +16,15 @@ using namespace weft::test;
 
 namespace {
 
-using quant::isa;
+using cpu::row_isa;
 
 bool simd_available() {
-    return quant::isa_supported(isa::avx2);
+    return cpu::row_isa_supported(row_isa::avx2);
 }
 
-// The AVX2 table's entry, whatever quant_traits_of() currently serves.
+// The AVX2 table's entry, whatever row_traits_of() currently serves.
 const quant_traits &avx2_traits(dtype t) {
-    return quant::quant_traits_at(t, isa::avx2);
+    return cpu::row_traits_at(t, row_isa::avx2);
 }
 
 #define REQUIRE_SIMD()                                                                                \
@@ -110,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(ActivationTypes, SimdFromFloat,
 TEST(SimdToFloat, HalfConversionMatchesTheReference) {
     REQUIRE_SIMD();
     const to_float_fn to_float = avx2_traits(dtype::f16).to_float;
-    ASSERT_NE(to_float, quant::quant_traits_at(dtype::f16, isa::scalar).to_float)
+    ASSERT_NE(to_float, cpu::row_traits_at(dtype::f16, row_isa::scalar).to_float)
         << "f16 has no SIMD conversion";
     std::vector<fp16_t> every(0x10000);
     for (uint32_t h = 0; h < 0x10000; ++h) every[h] = fp16_t(h);
@@ -124,4 +125,19 @@ TEST(SimdToFloat, HalfConversionMatchesTheReference) {
             ASSERT_EQ(out[h], want) << std::hex << h;
         }
     }
+}
+
+TEST(CpuRowKernels, ForceScalarSelectsTheReferenceKernels) {
+    const bool was_forced = scalar_forced();
+    force_scalar(true);
+    for (dtype t : weight_types()) {
+        EXPECT_EQ(cpu::row_traits_of(t).vec_dot, cpu::row_traits_of(t).vec_dot_ref) << type_name(t);
+        EXPECT_EQ(cpu::row_traits_of(t).from_float, cpu::row_traits_of(t).from_float_ref) << type_name(t);
+    }
+    force_scalar(false);
+    if (simd_available()) {
+        EXPECT_NE(cpu::row_traits_of(dtype::q4_0).vec_dot, cpu::row_traits_of(dtype::q4_0).vec_dot_ref);
+        EXPECT_NE(cpu::row_traits_of(dtype::q8_k).from_float, cpu::row_traits_of(dtype::q8_k).from_float_ref);
+    }
+    force_scalar(was_forced);
 }

@@ -1,0 +1,40 @@
+// src/backends/cpu/row_kernels.h — the row functions of every type (to/from float, dot products)
+// as the CPU backend runs them: the quant layer's reference functions, with the SIMD versions of
+// this backend where the CPU has the ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "weft/quant/quant.h"
+
+namespace weft::cpu {
+
+enum class row_isa { scalar, avx2 };
+bool row_isa_supported(row_isa level);
+// The traits of type t at one level (entries without a kernel of that level fall back to the
+// reference); only call its functions when row_isa_supported(level).
+const quant_traits &row_traits_at(dtype t, row_isa level);
+// The best level this CPU supports (the reference under WEFT_FORCE_SCALAR).
+const quant_traits &row_traits_of(dtype t);
+
+// AVX2 + FMA + F16C kernels (row_kernels_avx2.cpp); only called when the CPU has all three.
+void vec_dot_f32_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_f16_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_bf16_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q2_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q3_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q4_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q5_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void vec_dot_q6_k_avx2(int64_t n, float *s, const void *x, const void *y);
+void to_float_f16_avx2(const void *src, float *dst, int64_t n);
+void from_float_f16_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
+void from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
+
+}  // namespace weft::cpu
