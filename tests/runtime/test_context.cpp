@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model_test_util.h"
+#include "weft/core/profile.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/kv_cache.h"
@@ -365,6 +366,35 @@ TEST(Context, DescribeGraphPlansWithoutRunning) {
               r.ops.end());
     EXPECT_NE(dot.str().find("digraph"), std::string::npos);
     EXPECT_EQ(ctx.kv_used_cells(), 0u);
+}
+
+}  // namespace
+}  // namespace weft
+
+namespace weft {
+namespace {
+
+// A profile set on the context sees every computed node of every graph it runs.
+TEST(Context, ProfileCountsGraphsAndNodes) {
+    test::synth_file f("ctx-profile", small_spec());
+    auto m = model::load(f.path());
+    inference_context ctx(*m, params_with(64, 512));
+    op_profile prof;
+    ctx.set_profile(&prof);
+    ASSERT_EQ(ctx.decode(batch::from_tokens(some_tokens(5, 300))), decode_ok) << ctx.last_error();
+    ASSERT_EQ(ctx.decode(batch::from_tokens({7})), decode_ok) << ctx.last_error();
+    ctx.set_profile(nullptr);
+    ASSERT_EQ(ctx.decode(batch::from_tokens({8})), decode_ok) << ctx.last_error();
+    EXPECT_EQ(prof.graphs(), 2);
+    int64_t attention_calls = 0, mul_mats = 0;
+    for (const auto &r : prof.rows()) {
+        if (r.op == "attention") attention_calls = r.calls;
+        if (r.op == "mul_mat") mul_mats += r.calls;
+    }
+    EXPECT_EQ(attention_calls, 2 * 2);  // 2 layers, 2 graphs
+    EXPECT_GT(mul_mats, 0);
+    EXPECT_GT(prof.total_ns(), 0.0);
+    EXPECT_NE(prof.format("t").find("| attention | - | 4 |"), std::string::npos) << prof.format("t");
 }
 
 }  // namespace

@@ -51,6 +51,41 @@ TEST_F(weft_bench, TableNamesTheTests) {
     EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// --profile: per op type and weight type, for each test; the shares of a test add up to one and
+// the products dominate; the table form names its columns.
+TEST_F(weft_bench, ProfileTablesPerTest) {
+    const auto r = run_weft({"bench", "-m", model_, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json",
+                             "--no-bandwidth", "--profile"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char *test : {"pp", "tg"}) {
+        SCOPED_TRACE(test);
+        const auto &p = j["profile"][test];
+        EXPECT_EQ(p["graphs"].get<int>(), std::string(test) == "pp" ? 1 : 4);
+        double share = 0, flops = 0;
+        bool saw_mul_mat = false;
+        for (const auto &row : p["ops"]) {
+            share += row["share"].get<double>();
+            EXPECT_GT(row["calls"].get<int>(), 0);
+            EXPECT_GE(row["ms"].get<double>(), 0.0);
+            if (row["op"] == "mul_mat" && row["type"] == "q8_0") {
+                saw_mul_mat = true;
+                flops = row["flops"].get<double>();
+                EXPECT_GT(row["bytes_read"].get<double>(), 0.0);
+            }
+        }
+        EXPECT_NEAR(share, 1.0, 1e-6);
+        EXPECT_TRUE(saw_mul_mat);
+        EXPECT_GT(flops, 0.0);
+    }
+    const auto table =
+        run_weft({"bench", "-m", model_, "-p", "8", "-n", "2", "-r", "1", "--no-bandwidth", "--profile"});
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("profile of pp8"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("| op | type | calls | total ms | ms/graph | share |"), std::string::npos)
+        << table.out;
+}
+
 TEST_F(weft_bench, NothingToMeasureIsAnError) {
     const auto r = run_weft({"bench", "-m", model_, "-p", "0", "-n", "0"});
     EXPECT_EQ(r.status, 1);
