@@ -73,7 +73,8 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
     return q;
 }
 
-const dtype interleaved_types[] = {dtype::q4_0, dtype::q8_0, dtype::q4_k, dtype::q5_k, dtype::q6_k};
+const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1,
+                                   dtype::q8_0, dtype::q4_k, dtype::q5_k, dtype::q6_k};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();

@@ -30,6 +30,34 @@ constexpr size_t slot_bytes = interleave_rows * 4;                 // 64
 
 const interleaved_layout layout_q4_0{interleaved_kind::q4_0x16, dtype::q4_0, 32,
                                      scales_bytes + 4 * slot_bytes, 8};
+// q4_1 / q5_0 / q5_1: d, the mins (q4_1, q5_1), the 4 nibble slots, the fifth-bit plane (q5_*)
+const interleaved_layout layout_q4_1{interleaved_kind::q4_1x16,
+                                     dtype::q4_1,
+                                     32,
+                                     2 * scales_bytes + 4 * slot_bytes,
+                                     0,
+                                     /*low_at*/ 2 * scales_bytes,
+                                     0,
+                                     0,
+                                     0,
+                                     /*dmin_at*/ scales_bytes};
+const interleaved_layout layout_q5_0{interleaved_kind::q5_0x16,
+                                     dtype::q5_0,
+                                     32,
+                                     scales_bytes + 5 * slot_bytes,
+                                     16,
+                                     /*low_at*/ scales_bytes,
+                                     /*high_at*/ scales_bytes + 4 * slot_bytes};
+const interleaved_layout layout_q5_1{interleaved_kind::q5_1x16,
+                                     dtype::q5_1,
+                                     32,
+                                     2 * scales_bytes + 5 * slot_bytes,
+                                     0,
+                                     /*low_at*/ 2 * scales_bytes,
+                                     /*high_at*/ 2 * scales_bytes + 4 * slot_bytes,
+                                     0,
+                                     0,
+                                     /*dmin_at*/ scales_bytes};
 const interleaved_layout layout_q8_0{interleaved_kind::q8_0x16, dtype::q8_0, 32,
                                      scales_bytes + 8 * slot_bytes, 128};
 // q4_K: d, dmin, 8 scales and 8 mins a byte per row, 32 nibble slots
@@ -75,6 +103,9 @@ const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_q8_0) * interleave_rows == scales_bytes + 8 * slot_bytes);
+static_assert(sizeof(block_q4_1) * interleave_rows == 2 * scales_bytes + 4 * slot_bytes);
+static_assert(sizeof(block_q5_0) * interleave_rows == scales_bytes + 5 * slot_bytes);
+static_assert(sizeof(block_q5_1) * interleave_rows == 2 * scales_bytes + 5 * slot_bytes);
 static_assert(sizeof(block_q6_k) * interleave_rows + 32 ==
               48 * slot_bytes + 16 * interleave_rows + scales_bytes + 32);
 
@@ -82,6 +113,12 @@ const interleaved_layout *layout_for(dtype t) {
     switch (t) {
         case dtype::q4_0:
             return &layout_q4_0;
+        case dtype::q4_1:
+            return &layout_q4_1;
+        case dtype::q5_0:
+            return &layout_q5_0;
+        case dtype::q5_1:
+            return &layout_q5_1;
         case dtype::q8_0:
             return &layout_q8_0;
         case dtype::q4_k:
@@ -153,10 +190,13 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
                      << 4;
         return uint8_t(value);
     }
-    if (l.kind == interleaved_kind::q4_0x16) {
+    if (is_nibble_kind(l.kind)) {
         const int s = (i % 16) / 4;
         const uint8_t byte = slots[size_t(s) * slot_bytes + size_t(r) * 4 + size_t(i % 4)];
-        return i < 16 ? (byte & 0x0F) : (byte >> 4);
+        int value = i < 16 ? (byte & 0x0F) : (byte >> 4);
+        if (has_fifth_bit_plane(l.kind))
+            value |= ((block[l.high_at + size_t(r) * 4 + size_t(i % 4)] >> (i / 4)) & 1) << 4;
+        return uint8_t(value);
     }
     return slots[size_t(i / 4) * slot_bytes + size_t(r) * 4 + size_t(i % 4)];
 }
@@ -164,7 +204,8 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
 }  // namespace
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
-    for (const interleaved_layout *l : {&layout_q4_0, &layout_q8_0, &layout_q4_k, &layout_q5_k, &layout_q6_k})
+    for (const interleaved_layout *l : {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0,
+                                        &layout_q4_k, &layout_q5_k, &layout_q6_k})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -229,13 +270,29 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
             }
             // slot s of row r is bytes 4s..4s+3 of the row's quants as they are (q4_0: low nibbles
             // elements 4s.., high nibbles 16+4s..), or with the sign bit flipped (q8_0: q + 128)
-            uint8_t *slots = block + scales_bytes;
-            const int n_slots = l.kind == interleaved_kind::q4_0x16 ? 4 : 8;
+            // (q4_1 / q5_0 / q5_1: the min, the fifth bits (a 32-bit word) come before the nibbles)
+            uint8_t *slots = block + l.low_at;
+            const int n_slots = is_nibble_kind(l.kind) ? 4 : 8;
             for (int r = 0; r < interleave_rows; ++r) {
                 const uint8_t *plain =
                     in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
                 std::memcpy(block + size_t(r) * sizeof(fp16_t), plain, sizeof(fp16_t));
-                const uint8_t *qs = plain + sizeof(fp16_t);
+                const uint8_t *after_d = plain + sizeof(fp16_t);
+                if (has_block_min(l.kind)) {
+                    std::memcpy(block + l.dmin_at + size_t(r) * sizeof(fp16_t), after_d, sizeof(fp16_t));
+                    after_d += sizeof(fp16_t);
+                }
+                if (has_fifth_bit_plane(l.kind)) {
+                    uint32_t qh;
+                    std::memcpy(&qh, after_d, sizeof qh);
+                    after_d += sizeof qh;
+                    for (int e = 0; e < 4; ++e) {
+                        uint8_t bits = 0;
+                        for (int j = 0; j < 8; ++j) bits = uint8_t(bits | (((qh >> (4 * j + e)) & 1u) << j));
+                        block[l.high_at + size_t(r) * 4 + size_t(e)] = bits;
+                    }
+                }
+                const uint8_t *qs = after_d;
                 for (int sl = 0; sl < n_slots; ++sl) {
                     uint32_t word;
                     std::memcpy(&word, qs + 4 * sl, 4);
@@ -250,7 +307,9 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
 
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     const interleaved_layout *l = interleaved_layout_of(t);
-    WEFT_ASSERT(l != nullptr && !l->k_quant() && row >= 0 && row < t.ne[1]);
+    WEFT_ASSERT(l != nullptr &&
+                (l->kind == interleaved_kind::q4_0x16 || l->kind == interleaved_kind::q8_0x16) && row >= 0 &&
+                row < t.ne[1]);
     const int64_t nb = t.ne[0] / interleave_block;
     const int64_t g = row / interleave_rows;
     const int r = int(row % interleave_rows);
@@ -289,7 +348,10 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) isum += int32_t(interleaved_quant(l, block, r, i)) * x[i];
         isum -= l.offset * sums[0];
-        return std::fma(float(isum), dw * da, acc);
+        acc = std::fma(float(isum), dw * da, acc);
+        if (l.dmin_at)
+            acc = std::fma(float(sums[0]), fp16_at(block + l.dmin_at + size_t(r) * sizeof(fp16_t)) * da, acc);
+        return acc;
     }
     const int sub = int(l.block / l.n_sub);  // values per sub-block
     const int sums_per_sub = sub / 16;       // activation sums are per 16 values

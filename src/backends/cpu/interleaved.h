@@ -3,7 +3,7 @@
 //
 // Layout of a repacked q4_0 or q8_0 matrix [k, m] (m a multiple of 16, k of 32): the rows are taken
 // in groups of 16; a group stores its blocks in order, and block b of a group holds
-//   - the 16 rows' fp16 scales (32 bytes), row r at r;
+//   - the 16 rows' fp16 scales (32 bytes), row r at r (q4_1, q5_1: then the 16 fp16 mins);
 //   - the quants in slots of 64 bytes: slot s holds, for r = 0..15, bytes 4s..4s+3 of row r's
 //     block (q4_0: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high nibbles =
 //     elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128).
@@ -13,6 +13,8 @@
 // in the high ones, chunk c = values 4c..4c+3) and, for q6_K, a plane of the two high bits in 16
 // slots (slot u: chunk u + 16v in bits 2v, 2v + 1), for q5_K a plane of the fifth bits in 8 slots
 // (slot u: chunk u + 8v in bit v).
+// q5_0 and q5_1 add after the nibbles a 64-byte plane of fifth bits: bit j of byte (row r, e) is
+// the fifth bit of element 4j + e.
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
 // dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
 // layout's size exactly.
@@ -20,6 +22,7 @@
 // The result of every product is defined by one order of operations per output element, the same
 // for every ISA, tile shape, thread count and batch composition:
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
+//   (q4_1, q5_1: then acc = fma(float(sum of the block's activation quants), m_b * da_b, acc))
 // (K-quants: acc = fma(float(isum_b), dw_b * da_b, acc), then for q4_K
 // acc = fma(float(msum_b), -(dmin_b * da_b), acc), with isum_b = sum over sub-blocks of the integer
 // scale times the sub-block's integer dot product and msum_b = sum of the integer mins times the
@@ -41,7 +44,28 @@ namespace weft::cpu {
 constexpr int64_t interleave_rows = 16;
 constexpr int64_t interleave_block = 32;
 
-enum class interleaved_kind : uint8_t { q4_0x16, q8_0x16, q4_kx16, q5_kx16, q6_kx16 };
+enum class interleaved_kind : uint8_t {
+    q4_0x16,
+    q4_1x16,
+    q5_0x16,
+    q5_1x16,
+    q8_0x16,
+    q4_kx16,
+    q5_kx16,
+    q6_kx16
+};
+
+// The 32-value types whose quants are nibbles in the slots (q5_0 / q5_1 add a fifth-bit plane).
+constexpr bool is_nibble_kind(interleaved_kind k) {
+    return k == interleaved_kind::q4_0x16 || k == interleaved_kind::q4_1x16 ||
+           k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16;
+}
+constexpr bool has_fifth_bit_plane(interleaved_kind k) {
+    return k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16;
+}
+constexpr bool has_block_min(interleaved_kind k) {
+    return k == interleaved_kind::q4_1x16 || k == interleaved_kind::q5_1x16;
+}
 
 // What tensor::extra points at for a repacked weight.
 struct interleaved_layout {
@@ -60,7 +84,8 @@ struct interleaved_layout {
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a 2-D contiguous q4_0 / q8_0 / q4_K / q5_K / q6_K matrix whose rows come in 16s) can be
+// Whether t (a 2-D contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q4_K / q5_K / q6_K matrix whose
+// rows come in 16s) can be
 // repacked, and the bytes it then takes (the plain size, q4_K 64 bytes more per 16 rows and 256
 // values: its six-bit scales are stored a byte each).
 bool can_interleave(const tensor &t);

@@ -24,7 +24,7 @@ __m256i broadcast_4(const int8_t *p) {
 template <interleaved_kind Kind>
 __m256i dot4(__m256i w, __m256i x) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (Kind == interleaved_kind::q4_0x16) {
+    if constexpr (is_nibble_kind(Kind)) {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
     } else {
         const __m256i q = _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80)));
@@ -33,14 +33,24 @@ __m256i dot4(__m256i w, __m256i x) {
 }
 
 template <interleaved_kind Kind>
-[[gnu::always_inline]] inline void load_half(const uint8_t *block, int half, __m256i w[8]) {
-    const uint8_t *slots = block + 32 + 32 * half;
-    if constexpr (Kind == interleaved_kind::q4_0x16) {
+[[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
+                                             __m256i w[8]) {
+    const uint8_t *slots = block + l.low_at + 32 * half;
+    if constexpr (is_nibble_kind(Kind)) {
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         for (int s = 0; s < 4; ++s) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
             w[s] = _mm256_and_si256(v, low4);
             w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        if constexpr (has_fifth_bit_plane(Kind)) {
+            // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
+            const __m256i h =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.high_at + 32 * half));
+            const __m256i one = _mm256_set1_epi8(0x01);
+            for (int j = 0; j < 8; ++j)
+                w[j] = _mm256_or_si256(w[j],
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j), one), 4));
         }
     } else {
         for (int s = 0; s < 8; ++s)
@@ -49,11 +59,12 @@ template <interleaved_kind Kind>
 }
 
 template <interleaved_kind Kind, int C>
-void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_rows &a, int64_t c0, float *dst,
+void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
           int64_t dst_stride) {
     const int64_t nb = a.nb();
-    // q4_0 sums are of the unsigned stored nibbles and subtract offset * sum(x); q8_0 sums are signed
-    const int32_t correction = Kind == interleaved_kind::q4_0x16 ? offset : 0;
+    const size_t block_bytes = l.block_bytes;
+    // nibble sums are of the unsigned stored values and subtract offset * sum(x); q8_0 sums are signed
+    const int32_t correction = is_nibble_kind(Kind) ? l.offset : 0;
     for (int half = 0; half < 2; ++half) {
         __m256 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -62,7 +73,7 @@ void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_row
             const __m256 dw =
                 _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
             __m256i w[8];
-            load_half<Kind>(block, half, w);
+            load_half<Kind>(l, block, half, w);
             for (int c = 0; c < C; ++c) {
                 const int64_t col = c0 + c;
                 const int8_t *x = a.qs + col * a.k + b * 32;
@@ -76,6 +87,12 @@ void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_row
                                                       _mm256_set1_epi32(correction * a.sum[col * nb + b]));
                 const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[col * nb + b]));
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[c]);
+                if constexpr (has_block_min(Kind)) {
+                    const __m256 m = _mm256_cvtph_ps(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i *>(block + l.dmin_at + 16 * half)));
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(float(a.sum[col * nb + b])),
+                                             _mm256_mul_ps(m, _mm256_set1_ps(a.d[col * nb + b])), acc[c]);
+                }
             }
         }
         for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + c * dst_stride + 8 * half, acc[c]);
@@ -211,8 +228,7 @@ template <interleaved_kind Kind>
 void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, int64_t n_cols,
              float *dst, int64_t dst_stride) {
     for_column_tiles<max_tile_cols>(n_cols, [&](auto cols, int64_t c) {
-        tile<Kind, decltype(cols)::value>(group, l.offset, l.block_bytes, a, c0 + c, dst + c * dst_stride,
-                                          dst_stride);
+        tile<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
     });
 }
 
@@ -223,6 +239,12 @@ void group_kernel_avx2(const interleaved_layout &l, const uint8_t *group, const 
     switch (l.kind) {
         case interleaved_kind::q4_0x16:
             return columns<interleaved_kind::q4_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q4_1x16:
+            return columns<interleaved_kind::q4_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_0x16:
+            return columns<interleaved_kind::q5_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_1x16:
+            return columns<interleaved_kind::q5_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q8_0x16:
             return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q4_kx16:

@@ -21,14 +21,23 @@ int32_t load_i32(const int8_t *p) {
 
 // The 8 operand vectors of one block: w[j] holds elements 4j..4j+3 of every row (unsigned).
 template <interleaved_kind Kind>
-[[gnu::always_inline]] inline void load_block(const uint8_t *block, __m512i w[8]) {
-    const uint8_t *slots = block + 32;
-    if constexpr (Kind == interleaved_kind::q4_0x16) {
+[[gnu::always_inline]] inline void load_block(const interleaved_layout &l, const uint8_t *block,
+                                              __m512i w[8]) {
+    const uint8_t *slots = block + l.low_at;
+    if constexpr (is_nibble_kind(Kind)) {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         for (int s = 0; s < 4; ++s) {
             const __m512i v = _mm512_loadu_si512(slots + 64 * s);
             w[s] = _mm512_and_si512(v, low4);
             w[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+        if constexpr (has_fifth_bit_plane(Kind)) {
+            // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
+            const __m512i h = _mm512_loadu_si512(block + l.high_at);
+            const __m512i one = _mm512_set1_epi8(0x01);
+            for (int j = 0; j < 8; ++j)
+                w[j] = _mm512_or_si512(w[j],
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
         }
     } else {
         for (int s = 0; s < 8; ++s) w[s] = _mm512_loadu_si512(slots + 64 * s);
@@ -36,8 +45,10 @@ template <interleaved_kind Kind>
 }
 
 template <interleaved_kind Kind, int C>
-void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_rows &a, int64_t c0, float *dst,
+void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
           int64_t dst_stride) {
+    const int32_t offset = l.offset;
+    const size_t block_bytes = l.block_bytes;
     const int64_t nb = a.nb();
     const int8_t *qs[C];
     const float *da[C];
@@ -53,7 +64,7 @@ void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_row
         const uint8_t *block = group + size_t(b) * block_bytes;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
         __m512i w[8];
-        load_block<Kind>(block, w);
+        load_block<Kind>(l, block, w);
         for (int c = 0; c < C; ++c) {
             const int8_t *x = qs[c] + b * 32;
             // two independent integer chains (exact: their order does not matter)
@@ -70,6 +81,12 @@ void tile(const uint8_t *group, int32_t offset, size_t block_bytes, const q8_row
                 _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(offset * sa[c][b]));
             const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[c][b]));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[c]);
+            if constexpr (has_block_min(Kind)) {
+                const __m512 m =
+                    _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.dmin_at)));
+                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(float(sa[c][b])),
+                                         _mm512_mul_ps(m, _mm512_set1_ps(da[c][b])), acc[c]);
+            }
         }
     }
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
@@ -201,8 +218,7 @@ template <interleaved_kind Kind>
 void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, int64_t n_cols,
              float *dst, int64_t dst_stride) {
     for_column_tiles<max_tile_cols>(n_cols, [&](auto cols, int64_t c) {
-        tile<Kind, decltype(cols)::value>(group, l.offset, l.block_bytes, a, c0 + c, dst + c * dst_stride,
-                                          dst_stride);
+        tile<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
     });
 }
 
@@ -213,6 +229,12 @@ void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, 
     switch (l.kind) {
         case interleaved_kind::q4_0x16:
             return columns<interleaved_kind::q4_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q4_1x16:
+            return columns<interleaved_kind::q4_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_0x16:
+            return columns<interleaved_kind::q5_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
+        case interleaved_kind::q5_1x16:
+            return columns<interleaved_kind::q5_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q8_0x16:
             return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
         case interleaved_kind::q4_kx16:
