@@ -131,6 +131,34 @@ void group_kernel_avx2(const interleaved_layout &layout, const uint8_t *group, c
 void group_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
                              int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
 
+// Calls fn(std::integral_constant<interleaved_kind, K>{}) with K = kind, so an ISA file instantiates
+// its kernels once per kind.
+template <class Fn>
+void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
+    using k = interleaved_kind;
+    switch (kind) {
+        case k::q4_0x16:
+            return fn(std::integral_constant<k, k::q4_0x16>{});
+        case k::q4_1x16:
+            return fn(std::integral_constant<k, k::q4_1x16>{});
+        case k::q5_0x16:
+            return fn(std::integral_constant<k, k::q5_0x16>{});
+        case k::q5_1x16:
+            return fn(std::integral_constant<k, k::q5_1x16>{});
+        case k::q8_0x16:
+            return fn(std::integral_constant<k, k::q8_0x16>{});
+        case k::q4_kx16:
+            return fn(std::integral_constant<k, k::q4_kx16>{});
+        case k::q5_kx16:
+            return fn(std::integral_constant<k, k::q5_kx16>{});
+        case k::q6_kx16:
+            return fn(std::integral_constant<k, k::q6_kx16>{});
+    }
+}
+constexpr bool is_k_kind(interleaved_kind k) {
+    return k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 || k == interleaved_kind::q6_kx16;
+}
+
 // Calls tile(std::integral_constant<int, C>{}, c) over n_cols columns in tiles of Max columns and
 // one last tile of the rest, so a kernel's tile width is a compile-time constant (the ISA files).
 template <int C, class Fn>

@@ -226,24 +226,13 @@ void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a
 
 void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                              int64_t n_cols, float *dst, int64_t dst_stride) {
-    switch (l.kind) {
-        case interleaved_kind::q4_0x16:
-            return columns<interleaved_kind::q4_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q4_1x16:
-            return columns<interleaved_kind::q4_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q5_0x16:
-            return columns<interleaved_kind::q5_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q5_1x16:
-            return columns<interleaved_kind::q5_1x16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q8_0x16:
-            return columns<interleaved_kind::q8_0x16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q4_kx16:
-            return columns_k<interleaved_kind::q4_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q5_kx16:
-            return columns_k<interleaved_kind::q5_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
-        case interleaved_kind::q6_kx16:
-            return columns_k<interleaved_kind::q6_kx16>(l, group, a, c0, n_cols, dst, dst_stride);
-    }
+    with_interleaved_kind(l.kind, [&](auto kind) {
+        constexpr interleaved_kind K = decltype(kind)::value;
+        if constexpr (is_k_kind(K))
+            columns_k<K>(l, group, a, c0, n_cols, dst, dst_stride);
+        else
+            columns<K>(l, group, a, c0, n_cols, dst, dst_stride);
+    });
 }
 
 }  // namespace weft::cpu
