@@ -73,8 +73,8 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
     return q;
 }
 
-const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1,
-                                   dtype::q8_0, dtype::q4_k, dtype::q5_k, dtype::q6_k};
+const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q8_0,
+                                   dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
@@ -84,7 +84,8 @@ TEST(CpuInterleaved, WhichWeightsQualify) {
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q4_k, {256, 16})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q6_k, {512, 48})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q5_k, {256, 16})));
-    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q3_k, {256, 16})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q3_k, {256, 16})));
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::bf16, {256, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::f16, {64, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2})));
 }

@@ -60,6 +60,30 @@ const interleaved_layout layout_q5_1{interleaved_kind::q5_1x16,
                                      /*dmin_at*/ scales_bytes};
 const interleaved_layout layout_q8_0{interleaved_kind::q8_0x16, dtype::q8_0, 32,
                                      scales_bytes + 8 * slot_bytes, 128};
+// q2_K: d, dmin, 16 (scale | min << 4) bytes per row, 16 slots of two-bit pairs
+const interleaved_layout layout_q2_k{interleaved_kind::q2_kx16,
+                                     dtype::q2_k,
+                                     256,
+                                     2 * scales_bytes + 16 * interleave_rows + 16 * slot_bytes,
+                                     0,
+                                     /*low_at*/ 2 * scales_bytes + 16 * interleave_rows,
+                                     /*high_at*/ 0,
+                                     /*scales_at*/ 2 * scales_bytes,
+                                     /*mins_at*/ 2 * scales_bytes,
+                                     /*dmin_at*/ scales_bytes,
+                                     16};
+// q3_K: d, 16 signed scales a byte per row, 16 slots of two-bit pairs, 8 slots of third bits
+const interleaved_layout layout_q3_k{interleaved_kind::q3_kx16,
+                                     dtype::q3_k,
+                                     256,
+                                     scales_bytes + 16 * interleave_rows + 24 * slot_bytes,
+                                     4,
+                                     /*low_at*/ scales_bytes + 16 * interleave_rows,
+                                     /*high_at*/ scales_bytes + 16 * interleave_rows + 16 * slot_bytes,
+                                     /*scales_at*/ scales_bytes,
+                                     /*mins_at*/ 0,
+                                     /*dmin_at*/ 0,
+                                     16};
 // q4_K: d, dmin, 8 scales and 8 mins a byte per row, 32 nibble slots
 const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      dtype::q4_k,
@@ -104,6 +128,8 @@ const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_q8_0) * interleave_rows == scales_bytes + 8 * slot_bytes);
 static_assert(sizeof(block_q4_1) * interleave_rows == 2 * scales_bytes + 4 * slot_bytes);
+static_assert(sizeof(block_q2_k) * interleave_rows ==
+              2 * scales_bytes + 16 * interleave_rows + 16 * slot_bytes);
 static_assert(sizeof(block_q5_0) * interleave_rows == scales_bytes + 5 * slot_bytes);
 static_assert(sizeof(block_q5_1) * interleave_rows == 2 * scales_bytes + 5 * slot_bytes);
 static_assert(sizeof(block_q6_k) * interleave_rows + 32 ==
@@ -121,6 +147,10 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_q5_1;
         case dtype::q8_0:
             return &layout_q8_0;
+        case dtype::q2_k:
+            return &layout_q2_k;
+        case dtype::q3_k:
+            return &layout_q3_k;
         case dtype::q4_k:
             return &layout_q4_k;
         case dtype::q5_k:
@@ -177,8 +207,24 @@ bool has_high_bits(const interleaved_layout &l) {
 }
 
 // Unsigned quant i (0..31, or 0..255 for the K-quants) of row r (0..15) of one interleaved block.
+// q2_K / q3_K: two low bits in 16 slots (chunk c: slot c % 16, bits 2 (c / 16)), q3_K's third bit
+// in 8 slots (chunk c: slot c % 8, bit c / 8).
+bool has_two_bit_plane(const interleaved_layout &l) {
+    return l.kind == interleaved_kind::q2_kx16 || l.kind == interleaved_kind::q3_kx16;
+}
+size_t in_slot(int slot, int r, int i) {
+    return size_t(slot) * slot_bytes + size_t(r) * 4 + size_t(i % 4);
+}
+
 uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int r, int i) {
     const uint8_t *slots = block + l.low_at;
+    if (has_two_bit_plane(l)) {
+        const int c = i / 4;
+        int value = (slots[in_slot(c % 16, r, i)] >> (2 * (c / 16))) & 3;
+        if (l.kind == interleaved_kind::q3_kx16)
+            value |= ((block[l.high_at + in_slot(c % 8, r, i)] >> (c / 8)) & 1) << 2;
+        return uint8_t(value);
+    }
     if (l.k_quant()) {
         const k_position &at = k_position_in(l, i);
         const uint8_t byte = slots[size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
@@ -205,7 +251,7 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
     for (const interleaved_layout *l : {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0,
-                                        &layout_q4_k, &layout_q5_k, &layout_q6_k})
+                                        &layout_q2_k, &layout_q3_k, &layout_q4_k, &layout_q5_k, &layout_q6_k})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -234,11 +280,24 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
         std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
         if (l.dmin_at) std::memcpy(block + l.dmin_at + size_t(r) * sizeof(fp16_t), &v.dmin, sizeof(fp16_t));
         for (int j = 0; j < l.n_sub; ++j) {
+            if (l.kind == interleaved_kind::q2_kx16) {  // scale and min stay packed in one byte
+                block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] =
+                    uint8_t(v.scale[j] | (v.min[j] << 4));
+                continue;
+            }
             block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = uint8_t(v.scale[j]);
             if (l.mins_at) block[l.mins_at + size_t(j) * interleave_rows + size_t(r)] = v.min[j];
         }
         for (int i = 0; i < 256; ++i) {
-            const int u = v.q[i] + l.offset;  // 0..15 (q4_K), 0..31 (q5_K) or 0..63 (q6_K)
+            const int u =
+                v.q[i] + l.offset;  // 0..3 (q2_K), 0..7 (q3_K), 0..15 (q4_K), 0..31 (q5_K), 0..63 (q6_K)
+            if (has_two_bit_plane(l)) {
+                const int c = i / 4;
+                block[l.low_at + in_slot(c % 16, r, i)] |= uint8_t((u & 3) << (2 * (c / 16)));
+                if (l.kind == interleaved_kind::q3_kx16)
+                    block[l.high_at + in_slot(c % 8, r, i)] |= uint8_t((u >> 2) << (c / 8));
+                continue;
+            }
             const k_position &at = k_position_in(l, i);
             uint8_t &low = block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)];
             low = uint8_t(low | ((u & 0x0F) << (at.high_nibble ? 4 : 0)));
@@ -361,9 +420,14 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
         for (int i = 0; i < sub; ++i)
             dot += int32_t(interleaved_quant(l, block, r, j * sub + i)) * x[j * sub + i];
         for (int s = 0; s < sums_per_sub; ++s) xsum += sums[j * sums_per_sub + s];
-        isum += int32_t(int8_t(block[l.scales_at + size_t(j) * interleave_rows + size_t(r)])) *
-                (dot - l.offset * xsum);
-        if (l.mins_at) msum += int32_t(block[l.mins_at + size_t(j) * interleave_rows + size_t(r)]) * xsum;
+        const uint8_t scale_byte = block[l.scales_at + size_t(j) * interleave_rows + size_t(r)];
+        const bool packed = l.kind == interleaved_kind::q2_kx16;  // scale | min << 4
+        const int32_t scale = packed ? int32_t(scale_byte & 0x0F) : int32_t(int8_t(scale_byte));
+        isum += scale * (dot - l.offset * xsum);
+        if (l.mins_at)
+            msum += int32_t(packed ? scale_byte >> 4
+                                   : block[l.mins_at + size_t(j) * interleave_rows + size_t(r)]) *
+                    xsum;
     }
     acc = std::fma(float(isum), dw * da, acc);
     if (l.dmin_at)

@@ -12,7 +12,9 @@
 // plane of low nibbles in 32 slots (slot 8p + r: chunk 16p + r in the low nibbles, chunk 16p + 8 + r
 // in the high ones, chunk c = values 4c..4c+3) and, for q6_K, a plane of the two high bits in 16
 // slots (slot u: chunk u + 16v in bits 2v, 2v + 1), for q5_K a plane of the fifth bits in 8 slots
-// (slot u: chunk u + 8v in bit v).
+// (slot u: chunk u + 8v in bit v). q2_K and q3_K keep their two low bits in a plane of 16 slots
+// laid out as q6_K's high bits (q2_K's 4-bit scale and min stay packed in one byte), and q3_K
+// its third bit in a plane of 8 slots laid out as q5_K's fifth bits.
 // q5_0 and q5_1 add after the nibbles a 64-byte plane of fifth bits: bit j of byte (row r, e) is
 // the fifth bit of element 4j + e.
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
@@ -50,6 +52,8 @@ enum class interleaved_kind : uint8_t {
     q5_0x16,
     q5_1x16,
     q8_0x16,
+    q2_kx16,
+    q3_kx16,
     q4_kx16,
     q5_kx16,
     q6_kx16
@@ -84,7 +88,7 @@ struct interleaved_layout {
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a 2-D contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q4_K / q5_K / q6_K matrix whose
+// Whether t (a 2-D contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q2_K ... q6_K matrix whose
 // rows come in 16s) can be
 // repacked, and the bytes it then takes (the plain size, q4_K 64 bytes more per 16 rows and 256
 // values: its six-bit scales are stored a byte each).
@@ -147,6 +151,10 @@ void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
             return fn(std::integral_constant<k, k::q5_1x16>{});
         case k::q8_0x16:
             return fn(std::integral_constant<k, k::q8_0x16>{});
+        case k::q2_kx16:
+            return fn(std::integral_constant<k, k::q2_kx16>{});
+        case k::q3_kx16:
+            return fn(std::integral_constant<k, k::q3_kx16>{});
         case k::q4_kx16:
             return fn(std::integral_constant<k, k::q4_kx16>{});
         case k::q5_kx16:
@@ -156,7 +164,16 @@ void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
     }
 }
 constexpr bool is_k_kind(interleaved_kind k) {
-    return k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 || k == interleaved_kind::q6_kx16;
+    return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 ||
+           k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 || k == interleaved_kind::q6_kx16;
+}
+// The K-quants with 16 sub-blocks of 16 values (the others have 8 of 32).
+constexpr bool has_sub_blocks_of_16(interleaved_kind k) {
+    return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 || k == interleaved_kind::q6_kx16;
+}
+// The K-quants with sub-block mins (x = d * scale * q - dmin * min).
+constexpr bool has_sub_block_mins(interleaved_kind k) {
+    return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16;
 }
 
 // Calls tile(std::integral_constant<int, C>{}, c) over n_cols columns in tiles of Max columns and

@@ -107,6 +107,28 @@ constexpr int max_tile_cols_k = 2;
 template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int half,
                                                int t, __m256i w[8]) {
+    if constexpr (Kind == interleaved_kind::q2_kx16 || Kind == interleaved_kind::q3_kx16) {
+        // two low bits of chunk 8t + r: slot 8 (t & 1) + r, bits 2 (t / 2); q3_K's third: slot r, bit t
+        const uint8_t *two = block + l.low_at + 64 * 8 * (t & 1) + 32 * half;
+        const __m256i three = _mm256_set1_epi8(0x03);
+        for (int r = 0; r < 8; ++r)
+            w[r] = _mm256_and_si256(
+                _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(two + 64 * r)),
+                                  2 * (t / 2)),
+                three);
+        if constexpr (Kind == interleaved_kind::q3_kx16) {
+            const uint8_t *third = block + l.high_at + 32 * half;
+            const __m256i one = _mm256_set1_epi8(0x01);
+            for (int r = 0; r < 8; ++r) {
+                const __m256i h = _mm256_and_si256(
+                    _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(third + 64 * r)),
+                                      t),
+                    one);
+                w[r] = _mm256_or_si256(w[r], _mm256_slli_epi16(h, 2));
+            }
+        }
+        return;
+    }
     const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2) + 32 * half;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int r = 0; r < 8; ++r)
@@ -174,8 +196,13 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                         isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(dot_chunks(w, x, 8), sc));
                     }
                 } else {
-                    const __m256i sc0 = bytes_to_i32(block + l.scales_at + 16 * (2 * t) + 8 * half, true);
-                    const __m256i sc1 = bytes_to_i32(block + l.scales_at + 16 * (2 * t + 1) + 8 * half, true);
+                    constexpr bool packed = Kind == interleaved_kind::q2_kx16;  // scale | min << 4
+                    __m256i sc0 = bytes_to_i32(block + l.scales_at + 16 * (2 * t) + 8 * half, !packed);
+                    __m256i sc1 = bytes_to_i32(block + l.scales_at + 16 * (2 * t + 1) + 8 * half, !packed);
+                    if constexpr (packed) {
+                        sc0 = _mm256_and_si256(sc0, _mm256_set1_epi32(0x0F));
+                        sc1 = _mm256_and_si256(sc1, _mm256_set1_epi32(0x0F));
+                    }
                     for (int c = 0; c < C; ++c) {
                         const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                         const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
@@ -195,17 +222,26 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(da)),
                                          acc[c]);
             }
-            if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
+            if constexpr (has_sub_block_mins(Kind)) {
                 const __m256 dmin = _mm256_cvtph_ps(
                     _mm_loadu_si128(reinterpret_cast<const __m128i *>(block + l.dmin_at + 16 * half)));
                 for (int c = 0; c < C; ++c) {
                     const int32_t *xs = a.sum + (c0 + c) * ns + b * 16;
                     __m256i msum = _mm256_setzero_si256();
-                    for (int j = 0; j < 8; ++j)
-                        msum = _mm256_add_epi32(
-                            msum,
-                            _mm256_mullo_epi32(bytes_to_i32(block + l.mins_at + 16 * j + 8 * half, false),
-                                               _mm256_set1_epi32(xs[2 * j] + xs[2 * j + 1])));
+                    if constexpr (Kind == interleaved_kind::q2_kx16) {  // 16 mins, the high nibbles
+                        for (int j = 0; j < 16; ++j)
+                            msum = _mm256_add_epi32(
+                                msum, _mm256_mullo_epi32(
+                                          _mm256_srli_epi32(
+                                              bytes_to_i32(block + l.mins_at + 16 * j + 8 * half, false), 4),
+                                          _mm256_set1_epi32(xs[j])));
+                    } else {
+                        for (int j = 0; j < 8; ++j)
+                            msum = _mm256_add_epi32(
+                                msum,
+                                _mm256_mullo_epi32(bytes_to_i32(block + l.mins_at + 16 * j + 8 * half, false),
+                                                   _mm256_set1_epi32(xs[2 * j] + xs[2 * j + 1])));
+                    }
                     const float da = a.d[(c0 + c) * nb + b];
                     acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum),
                                               _mm256_mul_ps(dmin, _mm256_set1_ps(da)), acc[c]);

@@ -100,6 +100,23 @@ constexpr int max_tile_cols_k = 4;
 template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int t,
                                                __m512i w[8]) {
+    if constexpr (Kind == interleaved_kind::q2_kx16 || Kind == interleaved_kind::q3_kx16) {
+        // two low bits of chunk 8t + r: slot 8 (t & 1) + r, bits 2 (t / 2); q3_K's third: slot r, bit t
+        const uint8_t *two = block + l.low_at + 64 * 8 * (t & 1);
+        const __m512i three = _mm512_set1_epi8(0x03);
+        for (int r = 0; r < 8; ++r)
+            w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(two + 64 * r), 2 * (t / 2)), three);
+        if constexpr (Kind == interleaved_kind::q3_kx16) {
+            const uint8_t *third = block + l.high_at;
+            const __m512i one = _mm512_set1_epi8(0x01);
+            for (int r = 0; r < 8; ++r)
+                w[r] = _mm512_or_si512(
+                    w[r],
+                    _mm512_slli_epi16(
+                        _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(third + 64 * r), t), one), 2));
+        }
+        return;
+    }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const uint8_t *low = block + l.low_at + 64 * 8 * (t / 2);
     if constexpr (Kind == interleaved_kind::q6_kx16) {
@@ -166,8 +183,14 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot_chunks(w, x, 8), sc));
                 }
             } else {
-                const __m512i sc0 = bytes_to_i32(block + l.scales_at + 16 * (2 * t), true);
-                const __m512i sc1 = bytes_to_i32(block + l.scales_at + 16 * (2 * t + 1), true);
+                __m512i sc0 =
+                    bytes_to_i32(block + l.scales_at + 16 * (2 * t), Kind != interleaved_kind::q2_kx16);
+                __m512i sc1 =
+                    bytes_to_i32(block + l.scales_at + 16 * (2 * t + 1), Kind != interleaved_kind::q2_kx16);
+                if constexpr (Kind == interleaved_kind::q2_kx16) {  // scale | min << 4
+                    sc0 = _mm512_and_si512(sc0, _mm512_set1_epi32(0x0F));
+                    sc1 = _mm512_and_si512(sc1, _mm512_set1_epi32(0x0F));
+                }
                 for (int c = 0; c < C; ++c) {
                     const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                     const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
@@ -187,16 +210,24 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             acc[c] =
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[c]);
         }
-        if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
+        if constexpr (has_sub_block_mins(Kind)) {
             const __m512 dmin =
                 _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.dmin_at)));
             for (int c = 0; c < C; ++c) {
                 const int32_t *xs = a.sum + (c0 + c) * ns + b * 16;
                 __m512i msum = _mm512_setzero_si512();
-                for (int j = 0; j < 8; ++j)
-                    msum = _mm512_add_epi32(
-                        msum, _mm512_mullo_epi32(bytes_to_i32(block + l.mins_at + 16 * j, false),
-                                                 _mm512_set1_epi32(xs[2 * j] + xs[2 * j + 1])));
+                if constexpr (Kind == interleaved_kind::q2_kx16) {  // 16 mins, the high nibbles
+                    for (int j = 0; j < 16; ++j)
+                        msum = _mm512_add_epi32(
+                            msum, _mm512_mullo_epi32(
+                                      _mm512_srli_epi32(bytes_to_i32(block + l.mins_at + 16 * j, false), 4),
+                                      _mm512_set1_epi32(xs[j])));
+                } else {
+                    for (int j = 0; j < 8; ++j)
+                        msum = _mm512_add_epi32(
+                            msum, _mm512_mullo_epi32(bytes_to_i32(block + l.mins_at + 16 * j, false),
+                                                     _mm512_set1_epi32(xs[2 * j] + xs[2 * j + 1])));
+                }
                 const float da = a.d[(c0 + c) * nb + b];
                 acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, _mm512_set1_ps(da)),
                                           acc[c]);
