@@ -1,38 +1,37 @@
 // src/backends/cpu/interleaved.h — weights repacked at load into groups of 16 interleaved rows, the
 // activation format their products read, and the group kernels of every ISA.
 //
-// Layout of a repacked q4_0 or q8_0 matrix [k, m] (m a multiple of 16, k of 32): the rows are taken
-// in groups of 16; a group stores its blocks in order, and block b of a group holds
+// Layout of a repacked matrix [k, m] (m a multiple of 16): the rows are taken in groups of 16; a
+// group stores its blocks in order. The 32-value types (q4_0, q4_1, q5_0, q5_1, q8_0): block b of
+// a group holds
 //   - the 16 rows' fp16 scales (32 bytes), row r at r (q4_1, q5_1: then the 16 fp16 mins);
 //   - the quants in slots of 64 bytes: slot s holds, for r = 0..15, bytes 4s..4s+3 of row r's
-//     block (q4_0: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high nibbles =
-//     elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128).
-// The K-quants (q4_K, q5_K, q6_K) keep 256-value super-blocks; block b of a group holds the 16 rows'
-// fp16 d (and q4_K's dmin), each sub-block's 16 integer scales (and q4_K's mins) a byte per row, a
-// plane of low nibbles in 32 slots (slot 8p + r: chunk 16p + r in the low nibbles, chunk 16p + 8 + r
-// in the high ones, chunk c = values 4c..4c+3) and, for q6_K, a plane of the two high bits in 16
-// slots (slot u: chunk u + 16v in bits 2v, 2v + 1), for q5_K a plane of the fifth bits in 8 slots
-// (slot u: chunk u + 8v in bit v). q2_K and q3_K keep their two low bits in a plane of 16 slots
-// laid out as q6_K's high bits (q2_K's 4-bit scale and min stay packed in one byte), and q3_K
-// its third bit in a plane of 8 slots laid out as q5_K's fifth bits.
-// q5_0 and q5_1 add after the nibbles a 64-byte plane of fifth bits: bit j of byte (row r, e) is
-// the fifth bit of element 4j + e.
+//     block (nibble types: 4 slots of packed nibbles, low nibbles = elements 4s..4s+3, high
+//     nibbles = elements 16+4s..16+4s+3; q8_0: 8 slots of elements 4s..4s+3, stored as q + 128);
+//   - q5_0 and q5_1: a 64-byte plane of fifth bits, bit j of byte (row r, e) for element 4j + e.
+// The K-quants keep 256-value super-blocks; block b of a group holds the 16 rows' fp16 d (and dmin
+// where the type has mins), each sub-block's 16 integer scales (and mins) a byte per row (q2_K's
+// 4-bit scale and min packed in one byte), and planes of quant bits in 64-byte slots, with chunk
+// c = values 4c..4c+3: q4_K / q5_K / q6_K a plane of low nibbles in 32 slots (slot 8p + r: chunk
+// 16p + r in the low nibbles, chunk 16p + 8 + r in the high ones); q6_K its two high bits in 16
+// slots (slot u: chunk u + 16v in bits 2v, 2v + 1); q5_K its fifth bit in 8 slots (slot u: chunk
+// u + 8v in bit v); q2_K / q3_K their two low bits in 16 slots laid out as q6_K's high bits, and
+// q3_K its third bit in 8 slots laid out as q5_K's fifth bits.
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
 // dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
-// layout's size exactly.
+// layout's, except where byte-wide scales and cache-line alignment add a little (interleaved_size).
 //
 // The result of every product is defined by one order of operations per output element, the same
 // for every ISA, tile shape, thread count and batch composition:
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
-//   (q4_1, q5_1: then acc = fma(float(sum of the block's activation quants), m_b * da_b, acc))
-// (K-quants: acc = fma(float(isum_b), dw_b * da_b, acc), then for q4_K
-// acc = fma(float(msum_b), -(dmin_b * da_b), acc), with isum_b = sum over sub-blocks of the integer
-// scale times the sub-block's integer dot product and msum_b = sum of the integer mins times the
-// activation sums)
-// where isum_b is the exact integer dot product of the block's weight values (q4_0: nibble - 8,
-// q8_0: q) with the activation's q8 values, dw_b the weight scale and da_b the activation scale
-// (both fp16 widened to float). Integer sums are exact in any order, so the kernels are free to
-// compute them however suits the ISA; the float steps are fixed.
+//   then, for q4_1 / q5_1:  acc = fma(float(xsum_b), m_b * da_b, acc)
+//   and for q2_K / q4_K / q5_K:  acc = fma(float(msum_b), -(dmin_b * da_b), acc)
+// where isum_b is the exact integer dot product of the block's weight values (the stored unsigned
+// quant minus the type's offset; for the K-quants the sum over sub-blocks of the integer scale times
+// the sub-block's dot product), xsum_b the sum of the block's activation quants, msum_b the sum of
+// the integer mins times the sub-blocks' activation sums, dw_b / m_b / dmin_b the weight's fp16
+// scales widened to float and da_b the activation scale. Integer sums are exact in any order, so
+// the kernels are free to compute them however suits the ISA; the float steps are fixed.
 #pragma once
 
 #include <cstddef>
