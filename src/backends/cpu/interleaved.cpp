@@ -72,18 +72,20 @@ const interleaved_layout layout_q2_k{interleaved_kind::q2_kx16,
                                      /*mins_at*/ 2 * scales_bytes,
                                      /*dmin_at*/ scales_bytes,
                                      16};
-// q3_K: d, 16 signed scales a byte per row, 16 slots of two-bit pairs, 8 slots of third bits
+// q3_K: 16 signed scales a byte per row, 8 slots of third bits, 16 slots of two-bit pairs (in the
+// order the kernels first touch them), then d
 const interleaved_layout layout_q3_k{interleaved_kind::q3_kx16,
                                      dtype::q3_k,
                                      256,
                                      scales_bytes + 16 * interleave_rows + 24 * slot_bytes,
                                      4,
-                                     /*low_at*/ scales_bytes + 16 * interleave_rows,
-                                     /*high_at*/ scales_bytes + 16 * interleave_rows + 16 * slot_bytes,
-                                     /*scales_at*/ scales_bytes,
+                                     /*low_at*/ 16 * interleave_rows + 8 * slot_bytes,
+                                     /*high_at*/ 16 * interleave_rows,
+                                     /*scales_at*/ 0,
                                      /*mins_at*/ 0,
                                      /*dmin_at*/ 0,
-                                     16};
+                                     16,
+                                     /*d_at*/ 16 * interleave_rows + 24 * slot_bytes};
 // q4_K: d, dmin, 8 scales and 8 mins a byte per row, 32 nibble slots
 const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      dtype::q4_k,
@@ -96,14 +98,15 @@ const interleaved_layout layout_q4_k{interleaved_kind::q4_kx16,
                                      /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
                                      /*dmin_at*/ scales_bytes,
                                      8};
-// q5_K: as q4_K, and 8 slots of fifth bits after the nibbles
+// q5_K: as q4_K, with 8 slots of fifth bits before the nibbles (the order in which the kernels
+// first touch them, so the hardware prefetcher follows a decode stream)
 const interleaved_layout layout_q5_k{interleaved_kind::q5_kx16,
                                      dtype::q5_k,
                                      256,
                                      2 * scales_bytes + 16 * interleave_rows + 40 * slot_bytes,
                                      0,
-                                     /*low_at*/ 2 * scales_bytes + 16 * interleave_rows,
-                                     /*high_at*/ 2 * scales_bytes + 16 * interleave_rows + 32 * slot_bytes,
+                                     /*low_at*/ 2 * scales_bytes + 16 * interleave_rows + 8 * slot_bytes,
+                                     /*high_at*/ 2 * scales_bytes + 16 * interleave_rows,
                                      /*scales_at*/ 2 * scales_bytes,
                                      /*mins_at*/ 2 * scales_bytes + 8 * interleave_rows,
                                      /*dmin_at*/ scales_bytes,

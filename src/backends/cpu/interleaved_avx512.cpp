@@ -122,27 +122,41 @@ template <interleaved_kind Kind>
     if constexpr (Kind == interleaved_kind::q6_kx16) {
         // the high bits first: q6_K's layout puts them before the nibbles, in first-touch order
         const uint8_t *high = block + l.high_at + 64 * 8 * (t & 1);
-        const __m512i low2 = _mm512_set1_epi8(0x03);
+        // bits 2v, 2v + 1 (v = t / 2) moved to bits 4, 5 with one shift and one mask
+        const __m512i bits45 = _mm512_set1_epi8(0x30);
+        const int v = t / 2;
         __m512i h[8];
-        for (int r = 0; r < 8; ++r)
-            h[r] = _mm512_slli_epi16(
-                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), 2 * (t / 2)), low2), 4);
-        for (int r = 0; r < 8; ++r)
-            w[r] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4),
-                h[r]);
+        for (int r = 0; r < 8; ++r) {
+            const __m512i raw = _mm512_loadu_si512(high + 64 * r);
+            const __m512i moved = v == 0   ? _mm512_slli_epi16(raw, 4)
+                                  : v == 1 ? _mm512_slli_epi16(raw, 2)
+                                  : v == 2 ? raw
+                                           : _mm512_srli_epi16(raw, 2);
+            h[r] = _mm512_and_si512(moved, bits45);
+        }
+        // (nibble & 0x0F) | high bits in one ternary-logic op
+        for (int r = 0; r < 8; ++r) {
+            const __m512i nib = (t & 1) ? _mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4)
+                                        : _mm512_loadu_si512(low + 64 * r);
+            w[r] = _mm512_ternarylogic_epi32(nib, low4, h[r], 0xEA);
+        }
     } else {
-        for (int r = 0; r < 8; ++r)
-            w[r] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
         if constexpr (Kind == interleaved_kind::q5_kx16) {
-            // the fifth bit of chunk 8t + r: slot r, bit t
+            // the fifth bit of chunk 8t + r: slot r, bit t, moved to bit 4 with one shift and one
+            // mask, then (nibble & 0x0F) | fifth bit in one ternary-logic op
             const uint8_t *high = block + l.high_at;
-            const __m512i one = _mm512_set1_epi8(0x01);
+            const __m512i bit4 = _mm512_set1_epi8(0x10);
+            for (int r = 0; r < 8; ++r) {
+                const __m512i raw = _mm512_loadu_si512(high + 64 * r);
+                const __m512i moved = t < 4 ? _mm512_slli_epi16(raw, 4 - t) : _mm512_srli_epi16(raw, t - 4);
+                const __m512i nib = (t & 1) ? _mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4)
+                                            : _mm512_loadu_si512(low + 64 * r);
+                w[r] = _mm512_ternarylogic_epi32(nib, low4, _mm512_and_si512(moved, bit4), 0xEA);
+            }
+        } else {
             for (int r = 0; r < 8; ++r)
-                w[r] = _mm512_or_si512(
-                    w[r],
-                    _mm512_slli_epi16(
-                        _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(high + 64 * r), t), one), 4));
+                w[r] =
+                    _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
         }
     }
 }
