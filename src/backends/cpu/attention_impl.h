@@ -42,8 +42,20 @@ namespace {
 //   scores(q, kt, stride, n, cells, out)
 //                                    out[j] = serial fma over d < n of q[d] * kt[d * stride + j], j < cells
 //                                    (cells a multiple of 16)
+//   transpose_k(k, row_bytes, type, head_k, cells, kt, stride, scratch)
+//                                    kt[d * stride + j] = K row j (at k + j * row_bytes) value d, as
+//                                    floats (pure data movement; scratch: head_k floats)
 //   weighted_sum(p, visible, n, vbuf, head_v, acc)
 //                                    acc[d] = serial fma over i < n of p[i] * vbuf[visible[i] * head_v + d]
+template <class Convert>
+void transpose_k_rows(Convert convert, const char *k, int64_t row_bytes, dtype type, int64_t head_k,
+                      int64_t j0, int64_t cells, float *kt, int64_t stride, float *row) {
+    for (int64_t j = j0; j < cells; ++j) {
+        convert(k + j * row_bytes, type, head_k, row);
+        for (int64_t d = 0; d < head_k; ++d) kt[d * stride + j] = row[d];
+    }
+}
+
 struct attention_loops_plain {
     static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
                        float *out) {
@@ -81,14 +93,11 @@ void run_attention_task(const attention_task &a) {
             }
     }
     const int64_t kt_stride = (needed + 15) / 16 * 16;
-    float *row = a.scores;  // a K row as floats, before it is transposed
-    for (int64_t j = 0; j < needed; ++j) {
-        Loops::convert(static_cast<const char *>(k.data) + j * int64_t(k.nb[1]) + a.g * int64_t(k.nb[2]),
-                       k.type, head_k, row);
-        for (int64_t d = 0; d < head_k; ++d) a.kbuf[d * kt_stride + j] = row[d];
+    Loops::transpose_k(static_cast<const char *>(k.data) + a.g * int64_t(k.nb[2]), int64_t(k.nb[1]), k.type,
+                       head_k, needed, a.kbuf, kt_stride, a.scores);
+    for (int64_t j = 0; j < needed; ++j)
         Loops::convert(static_cast<const char *>(v.data) + j * int64_t(v.nb[1]) + a.g * int64_t(v.nb[2]),
                        v.type, head_v, a.vbuf + j * head_v);
-    }
     for (int64_t d = 0; d < head_k; ++d)
         for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
 

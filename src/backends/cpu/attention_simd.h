@@ -30,6 +30,20 @@ struct simd_attention_loops {
         }
     }
 
+    // Blocks of 16 cells x 16 values transposed in registers where V can (V::transpose16), the rest
+    // one row at a time.
+    static void transpose_k(const char *k, int64_t row_bytes, dtype type, int64_t head_k, int64_t cells,
+                            float *kt, int64_t stride, float *scratch) {
+        int64_t j0 = 0;
+        if constexpr (V::can_transpose16) {
+            if (type == dtype::f16 && head_k % 16 == 0)
+                for (; j0 + 16 <= cells; j0 += 16)
+                    for (int64_t d0 = 0; d0 < head_k; d0 += 16)
+                        V::transpose16(k + j0 * row_bytes + d0 * 2, row_bytes, kt + d0 * stride + j0, stride);
+        }
+        transpose_k_rows(convert, k, row_bytes, type, head_k, j0, cells, kt, stride, scratch);
+    }
+
     // 64 cells at a time: independent chains
     static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
                        float *out) {

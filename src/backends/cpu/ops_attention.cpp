@@ -54,6 +54,10 @@ struct scalar_loops : attention_loops_plain {
         const auto *h = reinterpret_cast<const fp16_t *>(src);
         for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
     }
+    static void transpose_k(const char *k, int64_t row_bytes, dtype type, int64_t head_k, int64_t cells,
+                            float *kt, int64_t stride, float *scratch) {
+        transpose_k_rows(convert, k, row_bytes, type, head_k, 0, cells, kt, stride, scratch);
+    }
 };
 }  // namespace
 

@@ -18,6 +18,8 @@ struct ymm {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
+    static constexpr bool can_transpose16 = false;
+    static void transpose16(const char *, int64_t, float *, int64_t) {}
 };
 }  // namespace
 

@@ -18,6 +18,40 @@ struct zmm {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
     }
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
+    // 16 rows of 16 fp16 values (row i at src + i * row_bytes) to floats, transposed: value d of row
+    // i to dst[d * stride + i].
+    static constexpr bool can_transpose16 = true;
+    static void transpose16(const char *src, int64_t row_bytes, float *dst, int64_t stride) {
+        __m512 r[16], t[16];
+        for (int i = 0; i < 16; ++i)
+            r[i] =
+                _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i * row_bytes)));
+        // 32-bit interleave of row pairs, then 64-bit interleave of pair pairs: u[4k + m], 128-bit lane
+        // L, holds value 4L + m of rows 4k .. 4k + 3
+        for (int k = 0; k < 8; ++k) {
+            t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+            t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+        }
+        for (int k = 0; k < 4; ++k) {
+            const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 1]);
+            const __m512d c = _mm512_castps_pd(t[4 * k + 2]), d = _mm512_castps_pd(t[4 * k + 3]);
+            r[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+            r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+            r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+            r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+        }
+        // then the 128-bit lanes: value 4L + m of all 16 rows
+        for (int m = 0; m < 4; ++m) {
+            const __m512 v02 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88),
+                         w02 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+            const __m512 v13 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD),
+                         w13 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+            _mm512_storeu_ps(dst + (0 + m) * stride, _mm512_shuffle_f32x4(v02, w02, 0x88));
+            _mm512_storeu_ps(dst + (8 + m) * stride, _mm512_shuffle_f32x4(v02, w02, 0xDD));
+            _mm512_storeu_ps(dst + (4 + m) * stride, _mm512_shuffle_f32x4(v13, w13, 0x88));
+            _mm512_storeu_ps(dst + (12 + m) * stride, _mm512_shuffle_f32x4(v13, w13, 0xDD));
+        }
+    }
 };
 }  // namespace
 
