@@ -21,6 +21,9 @@
 
 namespace weft::cpu {
 
+// Query heads of one KV head computed together, so each K and V row read serves all of them.
+constexpr int attention_heads_per_pass = 4;
+
 struct attention_task {
     const tensor *q, *k, *v, *mask;
     tensor *dst;
@@ -31,7 +34,8 @@ struct attention_task {
     // (n_kv x head_v), scores of every cell and of the visible ones, visible cells (n_kv each)
     float *kbuf, *vbuf, *scores, *visible_scores;
     int32_t *visible;
-    float *acc;  // head_v floats
+    float *acc;  // head_v floats per head of a batch (attention_heads_per_pass)
+    int64_t scores_stride = 0, acc_stride = 0;  // floats between the heads' scores / accumulators
 };
 
 // Internal linkage: every ISA build gets its own copy (see canonical_math.h).
@@ -55,6 +59,19 @@ void transpose_k_rows(Convert convert, const char *k, int64_t row_bytes, dtype t
         for (int64_t d = 0; d < head_k; ++d) kt[d * stride + j] = row[d];
     }
 }
+
+// The multi-head forms run the single-head loops head by head (same operations per element).
+template <class Loops>
+struct attention_heads {
+    static void scores(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
+                       int64_t cells, float *const *out) {
+        for (int h = 0; h < nh; ++h) Loops::scores(q[h], kt, stride, n, cells, out[h]);
+    }
+    static void weighted_sum(const float *const *p, int nh, const int32_t *visible, int64_t n,
+                             const float *vbuf, int64_t head_v, float *const *acc) {
+        for (int h = 0; h < nh; ++h) Loops::weighted_sum(p[h], visible, n, vbuf, head_v, acc[h]);
+    }
+};
 
 struct attention_loops_plain {
     static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
@@ -109,27 +126,43 @@ void run_attention_task(const attention_task &a) {
                 a.visible[n_visible++] = int32_t(j);
                 last = j + 1;
             }
-        for (int64_t h = a.g * group; h < (a.g + 1) * group; ++h) {
-            float *out = static_cast<float *>(a.dst->data) + (t * n_head + h) * head_v;
+        for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
+            const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
             if (n_visible == 0) {
-                for (int64_t d = 0; d < head_v; ++d) out[d] = 0.0f;
+                for (int i = 0; i < nh; ++i) {
+                    float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + i) * head_v;
+                    for (int64_t d = 0; d < head_v; ++d) out[d] = 0.0f;
+                }
                 continue;
             }
-            const auto *qr = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
-                                                             t * int64_t(q.nb[1]) + h * int64_t(q.nb[2]));
-            Loops::scores(qr, a.kbuf, kt_stride, head_k, (last + 15) / 16 * 16, a.scores);
-            float max = hidden;
-            for (int64_t i = 0; i < n_visible; ++i) {
-                const int64_t j = a.visible[i];
-                const float s = a.scores[j] * a.scale + m[j];
-                a.visible_scores[i] = s;
-                max = std::max(max, s);
+            const float *qs[attention_heads_per_pass];
+            float *scores[attention_heads_per_pass], *probs[attention_heads_per_pass],
+                *accs[attention_heads_per_pass];
+            float inv_l[attention_heads_per_pass];
+            for (int i = 0; i < nh; ++i) {
+                qs[i] = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
+                                                        t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
+                scores[i] = a.scores + i * a.scores_stride;
+                probs[i] = a.visible_scores + i * a.scores_stride;
+                accs[i] = a.acc + i * a.acc_stride;
             }
-            for (int64_t i = 0; i < n_visible; ++i)
-                a.visible_scores[i] = exp_canonical(a.visible_scores[i] - max);
-            const float inv_l = 1.0f / sum_canonical(a.visible_scores, n_visible);
-            Loops::weighted_sum(a.visible_scores, a.visible, n_visible, a.vbuf, head_v, a.acc);
-            for (int64_t d = 0; d < head_v; ++d) out[d] = a.acc[d] * inv_l;
+            Loops::scores_heads(qs, nh, a.kbuf, kt_stride, head_k, (last + 15) / 16 * 16, scores);
+            for (int h = 0; h < nh; ++h) {
+                float max = hidden;
+                for (int64_t i = 0; i < n_visible; ++i) {
+                    const int64_t j = a.visible[i];
+                    const float s = scores[h][j] * a.scale + m[j];
+                    probs[h][i] = s;
+                    max = std::max(max, s);
+                }
+                for (int64_t i = 0; i < n_visible; ++i) probs[h][i] = exp_canonical(probs[h][i] - max);
+                inv_l[h] = 1.0f / sum_canonical(probs[h], n_visible);
+            }
+            Loops::weighted_sum_heads(probs, nh, a.visible, n_visible, a.vbuf, head_v, accs);
+            for (int h = 0; h < nh; ++h) {
+                float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + h) * head_v;
+                for (int64_t d = 0; d < head_v; ++d) out[d] = accs[h][d] * inv_l[h];
+            }
         }
     }
 }

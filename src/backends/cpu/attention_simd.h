@@ -4,6 +4,7 @@
 // plain loops' bit for bit.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -63,6 +64,87 @@ struct simd_attention_loops {
             auto acc = V::zero();
             for (int64_t d = 0; d < n; ++d) acc = V::fma(V::set1(q[d]), V::load(kt + d * stride + j), acc);
             V::store(out + j, acc);
+        }
+    }
+
+    // Several query heads against the same K and V rows: each row read serves all of them.
+    template <int NH>
+    static void scores_nh(const float *const *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
+                          float *const *out) {
+        constexpr int vectors = 16 / w;  // 16 cells
+        for (int64_t j = 0; j < cells; j += 16) {
+            typename V::type acc[NH][vectors];
+            for (int h = 0; h < NH; ++h)
+                for (int c = 0; c < vectors; ++c) acc[h][c] = V::zero();
+            for (int64_t d = 0; d < n; ++d) {
+                typename V::type kv[vectors];
+                for (int c = 0; c < vectors; ++c) kv[c] = V::load(kt + d * stride + j + w * c);
+                for (int h = 0; h < NH; ++h) {
+                    const auto qd = V::set1(q[h][d]);
+                    for (int c = 0; c < vectors; ++c) acc[h][c] = V::fma(qd, kv[c], acc[h][c]);
+                }
+            }
+            for (int h = 0; h < NH; ++h)
+                for (int c = 0; c < vectors; ++c) V::store(out[h] + j + w * c, acc[h][c]);
+        }
+    }
+    static void scores_heads(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
+                             int64_t cells, float *const *out) {
+        switch (nh) {
+            case 4:
+                return scores_nh<4>(q, kt, stride, n, cells, out);
+            case 3:
+                return scores_nh<3>(q, kt, stride, n, cells, out);
+            case 2:
+                return scores_nh<2>(q, kt, stride, n, cells, out);
+            default:
+                return scores(q[0], kt, stride, n, cells, out[0]);
+        }
+    }
+
+    template <int NH>
+    static void weighted_sum_nh(const float *const *p, const int32_t *visible, int64_t n, const float *vbuf,
+                                int64_t head_v, float *const *acc_out) {
+        constexpr int vectors = 4;
+        int64_t d0 = 0;
+        for (; d0 + vectors * w <= head_v; d0 += vectors * w) {
+            typename V::type acc[NH][vectors];
+            for (int h = 0; h < NH; ++h)
+                for (int c = 0; c < vectors; ++c) acc[h][c] = V::zero();
+            for (int64_t i = 0; i < n; ++i) {
+                const float *v = vbuf + int64_t(visible[i]) * head_v + d0;
+                typename V::type vv[vectors];
+                for (int c = 0; c < vectors; ++c) vv[c] = V::load(v + w * c);
+                for (int h = 0; h < NH; ++h) {
+                    const auto pi = V::set1(p[h][i]);
+                    for (int c = 0; c < vectors; ++c) acc[h][c] = V::fma(pi, vv[c], acc[h][c]);
+                }
+            }
+            for (int h = 0; h < NH; ++h)
+                for (int c = 0; c < vectors; ++c) V::store(acc_out[h] + d0 + w * c, acc[h][c]);
+        }
+        for (int h = 0; h < NH; ++h)
+            for (int64_t d = d0; d < head_v; ++d) {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < n; ++i)
+                    acc = std::fma(p[h][i], vbuf[int64_t(visible[i]) * head_v + d], acc);
+                acc_out[h][d] = acc;
+            }
+    }
+    static void weighted_sum_heads(const float *const *p, int nh, const int32_t *visible, int64_t n,
+                                   const float *vbuf, int64_t head_v, float *const *acc) {
+        // AVX2 has 16 registers: two heads at a time there
+        constexpr int most = w == 16 ? 4 : 2;
+        for (int h = 0; h < nh; h += most) {
+            const int k = std::min(most, nh - h);
+            if (k >= 4)
+                weighted_sum_nh<4>(p + h, visible, n, vbuf, head_v, acc + h);
+            else if (k == 3)
+                weighted_sum_nh<3>(p + h, visible, n, vbuf, head_v, acc + h);
+            else if (k == 2)
+                weighted_sum_nh<2>(p + h, visible, n, vbuf, head_v, acc + h);
+            else
+                weighted_sum(p[h], visible, n, vbuf, head_v, acc[h]);
         }
     }
 

@@ -19,17 +19,22 @@ constexpr int64_t tokens_per_task = 64;
 
 struct attention_scratch {
     size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, per_thread = 0;
+    size_t scores_stride = 0, acc_stride = 0;  // floats
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
         const size_t n_kv = size_t(k.ne[1]), n_kv16 = (n_kv + 15) / 16 * 16;
         kbuf = 0;
         vbuf = kbuf + pad_to_cache_line(n_kv16 * size_t(k.ne[0]) * sizeof(float));
+        // per head of a pass: the scores of every cell (n_kv rounded up to 16, at least head_k: the
+        // first also holds one K row), then of the visible cells; the accumulators of head_v values
+        scores_stride = pad_to_cache_line(std::max(n_kv16, size_t(k.ne[0])) * sizeof(float)) / sizeof(float);
+        acc_stride = pad_to_cache_line(size_t(v.ne[0]) * sizeof(float)) / sizeof(float);
+        const size_t heads = attention_heads_per_pass;
         scores = vbuf + pad_to_cache_line(n_kv * size_t(v.ne[0]) * sizeof(float));
-        // scores of every cell (n_kv rounded up to 16), also used for one K row (head_k floats)
-        visible_scores = scores + pad_to_cache_line(std::max(n_kv16, size_t(k.ne[0])) * sizeof(float));
-        visible = visible_scores + pad_to_cache_line(n_kv * sizeof(float));
+        visible_scores = scores + heads * scores_stride * sizeof(float);
+        visible = visible_scores + heads * scores_stride * sizeof(float);
         acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
-        per_thread = acc + pad_to_cache_line(size_t(v.ne[0]) * sizeof(float));
+        per_thread = acc + heads * acc_stride * sizeof(float);
     }
 };
 
@@ -45,7 +50,15 @@ task_fn best_task_fn() {
 }  // namespace
 
 namespace {
-struct scalar_loops : attention_loops_plain {
+struct scalar_loops : attention_loops_plain, attention_heads<attention_loops_plain> {
+    static void scores_heads(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
+                             int64_t cells, float *const *out) {
+        attention_heads<attention_loops_plain>::scores(q, nh, kt, stride, n, cells, out);
+    }
+    static void weighted_sum_heads(const float *const *p, int nh, const int32_t *visible, int64_t n,
+                                   const float *vbuf, int64_t head_v, float *const *acc) {
+        attention_heads<attention_loops_plain>::weighted_sum(p, nh, visible, n, vbuf, head_v, acc);
+    }
     static void convert(const char *src, dtype t, int64_t n, float *out) {
         if (t == dtype::f32) {
             std::memcpy(out, src, size_t(n) * sizeof(float));
@@ -89,6 +102,8 @@ void compute_attention(const compute_params &p, tensor &dst) {
                         reinterpret_cast<float *>(mine + layout.visible_scores),
                         reinterpret_cast<int32_t *>(mine + layout.visible),
                         reinterpret_cast<float *>(mine + layout.acc)};
+    task.scores_stride = int64_t(layout.scores_stride);
+    task.acc_stride = int64_t(layout.acc_stride);
     const task_fn run = best_task_fn();
     const int64_t blocks = (n_tokens + tokens_per_task - 1) / tokens_per_task;
     for (int64_t t = next_task->fetch_add(1); t < blocks * n_head_kv; t = next_task->fetch_add(1)) {
