@@ -40,8 +40,8 @@ std::vector<char> random_weights(dtype t, int64_t rows, int64_t k, size_t stride
 
 TEST(CpuFloatMm, EveryIsaEqualsScalarBitForBit) {
     int isas_run = 0;
-    for (auto isa : {cpu::float_mm_isa::avx2, cpu::float_mm_isa::avx512}) {
-        if (!cpu::float_mm_isa_supported(isa)) continue;
+    for (auto isa : {cpu::simd_level::avx2, cpu::simd_level::avx512}) {
+        if (!cpu::simd_level_supported(isa)) continue;
         ++isas_run;
         for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
             for (int64_t k : {1, 15, 16, 17, 67, 200}) {

@@ -143,8 +143,8 @@ TEST(CpuInterleaved, ScalarKernelMatchesDoublePrecision) {
 TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     const int64_t k = 768, m = 32;
     int isas_run = 0;
-    for (auto isa : {cpu::interleaved_isa::avx2, cpu::interleaved_isa::avx512vnni}) {
-        if (!cpu::interleaved_isa_supported(isa)) continue;
+    for (auto isa : {cpu::simd_level::avx2, cpu::simd_level::avx512_vnni}) {
+        if (!cpu::simd_level_supported(isa)) continue;
         ++isas_run;
         for (dtype type : interleaved_types) {
             SCOPED_TRACE(std::string(type_name(type)) + " isa " + std::to_string(int(isa)));

@@ -16,15 +16,15 @@ using namespace weft::test;
 
 namespace {
 
-using cpu::row_isa;
+using cpu::simd_level;
 
 bool simd_available() {
-    return cpu::row_isa_supported(row_isa::avx2);
+    return cpu::simd_level_supported(simd_level::avx2);
 }
 
 // The AVX2 table's entry, whatever row_traits_of() currently serves.
 const quant_traits &avx2_traits(dtype t) {
-    return cpu::row_traits_at(t, row_isa::avx2);
+    return cpu::row_traits_at(t, simd_level::avx2);
 }
 
 #define REQUIRE_SIMD()                                                                                \
@@ -111,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(ActivationTypes, SimdFromFloat,
 TEST(SimdToFloat, HalfConversionMatchesTheReference) {
     REQUIRE_SIMD();
     const to_float_fn to_float = avx2_traits(dtype::f16).to_float;
-    ASSERT_NE(to_float, cpu::row_traits_at(dtype::f16, row_isa::scalar).to_float)
+    ASSERT_NE(to_float, cpu::row_traits_at(dtype::f16, simd_level::scalar).to_float)
         << "f16 has no SIMD conversion";
     std::vector<fp16_t> every(0x10000);
     for (uint32_t h = 0; h < 0x10000; ++h) every[h] = fp16_t(h);

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/simd_level.h"
 #include "weft/backends/cpu.h"
-#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -35,12 +35,9 @@ double cpu_read_bandwidth(int n_threads, size_t bytes, int passes) {
     std::unique_ptr<std::byte, decltype(&std::free)> buf(
         static_cast<std::byte *>(std::aligned_alloc(64, total)), &std::free);
     if (!buf) throw error("[cpu] bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
-    const cpu_features &f = host_cpu_features();
-    uint64_t (*read_all)(const void *, size_t) = cpu::read_all_scalar;
-    if (f.avx512f)
-        read_all = cpu::read_all_avx512;
-    else if (f.avx2)
-        read_all = cpu::read_all_avx2;
+    using read_fn = uint64_t (*)(const void *, size_t);
+    const read_fn read_all =
+        cpu::best_of<read_fn>({cpu::read_all_scalar, cpu::read_all_avx2, cpu::read_all_avx512});
 
     std::vector<uint64_t> sinks(size_t(n_threads) * 8);
     auto on_every_thread = [&](auto &&fn) {

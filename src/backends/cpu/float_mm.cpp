@@ -1,10 +1,12 @@
 // src/backends/cpu/float_mm.cpp — the scalar float tile (the oracle) and the run-time ISA choice.
 #include "backends/cpu/float_mm.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <cmath>
 #include <cstring>
 
-#include "weft/core/cpu_features.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 
@@ -99,53 +101,22 @@ void float_groups_scalar(dtype wtype, const char *groups, size_t group_stride, i
             }
 }
 
-float_group_fn float_groups_at(float_mm_isa isa) {
-    switch (isa) {
-        case float_mm_isa::scalar:
-            return float_groups_scalar;
-        case float_mm_isa::avx2:
-            return float_groups_avx2;
-        case float_mm_isa::avx512:
-            return float_groups_avx512;
-    }
-    return float_groups_scalar;
+float_group_fn float_groups_at(simd_level level) {
+    const float_group_fn by_level[] = {float_groups_scalar, float_groups_avx2, float_groups_avx512};
+    return by_level[std::min(size_t(level), std::size(by_level) - 1)];
 }
 
 float_group_fn best_float_groups() {
-    for (float_mm_isa isa : {float_mm_isa::avx512, float_mm_isa::avx2})
-        if (float_mm_isa_supported(isa)) return float_groups_at(isa);
-    return float_groups_scalar;
+    return best_of({float_groups_scalar, float_groups_avx2, float_groups_avx512});
 }
 
-bool float_mm_isa_supported(float_mm_isa isa) {
-    const cpu_features &f = host_cpu_features();
-    switch (isa) {
-        case float_mm_isa::scalar:
-            return true;
-        case float_mm_isa::avx2:
-            return f.avx2 && f.fma && f.f16c;
-        case float_mm_isa::avx512:
-            return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl;
-    }
-    return false;
-}
-
-float_tile_fn float_tile_at(float_mm_isa isa) {
-    switch (isa) {
-        case float_mm_isa::scalar:
-            return float_tile_scalar;
-        case float_mm_isa::avx2:
-            return float_tile_avx2;
-        case float_mm_isa::avx512:
-            return float_tile_avx512;
-    }
-    return float_tile_scalar;
+float_tile_fn float_tile_at(simd_level level) {
+    const float_tile_fn by_level[] = {float_tile_scalar, float_tile_avx2, float_tile_avx512};
+    return by_level[std::min(size_t(level), std::size(by_level) - 1)];
 }
 
 float_tile_fn best_float_tile() {
-    for (float_mm_isa isa : {float_mm_isa::avx512, float_mm_isa::avx2})
-        if (float_mm_isa_supported(isa)) return float_tile_at(isa);
-    return float_tile_scalar;
+    return best_of({float_tile_scalar, float_tile_avx2, float_tile_avx512});
 }
 
 }  // namespace weft::cpu

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/simd_level.h"
 #include "weft/core/tensor.h"
 #include "weft/core/type.h"
 
@@ -30,9 +31,8 @@ void float_tile_avx2(dtype wtype, const char *a, size_t a_stride, int64_t n_rows
 void float_tile_avx512(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,
                        size_t x_stride, int64_t n_cols, int64_t k, float *dst, size_t dst_stride);
 
-enum class float_mm_isa { scalar, avx2, avx512 };
-bool float_mm_isa_supported(float_mm_isa isa);
-float_tile_fn float_tile_at(float_mm_isa isa);
+// The build of one level (only call it where simd_level_supported), and the best for this CPU.
+float_tile_fn float_tile_at(simd_level level);
 float_tile_fn best_float_tile();  // scalar under WEFT_FORCE_SCALAR
 
 // --- float weights repacked into groups of 16 rows (weights repacked at load, like interleaved.h) ---
@@ -66,7 +66,7 @@ void float_groups_avx2(dtype wtype, const char *groups, size_t group_stride, int
                        const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
 void float_groups_avx512(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
                          const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
-float_group_fn float_groups_at(float_mm_isa isa);
+float_group_fn float_groups_at(simd_level level);
 float_group_fn best_float_groups();
 
 // Calls fn(std::integral_constant<dtype, T>{}) with T the float weight type t (f16, bf16, else

@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/quant/blocks.h"
@@ -456,35 +455,15 @@ void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, cons
     }
 }
 
-bool interleaved_isa_supported(interleaved_isa isa) {
-    const cpu_features &f = host_cpu_features();
-    switch (isa) {
-        case interleaved_isa::scalar:
-            return true;
-        case interleaved_isa::avx2:
-            return f.avx2 && f.fma && f.f16c;
-        case interleaved_isa::avx512vnni:
-            return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
-    }
-    return false;
-}
-
-group_kernel_fn group_kernel_at(interleaved_isa isa) {
-    switch (isa) {
-        case interleaved_isa::scalar:
-            return group_kernel_scalar;
-        case interleaved_isa::avx2:
-            return group_kernel_avx2;
-        case interleaved_isa::avx512vnni:
-            return group_kernel_avx512vnni;
-    }
-    return group_kernel_scalar;
+group_kernel_fn group_kernel_at(simd_level level) {
+    // AVX-512 without VNNI runs the AVX2 build
+    const group_kernel_fn by_level[] = {group_kernel_scalar, group_kernel_avx2, group_kernel_avx2,
+                                        group_kernel_avx512vnni};
+    return by_level[size_t(level)];
 }
 
 group_kernel_fn best_group_kernel() {
-    for (interleaved_isa isa : {interleaved_isa::avx512vnni, interleaved_isa::avx2})
-        if (interleaved_isa_supported(isa)) return group_kernel_at(isa);
-    return group_kernel_scalar;
+    return group_kernel_at(best_simd_level());
 }
 
 }  // namespace weft::cpu

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/simd_level.h"
 #include "weft/core/tensor.h"
 
 namespace weft::cpu {
@@ -119,11 +120,9 @@ struct q8_rows {
 using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
                                  int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
 
-enum class interleaved_isa { scalar, avx2, avx512vnni };
-bool interleaved_isa_supported(interleaved_isa isa);
 // The kernel of one ISA (only call it where supported), and the best one for this CPU (scalar
 // under WEFT_FORCE_SCALAR).
-group_kernel_fn group_kernel_at(interleaved_isa isa);
+group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
 
 // The ISA kernels (interleaved_*.cpp).

@@ -7,7 +7,7 @@
 
 #include "backends/cpu/attention_impl.h"
 #include "backends/cpu/kernels.h"
-#include "weft/core/cpu_features.h"
+#include "backends/cpu/simd_level.h"
 #include "weft/core/fp16.h"
 
 namespace weft::cpu {
@@ -41,10 +41,7 @@ struct attention_scratch {
 using task_fn = void (*)(const attention_task &);
 
 task_fn best_task_fn() {
-    const cpu_features &f = host_cpu_features();
-    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma && f.f16c) return attention_task_avx512;
-    if (f.avx2 && f.fma && f.f16c) return attention_task_avx2;
-    return attention_task_scalar;
+    return best_of({attention_task_scalar, attention_task_avx2, attention_task_avx512});
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 
 #include <array>
 
-#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -46,26 +45,15 @@ traits_table make_avx2_table() {
 
 }  // namespace
 
-bool row_isa_supported(row_isa level) {
-    const cpu_features &f = host_cpu_features();
-    switch (level) {
-        case row_isa::scalar:
-            return true;
-        case row_isa::avx2:
-            return f.avx2 && f.fma && f.f16c;
-    }
-    return false;
-}
-
-const quant_traits &row_traits_at(dtype t, row_isa level) {
+const quant_traits &row_traits_at(dtype t, simd_level level) {
     WEFT_ASSERT(has_quant_traits(t));
     static const traits_table scalar_table = make_scalar_table();
     static const traits_table avx2_table = make_avx2_table();
-    return (level == row_isa::avx2 ? avx2_table : scalar_table)[size_t(t)];
+    return (level >= simd_level::avx2 ? avx2_table : scalar_table)[size_t(t)];
 }
 
 const quant_traits &row_traits_of(dtype t) {
-    return row_traits_at(t, row_isa_supported(row_isa::avx2) ? row_isa::avx2 : row_isa::scalar);
+    return row_traits_at(t, best_simd_level());
 }
 
 }  // namespace weft::cpu

@@ -5,15 +5,14 @@
 
 #include <cstdint>
 
+#include "backends/cpu/simd_level.h"
 #include "weft/quant/quant.h"
 
 namespace weft::cpu {
 
-enum class row_isa { scalar, avx2 };
-bool row_isa_supported(row_isa level);
-// The traits of type t at one level (entries without a kernel of that level fall back to the
-// reference); only call its functions when row_isa_supported(level).
-const quant_traits &row_traits_at(dtype t, row_isa level);
+// The traits of type t at one level (levels above AVX2 use the AVX2 kernels; entries without a
+// kernel of their own are the reference); only call its functions when simd_level_supported.
+const quant_traits &row_traits_at(dtype t, simd_level level);
 // The best level this CPU supports (the reference under WEFT_FORCE_SCALAR).
 const quant_traits &row_traits_of(dtype t);
 
