@@ -32,16 +32,11 @@ inline float exp_canonical(float x) {
     return x < -87.3f ? 0.0f : p * scale;
 }
 
-// Dot product in 16 lanes (value i to lane i % 16, fma in order), then the lane tree: the order
-// of float_mm.h, so a dot computed here equals the same dot computed by a matrix product.
-inline float dot_canonical(const float *a, const float *b, int64_t n) {
-    float lanes[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; ++l) lanes[l] = std::fma(a[i + l], b[i + l], lanes[l]);
-    for (int l = 0; i + l < n; ++l) lanes[l] = std::fma(a[i + l], b[i + l], lanes[l]);
+// The lane tree of 16 partial sums: s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], then
+// (s4[0] + s4[2]) + (s4[1] + s4[3]) — the order of the float tiles (float_mm.h) and of the sums here.
+inline float sum_lanes_16(const float a[16]) {
     float s8[8], s4[4];
-    for (int l = 0; l < 8; ++l) s8[l] = lanes[l] + lanes[l + 8];
+    for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
     for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
@@ -53,10 +48,7 @@ inline float sum_canonical(const float *a, int64_t n) {
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; ++l) lanes[l] += a[i + l];
     for (int l = 0; i + l < n; ++l) lanes[l] += a[i + l];
-    float s8[8], s4[4];
-    for (int l = 0; l < 8; ++l) s8[l] = lanes[l] + lanes[l + 8];
-    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
-    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    return sum_lanes_16(lanes);
 }
 
 }  // namespace

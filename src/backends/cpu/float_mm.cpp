@@ -2,11 +2,11 @@
 #include "backends/cpu/float_mm.h"
 
 #include <algorithm>
-#include <iterator>
-
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
+#include "backends/cpu/canonical_math.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 

@@ -87,13 +87,4 @@ inline bool is_float_weight(dtype t) {
     return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16;
 }
 
-// The canonical lane tree of 16 partial sums.
-inline float sum_lanes_16(const float a[16]) {
-    float s8[8], s4[4], s2[2];
-    for (int l = 0; l < 8; ++l) s8[l] = a[l] + a[l + 8];
-    for (int l = 0; l < 4; ++l) s4[l] = s8[l] + s8[l + 4];
-    for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
-    return s2[0] + s2[1];
-}
-
 }  // namespace weft::cpu
