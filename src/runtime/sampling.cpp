@@ -300,6 +300,26 @@ class penalties_sampler final : public sampler {
     std::unordered_map<token, int32_t> counts_;  // occurrences in window_, only ids with count > 0
 };
 
+// Adds a bias to the logits of some tokens (-inf bans them). The candidates are looked up by id, so
+// it works on arrays that earlier samplers shrank or reordered.
+class logit_bias_sampler final : public sampler {
+  public:
+    explicit logit_bias_sampler(std::vector<std::pair<token, float>> biases) {
+        for (const auto &[id, bias] : biases) biases_[id] += bias;
+    }
+    const char *name() const override { return "logit-bias"; }
+    void apply(token_data_array &cur) override {
+        if (biases_.empty()) return;
+        for (auto &c : cur.data)
+            if (const auto it = biases_.find(c.id); it != biases_.end()) c.logit += it->second;
+        cur.sorted = false;
+    }
+    std::unique_ptr<sampler> clone() const override { return std::make_unique<logit_bias_sampler>(*this); }
+
+  private:
+    std::unordered_map<token, float> biases_;
+};
+
 void check_probability(const char *what, float p) {
     if (!(p >= 0.0f && p <= 1.0f))
         throw error("sampling parameters: " + std::string(what) + " is " + std::to_string(p) +
@@ -421,6 +441,12 @@ std::unique_ptr<sampler> make_penalties(int32_t last_n, float repeat, float freq
     return std::make_unique<penalties_sampler>(last_n, repeat, freq, present);
 }
 
+std::unique_ptr<sampler> make_logit_bias(std::vector<std::pair<token, float>> biases) {
+    for (const auto &[id, bias] : biases)
+        if (std::isnan(bias)) throw error("logit bias of token " + std::to_string(id) + " is NaN");
+    return std::make_unique<logit_bias_sampler>(std::move(biases));
+}
+
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params) {
     if (std::isnan(params.temp)) throw error("sampling parameters: temp is NaN");
     check_probability("top_p", params.top_p);
@@ -433,6 +459,7 @@ std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params)
         throw error("sampling parameters: penalty_freq / penalty_present is NaN");
 
     auto chain = std::make_unique<sampler_chain>();
+    if (!params.logit_bias.empty()) chain->add(make_logit_bias(params.logit_bias));
     chain->add(make_penalties(params.penalty_last_n, params.penalty_repeat, params.penalty_freq,
                               params.penalty_present));
     if (params.temp <= 0.0f) {

@@ -65,6 +65,25 @@ TEST(Sampling, GreedyPicksArgmaxAndFirstOnTies) {
     EXPECT_EQ(make_greedy()->sample(tied.data(), 4), 1);
 }
 
+TEST(Sampling, LogitBiasShiftsAndBansTokens) {
+    const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.5f};
+    auto cur = token_data_array_from_logits(logits.data(), 4);
+    // id 1 banned, id 3 raised twice (the biases add up)
+    make_logit_bias({{1, -std::numeric_limits<float>::infinity()}, {3, 1.0f}, {3, 1.5f}})->apply(cur);
+    EXPECT_EQ(cur.data[1].logit, -std::numeric_limits<float>::infinity());
+    EXPECT_FLOAT_EQ(cur.data[3].logit, 3.0f);
+    EXPECT_FLOAT_EQ(cur.data[0].logit, 1.0f);
+
+    sampling_params p;
+    p.temp = 0.0f;
+    p.logit_bias = {{1, -std::numeric_limits<float>::infinity()}};
+    auto chain = make_sampler_chain(p);
+    EXPECT_EQ(chain->describe().rfind("logit-bias", 0), 0u) << chain->describe();
+    EXPECT_EQ(chain->sample(logits.data(), 4), 2);  // the best one is banned: the second best
+    p.logit_bias = {{0, std::nanf("")}};
+    EXPECT_THROW(make_sampler_chain(p), error);
+}
+
 TEST(Sampling, TopKKeepsLargestAndZeroIsOff) {
     const std::vector<float> logits = {1.0f, 4.0f, 2.0f, 3.0f};
     auto cur = candidates(logits);

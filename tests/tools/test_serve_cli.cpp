@@ -23,12 +23,12 @@
 #include <thread>
 #include <vector>
 
-// the serve command's text helpers (header-only, standard library only)
-#include "../../tools/weft/generation.h"
+// the engine layer's text helpers (header-only, standard library only)
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/serving/text.h"
 
 namespace {
 
@@ -149,7 +149,8 @@ class served_model {
     int exit_status_ = 0;
 };
 
-constexpr uint32_t test_n_ctx = 128;
+constexpr uint32_t test_n_ctx = 128;  // per slot
+constexpr uint32_t test_slots = 4;
 
 // One synthetic model and one server for the whole suite: both are made once, the server ended
 // (and the directory removed) when the suite ends, whatever happened in between.
@@ -165,8 +166,9 @@ class ServeCli : public ::testing::Test {
             "> /dev/null 2>&1";
         if (std::system(synth.c_str()) != 0) return;
         server_ = new served_model(
-            *dir_, {"-m", *model_path_, "--host", "127.0.0.1", "--port", "0", "-c",
-                    std::to_string(test_n_ctx), "-t", "2", "-n", "16", "--chat-template", "chatml"});
+            *dir_, {"-m", *model_path_, "--host", "127.0.0.1", "--port", "0", "-np",
+                    std::to_string(test_slots), "-c", std::to_string(test_slots * test_n_ctx), "-t", "2",
+                    "-n", "16", "--chat-template", "chatml"});
     }
     static void TearDownTestSuite() {
         delete server_;
@@ -235,7 +237,9 @@ class ServeCli : public ::testing::Test {
 
     static bool healthy_now() {
         auto res = server_->client().Get("/health");
-        return res && res->status == 200 && json::parse(res->body, nullptr, false) == json{{"status", "ok"}};
+        if (!res || res->status != 200) return false;
+        const json body = json::parse(res->body, nullptr, false);
+        return body.is_object() && body.value("status", "") == "ok";
     }
 
     // The oracle: the greedy continuation computed here with the engine itself, token by token.
@@ -275,8 +279,8 @@ class ServeCli : public ::testing::Test {
 };
 
 TEST(ServeText, Utf8BoundariesAndSanitizing) {
-    using weft::tool::utf8_complete_prefix;
-    using weft::tool::utf8_sanitize;
+    using weft::serving::utf8_complete_prefix;
+    using weft::serving::utf8_sanitize;
     EXPECT_EQ(utf8_complete_prefix("abc"), 3u);
     EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82"), 2u);      // "€" still waiting for its last byte
     EXPECT_EQ(utf8_complete_prefix("ab\xE2\x82\xAC"), 5u);  // complete
@@ -301,8 +305,8 @@ TEST(ServeText, Utf8BoundariesAndSanitizing) {
 }
 
 TEST(ServeText, StopStrings) {
-    using weft::tool::find_stop;
-    using weft::tool::stop_prefix_overlap;
+    using weft::serving::find_stop;
+    using weft::serving::stop_prefix_overlap;
     const std::vector<std::string> stops = {"END", "\n\n", ""};
     EXPECT_EQ(find_stop("abc", stops), std::string::npos);
     EXPECT_EQ(find_stop("abENDc\n\n", stops), 2u);
@@ -342,7 +346,7 @@ TEST_F(ServeCli, GreedyCompletionMatchesTheEngineAndCountsUsage) {
     const std::string expected_text = pieces(expected);
     // the model's pieces are random bytes; the server sends them as valid UTF-8, each byte outside
     // a well-formed sequence replaced by U+FFFD
-    EXPECT_EQ(text, weft::tool::utf8_sanitize(expected_text)) << json(text).dump();
+    EXPECT_EQ(text, weft::serving::utf8_sanitize(expected_text)) << json(text).dump();
     const json usage = a["usage"];
     EXPECT_EQ(usage.value("prompt_tokens", -1), int(prompt.size()));
     EXPECT_EQ(usage.value("completion_tokens", -1), int(expected.size()));
@@ -426,7 +430,16 @@ TEST_F(ServeCli, ChatCompletion) {
 
 TEST_F(ServeCli, StreamedCompletionEqualsTheWholeOne) {
     const json whole = post("/v1/completions", hello);
-    const sse_events ev = post_stream("/v1/completions", hello);
+    json with_usage = hello;
+    with_usage["stream_options"] = {{"include_usage", true}};
+    sse_events ev = post_stream("/v1/completions", with_usage);
+    // stream_options.include_usage: one more chunk, no choices, the usage (OpenAI's shape)
+    ASSERT_GE(ev.chunks.size(), 3u);
+    const json usage_chunk = ev.chunks.back();
+    ev.chunks.pop_back();
+    EXPECT_TRUE(usage_chunk["choices"].is_array() && usage_chunk["choices"].empty()) << usage_chunk.dump();
+    EXPECT_EQ(usage_chunk["usage"], whole["usage"]);
+    for (const json &c : ev.chunks) EXPECT_TRUE(c["usage"].is_null()) << c.dump();
     EXPECT_NE(ev.content_type.find("text/event-stream"), std::string::npos) << ev.content_type;
     ASSERT_GE(ev.chunks.size(), 2u);
     EXPECT_TRUE(ev.done) << "the stream must end with data: [DONE]";
@@ -442,7 +455,8 @@ TEST_F(ServeCli, StreamedCompletionEqualsTheWholeOne) {
         EXPECT_TRUE(ev.chunks[i]["choices"][0]["finish_reason"].is_null());
     EXPECT_EQ(ev.chunks.back()["choices"][0].value("finish_reason", ""),
               whole["choices"][0].value("finish_reason", "?"));
-    EXPECT_EQ(ev.chunks.back()["usage"], whole["usage"]);
+    // without include_usage there is no usage anywhere
+    for (const json &c : post_stream("/v1/completions", hello).chunks) EXPECT_FALSE(c.contains("usage"));
 }
 
 TEST_F(ServeCli, StreamedChatEqualsTheWholeOne) {
@@ -561,17 +575,180 @@ TEST_F(ServeCli, ClientThatHangsUpMidStreamDoesNotStopTheServer) {
     EXPECT_TRUE(server_->log_has({"100 generated, finish length", "finish cancelled"})) << server_->log();
 }
 
-TEST_F(ServeCli, ConcurrentRequestsAreServedOneAtATime) {
-    const std::string expected = post("/v1/completions", hello)["choices"][0].value("text", "?");
-    std::vector<std::string> texts(4);
+// 16 clients at once over 4 slots: every reply is exactly the one its prompt gets alone.
+TEST_F(ServeCli, ConcurrentRequestsAreBatchedExactly) {
+    const size_t n = 16;
+    auto request = [](size_t i) {
+        return json{{"prompt", "Story number " + std::to_string(i) + (i % 3 == 0 ? " begins" : "")},
+                    {"max_tokens", 12},
+                    {"temperature", 0}};
+    };
+    std::vector<std::string> alone(n);
+    for (size_t i = 0; i < n; ++i)
+        alone[i] = post("/v1/completions", request(i))["choices"][0].value("text", "?");
+    std::vector<std::string> together(n);
     std::vector<std::thread> threads;
-    for (size_t i = 0; i < texts.size(); ++i)
+    for (size_t i = 0; i < n; ++i)
         threads.emplace_back([&, i] {
-            auto res = server_->client().Post("/v1/completions", hello.dump(), "application/json");
-            if (res && res->status == 200) texts[i] = json::parse(res->body)["choices"][0].value("text", "");
+            auto res = server_->client().Post("/v1/completions", request(i).dump(), "application/json");
+            if (res && res->status == 200)
+                together[i] = json::parse(res->body)["choices"][0].value("text", "");
         });
     for (auto &t : threads) t.join();
-    for (const auto &t : texts) EXPECT_EQ(t, expected);
+    for (size_t i = 0; i < n; ++i)
+        EXPECT_EQ(together[i], alone[i]) << "request " << i << "\n" << server_->log();
+    // (whether the requests really shared steps depends on how fast the threads start on a busy
+    // machine: the engine's own suite checks that deterministically)
+}
+
+TEST_F(ServeCli, ServiceRoutes) {
+    auto cli = server_->client();
+    const json tok = post("/tokenize", {{"content", "Hello world"}});
+    ASSERT_TRUE(tok["tokens"].is_array());
+    std::vector<weft::token> ids;
+    for (const json &t : tok["tokens"]) ids.push_back(t.get<weft::token>());
+    EXPECT_EQ(ids, [] {
+        auto t = tokenize("Hello world");
+        t.erase(t.begin());  // add_special defaults to false: no BOS
+        return t;
+    }());
+    EXPECT_EQ(post("/detokenize", {{"tokens", tok["tokens"]}}).value("content", ""), "Hello world");
+    expect_error(post("/detokenize", {{"tokens", json::array({100000})}}, 400), "token ids");
+
+    const json props = json::parse(cli.Get("/props")->body);
+    EXPECT_EQ(props.value("n_slots", 0), int(test_slots));
+    EXPECT_EQ(props.value("n_ctx_slot", 0), int(test_n_ctx));
+    const json slots = json::parse(cli.Get("/slots")->body);
+    ASSERT_EQ(slots.size(), test_slots);
+    EXPECT_EQ(slots[0].value("n_ctx", 0), int(test_n_ctx));
+
+    post("/v1/completions", hello);
+    const auto metrics = cli.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+    for (const char *name : {"weft_generated_tokens_total ", "weft_prompt_tokens_total ", "weft_busy_slots ",
+                             "weft_queue_length ", "weft_kv_cells_used ", "weft_tokens_per_second "})
+        EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
+
+    const std::string id = json::parse(cli.Get("/v1/models")->body)["data"][0].value("id", "");
+    EXPECT_EQ(cli.Get(("/v1/models/" + id).c_str())->status, 200);
+    EXPECT_EQ(cli.Get("/v1/models/no-such-model")->status, 404);
+    // the routes without /v1 answer as well
+    EXPECT_EQ(post("/completions", hello)["choices"][0].value("text", "?"),
+              post("/v1/completions", hello)["choices"][0].value("text", "!"));
+}
+
+TEST_F(ServeCli, SeveralChoicesLogprobsAndTokenPrompts) {
+    json req = hello;
+    req["n"] = 3;
+    req["temperature"] = 1.0;
+    req["seed"] = 11;
+    const json r = post("/v1/completions", req);
+    ASSERT_EQ(r["choices"].size(), 3u) << r.dump();
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r["choices"][i].value("index", -1), int(i));
+    json again = post("/v1/completions", req);  // the same seed gives the same choices
+    again["id"] = r["id"];
+    again["created"] = r["created"];
+    EXPECT_EQ(again, r);
+
+    // greedy with logprobs: the chosen token is the most likely one
+    const json chat =
+        post("/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                      {"max_tokens", 5},
+                                      {"temperature", 0},
+                                      {"logprobs", true},
+                                      {"top_logprobs", 3}});
+    const json &content = chat["choices"][0]["logprobs"]["content"];
+    ASSERT_TRUE(content.is_array()) << chat.dump();
+    ASSERT_FALSE(content.empty());
+    for (const json &t : content) {
+        ASSERT_EQ(t["top_logprobs"].size(), 3u);
+        EXPECT_LE(t.value("logprob", 1.0), 0.0);
+        EXPECT_EQ(t.value("logprob", 1.0), t["top_logprobs"][0].value("logprob", 2.0));
+    }
+
+    // a prompt given as token ids is the same prompt; an array of prompts gives a choice each
+    const json by_text = post("/v1/completions", hello);
+    json by_ids = hello;
+    by_ids["prompt"] = tokenize(hello["prompt"]);
+    EXPECT_EQ(post("/v1/completions", by_ids)["choices"][0]["text"], by_text["choices"][0]["text"]);
+    json two = hello;
+    two["prompt"] = json::array({"Hello world", "Other text"});
+    const json both = post("/v1/completions", two);
+    ASSERT_EQ(both["choices"].size(), 2u);
+    EXPECT_EQ(both["choices"][0]["text"], by_text["choices"][0]["text"]);
+
+    // logit_bias bans the greedy first token (OpenAI's object form, then the array form)
+    const json ask = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                      {"max_tokens", 1},
+                      {"temperature", 0},
+                      {"logprobs", true}};
+    const int greedy_id =
+        post("/v1/chat/completions", ask)["choices"][0]["logprobs"]["content"][0].value("id", -1);
+    ASSERT_GE(greedy_id, 0);
+    json object_form = ask, array_form = ask;
+    object_form["logit_bias"] = {{std::to_string(greedy_id), -100}};
+    array_form["logit_bias"] = json::array({json::array({greedy_id, false})});
+    for (const json &biased : {object_form, array_form}) {
+        const json out = post("/v1/chat/completions", biased);
+        EXPECT_NE(out["choices"][0]["logprobs"]["content"][0].value("id", -1), greedy_id) << out.dump();
+    }
+
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 0}}, 400), "'n'");
+    expect_error(post("/v1/chat/completions",
+                      {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                       {"response_format", {{"type", "json_object"}}}},
+                      400),
+                 "response_format");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, 400), "logit_bias");
+}
+
+// Options that need a server of their own: the API key, the body limit, the queue limit, CORS.
+TEST_F(ServeCli, ApiKeyBodyLimitQueueLimitAndCors) {
+    served_model other(
+        *dir_, {"-m", *model_path_, "--port", "0", "-np", "1", "-c", "2048", "-t", "1", "--api-key", "sesame",
+                "--max-body", "2048", "--max-queue", "1", "--cors", "*"});
+    ASSERT_TRUE(other.healthy()) << other.log();  // /health needs no key
+    auto cli = other.client();
+    const std::string body = hello.dump();
+    EXPECT_EQ(cli.Post("/v1/completions", body, "application/json")->status, 401);
+    EXPECT_EQ(
+        cli.Post("/v1/completions", {{"Authorization", "Bearer wrong"}}, body, "application/json")->status,
+        401);
+    const httplib::Headers key = {{"Authorization", "Bearer sesame"}};
+    EXPECT_EQ(cli.Post("/v1/completions", key, body, "application/json")->status, 200);
+    const auto big = cli.Post("/v1/completions", key, std::string(4096, ' ') + body, "application/json");
+    ASSERT_TRUE(big);
+    EXPECT_EQ(big->status, 413);
+
+    httplib::Request pre;
+    pre.method = "OPTIONS";
+    pre.path = "/v1/chat/completions";
+    const auto preflight = cli.send(pre);
+    ASSERT_TRUE(preflight);
+    EXPECT_LT(preflight->status, 300);
+    EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "*");
+
+    // one slot, one place in the queue: of six long requests at once, some are refused with 503
+    const std::string long_body =
+        json{{"prompt", "Hello"}, {"max_tokens", 1500}, {"temperature", 1.0}, {"seed", 1}}.dump();
+    std::vector<int> status(6, 0);
+    std::vector<std::string> retry(6);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < status.size(); ++i)
+        threads.emplace_back([&, i] {
+            auto res = other.client().Post("/v1/completions", key, long_body, "application/json");
+            if (!res) return;
+            status[i] = res->status;
+            retry[i] = res->get_header_value("Retry-After");
+        });
+    for (auto &t : threads) t.join();
+    const auto refused = std::count(status.begin(), status.end(), 503);
+    EXPECT_GE(refused, 1) << other.log();
+    EXPECT_GE(std::count(status.begin(), status.end(), 200), 1) << other.log();
+    for (size_t i = 0; i < status.size(); ++i)
+        EXPECT_TRUE(status[i] != 503 || !retry[i].empty()) << "503 without Retry-After";
+    EXPECT_TRUE(other.stop()) << other.log();
 }
 
 TEST_F(ServeCli, EveryRequestIsLoggedAndSigtermStopsCleanly) {

@@ -94,13 +94,8 @@ int bench_main(int argc, char **argv) {
     app.add_flag("--no-repack", no_repack,
                  "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies)");
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
-    // the established spelling -ub
-    std::vector<std::string> args(argv + 1, argv + argc);
-    for (auto &a : args)
-        if (a == "-ub") a = "--ubatch-size";
-    std::reverse(args.begin(), args.end());
     try {
-        app.parse(args);
+        app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     }

@@ -21,6 +21,7 @@
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/serving/engine.h"
 
 namespace weft::tool {
 namespace {
@@ -51,158 +52,112 @@ class context_full : public error {
     using error::error;
 };
 
-// Runs the conversation. The cache holds kv_text_: the formatted conversation as decoded so far.
-// It grows in pieces (a turn's new prompt text, then one piece per generated token) whose cache
-// end position is recorded, so a turn whose formatted prompt no longer starts with kv_text_ (a
-// template that trims the reply, say) rolls the cache back to the last piece both still share
-// instead of starting over.
+// Runs the conversation through the engine's one slot. kv_text_ is the formatted conversation as
+// tokenized so far, kept in pieces (a turn's new prompt text, then one piece per generated token)
+// with the tokens that spell them; each turn sends the tokens of the pieces its formatted prompt
+// still starts with plus the new text's, and the engine reuses the cache cells of the prefix it
+// shares with what the slot holds. A template that rewrites the reply (trims it, say) so drops
+// only the pieces that changed.
 class chat_session {
   public:
-    chat_session(const model &m, inference_context &ctx, sampler_chain &chain, chat_template_kind kind,
-                 const chat_options &opt)
-        : model_(m), ctx_(ctx), chain_(chain), kind_(kind), opt_(opt) {
+    chat_session(const model &m, serving::engine &eng, const sampling_params &sampling,
+                 chat_template_kind kind, const chat_options &opt)
+        : model_(m), engine_(eng), sampling_(sampling), kind_(kind), opt_(opt) {
         if (!opt.system_prompt.empty()) messages_.push_back({"system", opt.system_prompt});
     }
 
-    // One user turn: formats the conversation, decodes what the cache lacks, streams the reply to
-    // stdout. Throws context_full when the conversation outgrows the context.
+    // One user turn: formats the conversation, generates the reply through the engine, streams it
+    // to stdout. Throws context_full when the conversation outgrows the context.
     void turn(const std::string &user_text) {
         messages_.push_back({"user", user_text});
         const std::string prompt = apply_chat_template(kind_, messages_, true);
-        const auto t_start = std::chrono::steady_clock::now();
-        const size_t n_rolled_back = keep_shared_prefix(prompt);
-        const llm_pos n_reused = n_past_;
+        keep_shared_prefix(prompt);
         const std::string new_text = prompt.substr(kv_text_.size());
-        const std::vector<token> new_tokens = model_.vocab().tokenize(new_text, n_past_ == 0, true);
+        const std::vector<token> new_tokens = model_.vocab().tokenize(new_text, tokens_.empty(), true);
         if (new_tokens.empty())
             throw error("turn " + std::to_string(n_turns_ + 1) + ": the formatted prompt adds no tokens");
-        decode_prompt(new_tokens);
+        tokens_.insert(tokens_.end(), new_tokens.begin(), new_tokens.end());
         kv_text_ += new_text;
-        pieces_.push_back({kv_text_.size(), n_past_});
-        const auto t_prompt = std::chrono::steady_clock::now();
+        pieces_.push_back({kv_text_.size(), tokens_.size()});
+        if (tokens_.size() >= engine_.n_ctx_slot())
+            throw context_full("the conversation needs " + std::to_string(tokens_.size() + 1) +
+                               " tokens but the context holds " + std::to_string(engine_.n_ctx_slot()) +
+                               "; start a new chat with a larger -c/--ctx-size");
 
-        const std::string reply = generate();
+        const int32_t held_before = engine_.stats().slots[0].n_cached;
+        serving::request r;
+        r.prompt = tokens_;
+        r.max_tokens = opt_.n_predict;
+        r.sampling = sampling_;
+        if (sampling_.seed != sampler_seed_random) r.sampling.seed = sampling_.seed + uint32_t(n_turns_);
+        r.slot = 0;
+        const serving::completion done = engine_.generate(std::move(r), [](const serving::event &e) {
+            std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+            std::fflush(stdout);
+            if (!interrupted) return true;
+            interrupted = 0;
+            return false;
+        });
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+        if (done.finish == serving::finish_reason::error) throw error("generation failed: " + done.error);
+
+        // the conversation keeps control tokens as text, so re-tokenizing it gives them back
+        const vocab &v = model_.vocab();
+        std::string reply;
+        for (const serving::generated_token &g : done.tokens) {
+            const std::string piece = v.token_to_piece(g.id, true);
+            reply += piece;
+            kv_text_ += piece;
+            tokens_.push_back(g.id);
+            pieces_.push_back({kv_text_.size(), tokens_.size()});
+        }
         messages_.push_back({"assistant", reply});
         ++n_turns_;
+        const int32_t held = engine_.stats().slots[0].n_cached;
         if (opt_.verbose) {
-            const auto t_end = std::chrono::steady_clock::now();
-            const double prompt_ms = std::chrono::duration<double, std::milli>(t_prompt - t_start).count();
-            const double gen_ms = std::chrono::duration<double, std::milli>(t_end - t_prompt).count();
-            std::fprintf(
-                stderr,
-                "weft chat: turn %d: reused %d cached tokens, rolled back %zu, decoded %zu new prompt "
-                "tokens (%.1f ms), generated %d tokens (%.1f tok/s), context %d of %u\n",
-                n_turns_, int(n_reused), n_rolled_back, new_tokens.size(), prompt_ms, n_generated_,
-                gen_ms > 0 ? 1000.0 * n_generated_ / gen_ms : 0.0, int(n_past_), ctx_.n_ctx());
+            const int n_generated = int(done.tokens.size());
+            std::fprintf(stderr,
+                         "weft chat: turn %d: reused %d cached tokens, rolled back %d, decoded %d new prompt "
+                         "tokens (%.1f ms), generated %d tokens (%.1f tok/s), context %d of %u\n",
+                         n_turns_, done.n_cached, std::max(0, held_before - done.n_cached),
+                         done.n_prompt - done.n_cached, done.prompt_ms, n_generated,
+                         done.generate_ms > 0 ? 1000.0 * (n_generated - 1) / done.generate_ms : 0.0, held,
+                         engine_.n_ctx_slot());
         }
+        const bool limit = opt_.n_predict >= 0 && int32_t(done.tokens.size()) >= opt_.n_predict;
+        if (done.finish == serving::finish_reason::length && !limit)
+            throw context_full("the conversation reached the context size of " +
+                               std::to_string(engine_.n_ctx_slot()) +
+                               " tokens; start a new chat with a larger -c/--ctx-size");
     }
 
   private:
     struct kv_piece {
-        size_t text_end;  // kv_text_ up to here ...
-        llm_pos pos_end;  // ... is held by cache positions [0, pos_end)
+        size_t text_end;   // kv_text_ up to here ...
+        size_t token_end;  // ... is spelled by tokens_[0, token_end)
     };
 
-    // Drops cached pieces that the new prompt does not start with; returns the cache positions freed.
-    size_t keep_shared_prefix(const std::string &prompt) {
+    // Drops the pieces that the new prompt does not start with.
+    void keep_shared_prefix(const std::string &prompt) {
         const auto mismatch = std::mismatch(kv_text_.begin(), kv_text_.end(), prompt.begin(), prompt.end());
         const size_t shared = size_t(mismatch.first - kv_text_.begin());
-        if (shared == kv_text_.size()) return 0;
+        if (shared == kv_text_.size()) return;
         while (!pieces_.empty() && pieces_.back().text_end > shared) pieces_.pop_back();
-        const llm_pos keep = pieces_.empty() ? 0 : pieces_.back().pos_end;
-        const size_t freed = size_t(n_past_ - keep);
-        if (ctx_.kv_seq_rm(0, keep, -1)) {
-            kv_text_.resize(pieces_.empty() ? 0 : pieces_.back().text_end);
-            n_past_ = keep;
-            return freed;
-        }
-        // the cache could not drop a tail: start over from an empty one
-        ctx_.kv_clear();
-        kv_text_.clear();
-        pieces_.clear();
-        const size_t all = size_t(n_past_);
-        n_past_ = 0;
-        return all;
-    }
-
-    void ensure_room(size_t n_new) const {
-        if (size_t(n_past_) + n_new > ctx_.n_ctx())
-            throw context_full("the conversation needs " + std::to_string(size_t(n_past_) + n_new) +
-                               " tokens but the context holds " + std::to_string(ctx_.n_ctx()) +
-                               "; start a new chat with a larger -c/--ctx-size");
-    }
-
-    void decode_checked(const batch &b) {
-        const int rc = ctx_.decode(b);
-        if (rc == decode_no_kv_space)
-            throw context_full("the KV cache has no room for " + std::to_string(b.n_tokens()) +
-                               " more tokens at position " + std::to_string(n_past_) +
-                               "; start a new chat with a larger -c/--ctx-size");
-        if (rc != decode_ok)
-            throw error("decode failed at position " + std::to_string(n_past_) + " (code " +
-                        std::to_string(rc) + "): " + ctx_.last_error());
-        n_past_ += b.n_tokens();
-        WEFT_ASSERT(ctx_.kv_seq_pos_max(0) + 1 == n_past_);  // the cache holds exactly [0, n_past_)
-    }
-
-    // In chunks of n_batch; the last token's logits are what generation starts from. The prompt
-    // tokens also go into the sampler's history, so repetition penalties see the conversation.
-    void decode_prompt(const std::vector<token> &tokens) {
-        ensure_room(tokens.size());
-        const size_t chunk = std::max<size_t>(1, ctx_.n_batch());
-        for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
-            const size_t n = std::min(chunk, tokens.size() - begin);
-            decode_checked(batch::from_tokens(std::span<const token>(tokens.data() + begin, n)));
-        }
-        for (token t : tokens) chain_.accept(t);
-    }
-
-    // Samples until end of generation or n_predict tokens, printing each piece as it comes. The
-    // last token sampled when the limit is hit is not decoded: it stays out of kv_text_, so the
-    // next turn's prompt difference carries it.
-    std::string generate() {
-        const vocab &v = model_.vocab();
-        std::string reply;
-        n_generated_ = 0;
-        while (opt_.n_predict < 0 || n_generated_ < opt_.n_predict) {
-            if (interrupted) {
-                interrupted = 0;
-                break;
-            }
-            const token t = chain_.sample(ctx_.get_logits_ith(-1), ctx_.n_vocab());
-            if (v.is_eog(t)) break;
-            const std::string display = v.token_to_piece(t, false);
-            std::fwrite(display.data(), 1, display.size(), stdout);
-            std::fflush(stdout);
-            // the conversation keeps control tokens as text, so re-tokenizing it gives them back
-            const std::string piece = v.token_to_piece(t, true);
-            reply += piece;
-            ++n_generated_;
-            if (opt_.n_predict >= 0 && n_generated_ >= opt_.n_predict) break;
-            if (size_t(n_past_) + 1 > ctx_.n_ctx()) {
-                std::fputc('\n', stdout);
-                ensure_room(1);  // throws context_full with the numbers
-            }
-            decode_checked(batch::from_tokens({t}));
-            kv_text_ += piece;
-            pieces_.push_back({kv_text_.size(), n_past_});
-        }
-        std::fputc('\n', stdout);
-        std::fflush(stdout);
-        return reply;
+        kv_text_.resize(pieces_.empty() ? 0 : pieces_.back().text_end);
+        tokens_.resize(pieces_.empty() ? 0 : pieces_.back().token_end);
     }
 
     const model &model_;
-    inference_context &ctx_;
-    sampler_chain &chain_;
+    serving::engine &engine_;
+    sampling_params sampling_;
     chat_template_kind kind_;
     const chat_options &opt_;
     std::vector<chat_message> messages_;
     std::string kv_text_;
+    std::vector<token> tokens_;
     std::vector<kv_piece> pieces_;
-    llm_pos n_past_ = 0;
     int n_turns_ = 0;
-    int n_generated_ = 0;
 };
 
 int chat_main(int argc, char **argv) {
@@ -263,7 +218,11 @@ int chat_main(int argc, char **argv) {
     const std::string &template_source = chosen.source;
 
     const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
-    inference_context ctx(*model, ip);
+    serving::engine_params ep;
+    ep.n_slots = 1;
+    ep.context = ip;
+    serving::engine eng(*model, ep);
+    const inference_context &ctx = eng.context();
 
     if (s.penalty_last_n < 0) s.penalty_last_n = int32_t(ctx.n_ctx());
     const auto chain = make_sampler_chain(s);
@@ -287,7 +246,7 @@ int chat_main(int argc, char **argv) {
         sigaction(SIGINT, &action, nullptr);
     }
 
-    chat_session session(*model, ctx, *chain, kind, opt);
+    chat_session session(*model, eng, s, kind, opt);
     std::string line;
     while (true) {
         if (interactive) std::fputs("> ", stderr);

@@ -2,7 +2,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -15,22 +14,9 @@
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/serving/engine.h"
 
 namespace {
-
-// CLI11 accepts one-letter short options only; the established spellings -ub and -tb are
-// rewritten to their long forms before parsing.
-std::vector<std::string> normalize_args(int argc, char **argv) {
-    std::vector<std::string> args(argv + 1, argv + argc);
-    for (auto &a : args) {
-        if (a == "-ub")
-            a = "--ubatch-size";
-        else if (a == "-tb")
-            a = "--threads-batch";
-    }
-    std::reverse(args.begin(), args.end());  // CLI11's vector form takes the arguments reversed
-    return args;
-}
 
 int default_threads() {
     return int(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
@@ -85,7 +71,7 @@ int run_main(int argc, char **argv) {
         "--no-repack", no_repack,
         "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies for faster products)");
     try {
-        app.parse(normalize_args(argc, argv));
+        app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     }
@@ -105,7 +91,11 @@ int run_main(int argc, char **argv) {
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads_batch ? n_threads_batch : n_threads;
     ip.kv_type = kv_type == "f32" ? weft::dtype::f32 : weft::dtype::f16;
-    weft::inference_context ctx(*model, ip);
+    weft::serving::engine_params ep;
+    ep.n_slots = 1;
+    ep.context = ip;
+    weft::serving::engine eng(*model, ep);
+    const weft::inference_context &ctx = eng.context();
 
     const weft::vocab &vocab = model->vocab();
     std::vector<weft::token> tokens = vocab.tokenize(prompt, true, true);
@@ -118,60 +108,36 @@ int run_main(int argc, char **argv) {
         throw weft::error("the prompt has " + std::to_string(tokens.size()) + " tokens, the context holds " +
                           std::to_string(ctx.n_ctx()) + " (raise -c)");
 
-    auto sampler = weft::make_sampler_chain(sp);
-    for (weft::token t : tokens) sampler->accept(t);  // penalties see the prompt
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
-                 sampler->describe().c_str());
-
-    using clock = std::chrono::steady_clock;
-    auto ms_since = [](clock::time_point t0) {
-        return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    };
-    // The prompt, in chunks of n_batch.
-    const auto t_prompt = clock::now();
-    for (size_t begin = 0; begin < tokens.size(); begin += ctx.n_batch()) {
-        const size_t n = std::min<size_t>(ctx.n_batch(), tokens.size() - begin);
-        const int rc =
-            ctx.decode(weft::batch::from_tokens(std::span<const weft::token>(tokens.data() + begin, n)));
-        if (rc != weft::decode_ok)
-            throw weft::error("decoding the prompt failed (" + std::to_string(rc) + "): " + ctx.last_error());
-    }
-
-    const double prompt_ms = ms_since(t_prompt);
-
-    const auto t_generate = clock::now();
-    int n_generated = 0;
-    const int32_t n_vocab = ctx.n_vocab();
-    for (; n_generated < n_predict; ++n_generated) {
-        const weft::token t = sampler->sample(ctx.get_logits_ith(-1), n_vocab);
-        if (vocab.is_eog(t)) break;
-        const std::string piece = vocab.token_to_piece(t, false);
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
+                 weft::make_sampler_chain(sp)->describe().c_str());
+    weft::serving::request req;
+    req.prompt = tokens;
+    req.max_tokens = n_predict;
+    req.sampling = sp;
+    const weft::serving::completion done = eng.generate(std::move(req), [](const weft::serving::event &e) {
+        std::fwrite(e.text.data(), 1, e.text.size(), stdout);
         std::fflush(stdout);
-        if (ctx.kv_used_cells() >= ctx.n_ctx()) {
-            std::fprintf(stderr, "\nweft run: context full (%u tokens)\n", ctx.n_ctx());
-            ++n_generated;
-            break;
-        }
-        const int rc = ctx.decode(weft::batch::from_tokens({t}));
-        if (rc != weft::decode_ok)
-            throw weft::error("decoding failed (" + std::to_string(rc) + "): " + ctx.last_error());
-    }
-    const double generate_ms = ms_since(t_generate);
+        return true;
+    });
     std::fputc('\n', stdout);
     std::fflush(stdout);
+    if (done.finish == weft::serving::finish_reason::error)
+        throw weft::error("generation failed: " + done.error);
+    const int n_generated = int(done.tokens.size());
+    if (done.finish == weft::serving::finish_reason::length && n_generated < n_predict)
+        std::fprintf(stderr, "weft run: context full (%u tokens)\n", ctx.n_ctx());
 
     const weft::inference_perf p = ctx.perf();
     auto rate = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
     std::fprintf(stderr, "weft run: load %.1f ms\n", model->load_ms());
-    std::fprintf(stderr, "weft run: prompt %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), prompt_ms,
-                 rate(int64_t(tokens.size()), prompt_ms));
+    std::fprintf(stderr, "weft run: prompt %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(),
+                 done.prompt_ms, rate(int64_t(tokens.size()), done.prompt_ms));
     std::fprintf(
         stderr,
         "weft run: generated %d tokens in %.1f ms (%.2f tokens/s; single-token decode %lld calls, %.2f ms "
         "each)\n",
-        n_generated, generate_ms, rate(n_generated, generate_ms), (long long)p.n_eval,
-        p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
+        n_generated, done.generate_ms, rate(n_generated > 0 ? n_generated - 1 : 0, done.generate_ms),
+        (long long)p.n_eval, p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
     std::fprintf(stderr,
                  "weft run: graphs built %lld, reused %lld; KV %.1f MiB, compute %.1f MiB, threads %d/%d\n",
                  (long long)p.n_graph_builds, (long long)p.n_graph_reuses, double(ctx.kv_bytes()) / 1048576.0,

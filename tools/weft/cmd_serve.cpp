@@ -12,11 +12,14 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -25,11 +28,12 @@
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
-#include "weft/generation.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/serving/engine.h"
+#include "weft/serving/text.h"
 
 namespace weft::tool {
 namespace {
@@ -41,11 +45,19 @@ struct serve_options {
     std::string model_path;
     std::string host = "127.0.0.1";
     int port = 8080;
-    uint32_t n_ctx = 0;  // 0: the model's training context, at most 4096
+    int32_t n_slots = 4;
+    uint32_t n_ctx = 0;  // all slots together; 0: slots x the model's training context (at most 4096)
     uint32_t n_batch = 512;
-    int32_t n_threads = 0;      // 0: the hardware's, at most 4
-    int32_t n_predict = 256;    // max_tokens of a request that does not say
-    std::string chat_template;  // a family name or Jinja text; empty: the model's own
+    int32_t n_threads = 0;       // 0: the hardware's, at most 4
+    int32_t n_predict = 256;     // max_tokens of a request that does not say
+    int32_t max_tokens_cap = 0;  // most tokens one request may ask for (0: no limit)
+    std::string chat_template;   // a family name or Jinja text; empty: the model's own
+    std::string api_key;         // non-empty: required as a Bearer token
+    int timeout_s = 600;         // read and write timeout of a connection
+    size_t max_body = size_t(8) << 20;
+    size_t max_queue = 256;  // 0: no limit
+    int http_threads = 0;
+    std::string cors;
 };
 
 // A request the server refuses; the message goes back to the client as an OpenAI error object.
@@ -136,63 +148,6 @@ json parse_body(const httplib::Request &req) {
     return body;
 }
 
-// What both endpoints share: sampling, limits, stop strings, streaming.
-struct generation_request {
-    std::vector<token> prompt;
-    int32_t max_tokens = 0;
-    sampling_params sampling;
-    std::vector<std::string> stop;
-    bool stream = false;
-};
-
-void read_common_fields(const json &body, int32_t default_max_tokens, generation_request &g) {
-    g.max_tokens = default_max_tokens;
-    std::optional<int64_t> max_tokens = integer_field(body, "max_tokens");
-    if (!max_tokens) max_tokens = integer_field(body, "max_completion_tokens");
-    if (max_tokens) {
-        if (*max_tokens < 0 || *max_tokens > (1 << 20))
-            throw request_error("'max_tokens' must be in [0, 1048576], got " + std::to_string(*max_tokens));
-        g.max_tokens = int32_t(*max_tokens);
-    }
-    sampling_params &s = g.sampling;
-    if (auto t = number_field(body, "temperature")) {
-        if (*t < 0) throw request_error("'temperature' must be >= 0, got " + std::to_string(*t));
-        s.temp = float(*t);
-    }
-    if (auto v = number_field(body, "top_p")) s.top_p = float(*v);
-    if (auto v = number_field(body, "min_p")) s.min_p = float(*v);
-    if (auto v = integer_field(body, "top_k")) {
-        if (*v < 0 || *v > INT32_MAX) throw request_error("'top_k' must be >= 0, got " + std::to_string(*v));
-        s.top_k = int32_t(*v);
-    }
-    if (auto v = number_field(body, "presence_penalty")) s.penalty_present = float(*v);
-    if (auto v = number_field(body, "frequency_penalty")) s.penalty_freq = float(*v);
-    if (auto v = number_field(body, "repeat_penalty")) s.penalty_repeat = float(*v);
-    if (auto seed = integer_field(body, "seed")) {
-        if (*seed < -1 || *seed >= int64_t(sampler_seed_random))
-            throw request_error("'seed' must be in [0, 4294967294] or -1 (random), got " +
-                                std::to_string(*seed));
-        if (*seed >= 0) s.seed = uint32_t(*seed);
-    }
-    if (auto n = integer_field(body, "n"); n && *n != 1)
-        throw request_error("'n' must be 1: one choice per request, got " + std::to_string(*n));
-    if (auto stream = bool_field(body, "stream")) g.stream = *stream;
-    if (auto stop = field(
-            body, "stop", [](const json &j) { return j.is_string() || j.is_array(); },
-            "a string or an array of strings")) {
-        if (stop->is_string()) {
-            g.stop.push_back(stop->get<std::string>());
-        } else {
-            for (const json &s_item : *stop) {
-                if (!s_item.is_string())
-                    throw request_error(std::string("'stop' must hold strings, got ") + json_kind(s_item));
-                g.stop.push_back(s_item.get<std::string>());
-            }
-        }
-        std::erase(g.stop, std::string());
-    }
-}
-
 // A message's content: a string, or OpenAI's array of parts of which the "text" ones are joined.
 std::string message_content(const json &content, size_t index) {
     const std::string where = "'messages[" + std::to_string(index) + "].content'";
@@ -231,152 +186,83 @@ std::vector<chat_message> read_messages(const json &body) {
     return out;
 }
 
-// --- generation
-
-struct generation_result {
-    std::string text;           // valid UTF-8, stop string excluded
-    std::string finish_reason;  // "stop", "length"; "cancelled" when the client went away
-    size_t n_prompt = 0;
-    size_t n_cached = 0;  // prompt tokens whose cache cells were kept from the previous request
-    int32_t n_generated = 0;
-};
-
-// The model's one inference context, used by one request at a time. The cache keeps the tokens of
-// the previous request (prompt and generated text); a new prompt decodes only what follows the
-// prefix it shares with them.
-class generator {
-  public:
-    generator(const model &m, inference_context &ctx) : model_(m), ctx_(ctx) {}
-
-    // Decodes the prompt, samples up to max_tokens, and hands each piece of text to `emit` as soon
-    // as it cannot be part of a stop string or of an unfinished UTF-8 character. `emit` returns
-    // false when nobody listens any more. Throws weft::error when decoding fails.
-    generation_result generate(const generation_request &g, sampler_chain &chain,
-                               const std::function<bool(const std::string &)> &emit) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        try {
-            return generate_locked(g, chain, emit);
-        } catch (...) {
-            reset_cache();
-            throw;
-        }
-    }
-
-  private:
-    void reset_cache() {
-        ctx_.kv_clear();
-        cached_.clear();
-    }
-
-    void decode_checked(std::span<const token> tokens) {
-        const int rc = ctx_.decode(batch::from_tokens(tokens));
-        if (rc != decode_ok)
-            throw error("decode of " + std::to_string(tokens.size()) + " tokens at position " +
-                        std::to_string(cached_.size()) + " failed (code " + std::to_string(rc) +
-                        "): " + ctx_.last_error());
-        cached_.insert(cached_.end(), tokens.begin(), tokens.end());
-    }
-
-    // Keeps the cache cells of the longest common prefix, at least one token short of the whole
-    // prompt: the last prompt token is decoded again for the logits generation starts from.
-    size_t reuse_prefix(const std::vector<token> &prompt) {
-        const auto diverge = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end());
-        size_t keep = std::min<size_t>(size_t(diverge.first - cached_.begin()), prompt.size() - 1);
-        if (keep < cached_.size()) {
-            if (!ctx_.kv_seq_rm(0, llm_pos(keep), -1)) {
-                reset_cache();
-                return 0;
-            }
-            cached_.resize(keep);
-        }
-        return keep;
-    }
-
-    generation_result generate_locked(const generation_request &g, sampler_chain &chain,
-                                      const std::function<bool(const std::string &)> &emit) {
-        const vocab &v = model_.vocab();
-        generation_result r;
-        r.n_prompt = g.prompt.size();
-        r.n_cached = reuse_prefix(g.prompt);
-        const size_t chunk = std::max<size_t>(1, ctx_.n_batch());
-        for (size_t begin = r.n_cached; begin < g.prompt.size(); begin += chunk)
-            decode_checked(
-                std::span<const token>(g.prompt).subspan(begin, std::min(chunk, g.prompt.size() - begin)));
-        for (token t : g.prompt) chain.accept(t);  // penalties see the prompt
-
-        size_t max_stop = 0;
-        for (const auto &s : g.stop) max_stop = std::max(max_stop, s.size());
-        std::string raw;     // the generated bytes as the tokens spell them
-        size_t emitted = 0;  // bytes of raw already handed to emit
-        r.finish_reason = "length";
-        while (r.n_generated < g.max_tokens) {
-            const token t = chain.sample(ctx_.get_logits_ith(-1), ctx_.n_vocab());
-            if (v.is_eog(t)) {
-                r.finish_reason = "stop";
-                break;
-            }
-            ++r.n_generated;
-            const size_t before = raw.size();
-            raw += v.token_to_piece(t, false);
-            if (const size_t at = find_stop(raw, g.stop, before >= max_stop ? before - max_stop + 1 : 0);
-                at != std::string::npos) {
-                raw.resize(at);
-                r.finish_reason = "stop";
-                break;
-            }
-            const size_t ready = utf8_complete_prefix(
-                std::string_view(raw).substr(0, raw.size() - stop_prefix_overlap(raw, g.stop)));
-            if (ready > emitted) {
-                if (!emit(utf8_sanitize(std::string_view(raw).substr(emitted, ready - emitted)))) {
-                    r.finish_reason = "cancelled";
-                    break;
-                }
-                emitted = ready;
-            }
-            if (r.n_generated >= g.max_tokens || cached_.size() >= ctx_.n_ctx()) break;  // "length"
-            decode_checked(std::span<const token>(&t, 1));
-        }
-        if (r.finish_reason != "cancelled" && emitted < raw.size())
-            emit(utf8_sanitize(std::string_view(raw).substr(emitted)));
-        r.text = utf8_sanitize(raw);
-        return r;
-    }
-
-    const model &model_;
-    inference_context &ctx_;
-    std::mutex mutex_;
-    std::vector<token> cached_;  // the tokens whose cells the cache holds, positions [0, size)
-};
-
 // --- the server
+
+// Everything one OpenAI request asks for, read and checked before anything is queued.
+struct parsed_request {
+    bool chat = false;
+    std::vector<std::vector<token>> prompts;  // one or more (completions accept an array)
+    int32_t n = 1;                            // choices per prompt
+    serving::request base;                    // every field but the prompt
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    bool logprobs = false;
+    int32_t top_logprobs = 0;
+    bool echo = false;  // completions: the prompt text before the completion
+};
+
+// The server's metrics beyond the engine's.
+struct http_counters {
+    std::atomic<uint64_t> requests{0};
+    std::atomic<uint64_t> errors{0};
+    std::atomic<uint64_t> rejected_busy{0};
+};
 
 class server {
   public:
-    server(const model &m, generator &gen, chat_template_kind kind, const serve_options &opt, uint32_t n_ctx)
-        : model_(m),
-          gen_(gen),
-          kind_(kind),
-          opt_(opt),
-          n_ctx_(n_ctx),
-          model_id_(m.name()),
-          created_(int64_t(std::time(nullptr))) {}
+    server(const serve_options &opt) : opt_(opt), created_(int64_t(std::time(nullptr))) {}
+
+    // Called once the model is loaded; until then every route but /health answers 503.
+    void set_ready(const model &m, serving::engine &eng, chat_template_kind kind,
+                   std::string template_source) {
+        model_ = &m;
+        engine_ = &eng;
+        kind_ = kind;
+        template_source_ = std::move(template_source);
+        model_id_ = m.name();
+        ready_ = true;
+    }
 
     void install(httplib::Server &svr) {
-        svr.set_pre_routing_handler([](const httplib::Request &, httplib::Response &) {
+        svr.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
             this_request = {};
             this_request.start = steady::now();
             this_request.started = true;
+            ++counters_.requests;
+            if (!opt_.cors.empty()) {
+                res.set_header("Access-Control-Allow-Origin", opt_.cors);
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                if (req.method == "OPTIONS") {
+                    res.status = 204;
+                    return httplib::Server::HandlerResponse::Handled;
+                }
+            }
+            if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
+            if (!opt_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
+                res.set_header("WWW-Authenticate", "Bearer");
+                send_error(res, "invalid or missing API key (send 'Authorization: Bearer KEY')", 401);
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            if (!ready_) {
+                res.set_header("Retry-After", "1");
+                send_error(res, "the model is still loading", 503);
+                return httplib::Server::HandlerResponse::Handled;
+            }
             return httplib::Server::HandlerResponse::Unhandled;
         });
-        svr.set_logger(
-            [](const httplib::Request &req, const httplib::Response &res) { log_request(req, res.status); });
+        svr.set_logger([this](const httplib::Request &req, const httplib::Response &res) {
+            if (res.status >= 400) ++counters_.errors;
+            log_request(req, res.status);
+        });
         // httplib calls this for every status >= 400; routes that set their own body keep it
         svr.set_error_handler(
             httplib::Server::HandlerWithResponse([](const httplib::Request &req, httplib::Response &res) {
                 if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
                 const std::string message =
-                    res.status == 404
-                        ? "unknown route: " + req.method + " " + req.path
+                    res.status == 404 ? "unknown route: " + req.method + " " + req.path
+                    : res.status == 413
+                        ? "the request body is larger than the server accepts (--max-body)"
                         : "the request could not be handled (HTTP " + std::to_string(res.status) + ")";
                 send_error(res, message, res.status);
                 return httplib::Server::HandlerResponse::Handled;
@@ -393,25 +279,42 @@ class server {
                 send_error(res, message, 500);
             });
 
-        svr.Get("/health", [](const httplib::Request &, httplib::Response &res) {
-            res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+        svr.Get("/health", [this](const httplib::Request &req, httplib::Response &res) { health(req, res); });
+        auto models = [this](const httplib::Request &, httplib::Response &res) {
+            res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(),
+                            "application/json");
+        };
+        svr.Get("/v1/models", models);
+        svr.Get("/models", models);
+        auto one_model = [this](const httplib::Request &req, httplib::Response &res) {
+            const std::string wanted = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+            if (wanted != model_id_) {
+                send_error(res,
+                           "the model '" + wanted + "' does not exist (this server has '" + model_id_ + "')",
+                           404);
+                return;
+            }
+            res.set_content(model_object().dump(), "application/json");
+        };
+        svr.Get(R"(/v1/models/(.+))", one_model);
+        svr.Get(R"(/models/(.+))", one_model);
+        for (const char *path : {"/v1/completions", "/completions"})
+            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] { generate(req, res, false); });
+            });
+        for (const char *path : {"/v1/chat/completions", "/chat/completions"})
+            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] { generate(req, res, true); });
+            });
+        svr.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
+            guarded(res, [&] { tokenize(req, res); });
         });
-        svr.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
-            const json list = {
-                {"object", "list"},
-                {"data", json::array({{{"id", model_id_},
-                                       {"object", "model"},
-                                       {"created", created_},
-                                       {"owned_by", "weft"},
-                                       {"meta", {{"n_ctx", n_ctx_}, {"describe", model_.describe()}}}}})}};
-            res.set_content(list.dump(), "application/json");
+        svr.Post("/detokenize", [this](const httplib::Request &req, httplib::Response &res) {
+            guarded(res, [&] { detokenize(req, res); });
         });
-        svr.Post("/v1/completions", [this](const httplib::Request &req, httplib::Response &res) {
-            guarded(res, [&] { completions(req, res); });
-        });
-        svr.Post("/v1/chat/completions", [this](const httplib::Request &req, httplib::Response &res) {
-            guarded(res, [&] { chat_completions(req, res); });
-        });
+        svr.Get("/props", [this](const httplib::Request &, httplib::Response &res) { props(res); });
+        svr.Get("/slots", [this](const httplib::Request &, httplib::Response &res) { slots(res); });
+        svr.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { metrics(res); });
     }
 
   private:
@@ -422,6 +325,7 @@ class server {
             fn();
         } catch (const request_error &e) {
             this_request.detail = e.what();
+            if (e.status() == 503) res.set_header("Retry-After", "1");
             send_error(res, e.what(), e.status());
         } catch (const std::exception &e) {
             this_request.detail = e.what();
@@ -429,156 +333,665 @@ class server {
         }
     }
 
-    std::vector<token> tokenize_prompt(const std::string &text) const {
-        const vocab &v = model_.vocab();
-        std::vector<token> tokens;
-        try {
-            tokens = v.tokenize(text, true, true);
-        } catch (const error &e) {
-            throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
+    json model_object() const {
+        return {{"id", model_id_},
+                {"object", "model"},
+                {"created", created_},
+                {"owned_by", "weft"},
+                {"meta",
+                 {{"n_ctx", engine_ ? engine_->n_ctx() : 0},
+                  {"n_ctx_slot", engine_ ? engine_->n_ctx_slot() : 0},
+                  {"describe", model_ ? model_->describe() : ""}}}};
+    }
+
+    // ok while a slot is free or the queue takes requests; "loading" before the model is ready;
+    // with ?fail_on_no_slot=1, 503 when every slot is busy.
+    void health(const httplib::Request &req, httplib::Response &res) {
+        if (!ready_) {
+            res.status = 503;
+            res.set_content(json{{"status", "loading model"}}.dump(), "application/json");
+            return;
         }
+        const serving::engine_stats st = engine_->stats();
+        const int idle = st.n_slots - st.busy_slots;
+        json body = {{"status", "ok"},
+                     {"slots_idle", idle},
+                     {"slots_processing", st.busy_slots},
+                     {"queued", st.queued}};
+        if (idle == 0 && req.has_param("fail_on_no_slot") && req.get_param_value("fail_on_no_slot") != "0") {
+            body["status"] = "no slot available";
+            res.status = 503;
+        }
+        res.set_content(body.dump(), "application/json");
+    }
+
+    std::vector<token> checked_prompt(std::vector<token> tokens) const {
         if (tokens.empty()) {
-            if (v.bos() == token_null)
+            if (model_->vocab().bos() == token_null)
                 throw request_error("the prompt is empty and the model has no BOS token to start from");
-            tokens.push_back(v.bos());
+            tokens.push_back(model_->vocab().bos());
         }
-        if (tokens.size() >= n_ctx_)
+        const uint32_t limit = engine_->n_ctx_slot();
+        if (tokens.size() >= limit)
             throw request_error("the prompt has " + std::to_string(tokens.size()) +
-                                " tokens but the context holds " + std::to_string(n_ctx_) +
-                                " (shorten it, or restart the server with a larger -c)");
+                                " tokens but the context holds " + std::to_string(limit) +
+                                " (shorten it, or restart the server with a larger -c or fewer slots -np)");
+        const int32_t n_vocab = model_->vocab().n_tokens();
+        for (token t : tokens)
+            if (t < 0 || t >= n_vocab)
+                throw request_error("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                    std::to_string(n_vocab) + ")");
         return tokens;
     }
 
-    static std::unique_ptr<sampler_chain> make_chain(const sampling_params &s) {
+    std::vector<token> tokenize_text(const std::string &text) const {
         try {
-            return make_sampler_chain(s);
+            return model_->vocab().tokenize(text, true, true);
+        } catch (const error &e) {
+            throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
+        }
+    }
+
+    // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
+    std::vector<std::vector<token>> read_prompts(const json &body) const {
+        const auto prompt = field(
+            body, "prompt", [](const json &j) { return j.is_string() || j.is_array(); },
+            "a string, an array of strings, an array of token ids or an array of such arrays");
+        if (!prompt) throw request_error("'prompt' is required: a string (or an array of prompts)");
+        std::vector<std::vector<token>> out;
+        auto token_list = [&](const json &arr) {
+            std::vector<token> t;
+            for (const json &v : arr) {
+                if (!v.is_number_integer())
+                    throw request_error("'prompt' arrays of token ids must hold integers, got " +
+                                        json_kind(v));
+                const int64_t id = v.get<int64_t>();
+                if (id < 0 || id > INT32_MAX)
+                    throw request_error("token id " + std::to_string(id) + " is out of range");
+                t.push_back(token(id));
+            }
+            return t;
+        };
+        if (prompt->is_string()) {
+            out.push_back(tokenize_text(prompt->get<std::string>()));
+        } else if (!prompt->empty() && (*prompt)[0].is_number_integer()) {
+            out.push_back(token_list(*prompt));
+        } else {
+            if (prompt->empty()) throw request_error("'prompt' is an empty array");
+            for (const json &p : *prompt) {
+                if (p.is_string())
+                    out.push_back(tokenize_text(p.get<std::string>()));
+                else if (p.is_array())
+                    out.push_back(token_list(p));
+                else
+                    throw request_error(
+                        "'prompt' array elements must be strings or arrays of token ids, got " +
+                        json_kind(p));
+            }
+        }
+        for (auto &t : out) t = checked_prompt(std::move(t));
+        return out;
+    }
+
+    // OpenAI's object {"token id": bias} or the array form [[id, bias], ...]; false bans a token.
+    std::vector<std::pair<token, float>> read_logit_bias(const json &body) const {
+        std::vector<std::pair<token, float>> out;
+        const auto lb = field(
+            body, "logit_bias", [](const json &j) { return j.is_object() || j.is_array(); },
+            "an object {\"token id\": bias} or an array of [id, bias] pairs");
+        if (!lb) return out;
+        const int32_t n_vocab = model_->vocab().n_tokens();
+        auto add = [&](int64_t id, const json &bias) {
+            if (id < 0 || id >= n_vocab)
+                throw request_error("'logit_bias': token id " + std::to_string(id) +
+                                    " is outside the vocabulary");
+            if (bias.is_boolean()) {
+                if (!bias.get<bool>()) out.push_back({token(id), -std::numeric_limits<float>::infinity()});
+            } else if (bias.is_number()) {
+                out.push_back({token(id), float(bias.get<double>())});
+            } else {
+                throw request_error("'logit_bias' values must be numbers (or false), got " + json_kind(bias));
+            }
+        };
+        if (lb->is_object()) {
+            for (const auto &[key, bias] : lb->items()) {
+                char *end = nullptr;
+                const long long id = std::strtoll(key.c_str(), &end, 10);
+                if (key.empty() || *end != '\0')
+                    throw request_error("'logit_bias' keys must be token ids, got '" + key.substr(0, 40) +
+                                        "'");
+                add(id, bias);
+            }
+        } else {
+            for (const json &pair : *lb) {
+                if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+                    throw request_error("'logit_bias' array entries must be [token id, bias]");
+                add(pair[0].get<int64_t>(), pair[1]);
+            }
+        }
+        return out;
+    }
+
+    parsed_request parse_request(const json &body, bool chat) const {
+        parsed_request p;
+        p.chat = chat;
+        serving::request &g = p.base;
+        g.max_tokens = opt_.n_predict;
+        std::optional<int64_t> max_tokens = integer_field(body, "max_completion_tokens");
+        const char *max_name = "max_completion_tokens";
+        if (!max_tokens) {
+            max_tokens = integer_field(body, "max_tokens");
+            max_name = "max_tokens";
+        }
+        if (max_tokens) {
+            if (*max_tokens < 0 || *max_tokens > (1 << 20))
+                throw request_error(std::string("'") + max_name + "' must be in [0, 1048576], got " +
+                                    std::to_string(*max_tokens));
+            g.max_tokens = int32_t(*max_tokens);
+        }
+        if (opt_.max_tokens_cap > 0 && g.max_tokens > opt_.max_tokens_cap) g.max_tokens = opt_.max_tokens_cap;
+        sampling_params &s = g.sampling;
+        if (auto t = number_field(body, "temperature")) {
+            if (*t < 0) throw request_error("'temperature' must be >= 0, got " + std::to_string(*t));
+            s.temp = float(*t);
+        }
+        if (auto v = number_field(body, "top_p")) s.top_p = float(*v);
+        if (auto v = number_field(body, "min_p")) s.min_p = float(*v);
+        if (auto v = integer_field(body, "top_k")) {
+            if (*v < 0 || *v > INT32_MAX)
+                throw request_error("'top_k' must be >= 0, got " + std::to_string(*v));
+            s.top_k = int32_t(*v);
+        }
+        if (auto v = number_field(body, "presence_penalty")) {
+            if (*v < -2 || *v > 2) throw request_error("'presence_penalty' must be in [-2, 2]");
+            s.penalty_present = float(*v);
+        }
+        if (auto v = number_field(body, "frequency_penalty")) {
+            if (*v < -2 || *v > 2) throw request_error("'frequency_penalty' must be in [-2, 2]");
+            s.penalty_freq = float(*v);
+        }
+        if (auto v = number_field(body, "repeat_penalty")) s.penalty_repeat = float(*v);
+        if (auto seed = integer_field(body, "seed")) {
+            if (*seed < -1 || *seed >= int64_t(sampler_seed_random))
+                throw request_error("'seed' must be in [0, 4294967294] or -1 (random), got " +
+                                    std::to_string(*seed));
+            if (*seed >= 0) s.seed = uint32_t(*seed);
+        }
+        s.logit_bias = read_logit_bias(body);
+        if (auto n = integer_field(body, "n")) {
+            if (*n < 1 || *n > 16) throw request_error("'n' must be in [1, 16], got " + std::to_string(*n));
+            p.n = int32_t(*n);
+        }
+        if (auto stream = bool_field(body, "stream")) p.stream = *stream;
+        if (auto so = field(
+                body, "stream_options", [](const json &j) { return j.is_object(); }, "an object")) {
+            if (auto u = bool_field(*so, "include_usage")) p.include_usage = *u;
+        }
+        if (auto stop = field(
+                body, "stop", [](const json &j) { return j.is_string() || j.is_array(); },
+                "a string or an array of strings")) {
+            if (stop->is_string()) {
+                g.stop.push_back(stop->get<std::string>());
+            } else {
+                for (const json &s_item : *stop) {
+                    if (!s_item.is_string())
+                        throw request_error(std::string("'stop' must hold strings, got ") +
+                                            json_kind(s_item));
+                    g.stop.push_back(s_item.get<std::string>());
+                }
+            }
+            std::erase(g.stop, std::string());
+        }
+        if (chat) {
+            if (auto lp = bool_field(body, "logprobs")) p.logprobs = *lp;
+            if (auto top = integer_field(body, "top_logprobs")) {
+                if (*top < 0 || *top > 20) throw request_error("'top_logprobs' must be in [0, 20]");
+                if (!p.logprobs) throw request_error("'top_logprobs' needs 'logprobs': true");
+                p.top_logprobs = int32_t(*top);
+            }
+        } else {
+            if (auto lp = integer_field(body, "logprobs")) {
+                if (*lp < 0 || *lp > 5) throw request_error("'logprobs' must be in [0, 5] for completions");
+                p.logprobs = true;
+                p.top_logprobs = int32_t(*lp);
+            }
+            if (auto echo = bool_field(body, "echo")) p.echo = *echo;
+            if (field(
+                    body, "suffix", [](const json &j) { return j.is_string(); }, "a string"))
+                throw request_error("'suffix' (insertion) is not supported by this server");
+        }
+        if (auto rf = field(
+                body, "response_format", [](const json &j) { return j.is_object(); }, "an object")) {
+            const std::string type = rf->value("type", "");
+            if (type != "text")
+                throw request_error("'response_format' type '" + type +
+                                    "' is not supported yet (constrained output comes with grammar support); "
+                                    "only 'text' is");
+        }
+        g.logprobs = p.logprobs;
+        g.n_probs = p.top_logprobs;
+        try {
+            make_sampler_chain(s);
         } catch (const error &e) {
             throw request_error(e.what());
         }
-    }
-
-    void completions(const httplib::Request &req, httplib::Response &res) {
-        const json body = parse_body(req);
-        const auto prompt = field(
-            body, "prompt", [](const json &j) { return j.is_string(); },
-            "a string (arrays of prompts or of token ids are not supported)");
-        if (!prompt) throw request_error("'prompt' is required: a string");
-        generation_request g;
-        read_common_fields(body, opt_.n_predict, g);
-        g.prompt = tokenize_prompt(prompt->get<std::string>());
-        respond(res, std::move(g), false);
-    }
-
-    void chat_completions(const httplib::Request &req, httplib::Response &res) {
-        const json body = parse_body(req);
-        const std::vector<chat_message> messages = read_messages(body);
-        generation_request g;
-        read_common_fields(body, opt_.n_predict, g);
-        std::string prompt;
-        try {
-            prompt = apply_chat_template(kind_, messages, true);
-        } catch (const error &e) {
-            throw request_error(std::string("'messages': ") + e.what());
+        if (chat) {
+            const std::vector<chat_message> messages = read_messages(body);
+            std::string prompt;
+            try {
+                prompt = apply_chat_template(kind_, messages, true);
+            } catch (const error &e) {
+                throw request_error(std::string("'messages': ") + e.what());
+            }
+            p.prompts.push_back(checked_prompt(tokenize_text(prompt)));
+        } else {
+            p.prompts = read_prompts(body);
         }
-        g.prompt = tokenize_prompt(prompt);
-        respond(res, std::move(g), true);
+        return p;
     }
 
-    json usage(const generation_result &r) const {
-        return {{"prompt_tokens", r.n_prompt},
-                {"completion_tokens", r.n_generated},
-                {"total_tokens", r.n_prompt + size_t(r.n_generated)}};
+    // The jobs of one request: choice index k = prompt * n + j.
+    std::vector<std::shared_ptr<serving::job>> submit_all(const parsed_request &p) {
+        std::vector<std::shared_ptr<serving::job>> jobs;
+        try {
+            for (size_t i = 0; i < p.prompts.size(); ++i)
+                for (int32_t j = 0; j < p.n; ++j) {
+                    serving::request r = p.base;
+                    r.prompt = p.prompts[i];
+                    const uint32_t k = uint32_t(i) * uint32_t(p.n) + uint32_t(j);
+                    if (r.sampling.seed != sampler_seed_random) r.sampling.seed += k;
+                    jobs.push_back(engine_->submit(std::move(r)));
+                }
+        } catch (const serving::queue_full &e) {
+            for (auto &j : jobs) j->cancel();
+            ++counters_.rejected_busy;
+            throw request_error(std::string("the server is busy: ") + e.what() + "; retry later", 503);
+        } catch (const error &e) {
+            for (auto &j : jobs) j->cancel();
+            throw request_error(e.what());
+        }
+        return jobs;
     }
 
-    // The envelope every response and chunk of one request shares.
     json envelope(const std::string &id, int64_t created, bool chat, bool chunk) const {
         return {{"id", id},
                 {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                 {"created", created},
-                {"model", model_id_}};
+                {"model", model_id_},
+                {"system_fingerprint", "weft"}};
     }
 
-    static json choice(bool chat, bool chunk, const std::string &text, const json &finish_reason) {
-        json c = {{"index", 0}, {"finish_reason", finish_reason}};
-        if (!chat) {
-            c["text"] = text;
-            c["logprobs"] = nullptr;
-        } else if (chunk) {
-            c["delta"] = text.empty() ? json::object() : json{{"content", text}};
-        } else {
-            c["message"] = {{"role", "assistant"}, {"content", text}};
+    static json bytes_of(const std::string &s) {
+        json b = json::array();
+        for (unsigned char c : s) b.push_back(int(c));
+        return b;
+    }
+
+    // Log-probabilities of some tokens in OpenAI's shape for chat (content list, each entry also
+    // with the token's "id", which clients ignore) or completions.
+    json logprobs_json(const std::vector<serving::generated_token> &tokens, bool chat,
+                       size_t text_offset) const {
+        const vocab &v = model_->vocab();
+        if (chat) {
+            json content = json::array();
+            for (const auto &g : tokens) {
+                const std::string piece = v.token_to_piece(g.id, false);
+                json top = json::array();
+                for (const auto &t : g.top) {
+                    const std::string tp = v.token_to_piece(t.id, false);
+                    top.push_back({{"id", t.id},
+                                   {"token", serving::utf8_sanitize(tp)},
+                                   {"logprob", t.logprob},
+                                   {"bytes", bytes_of(tp)}});
+                }
+                content.push_back({{"id", g.id},
+                                   {"token", serving::utf8_sanitize(piece)},
+                                   {"logprob", g.logprob},
+                                   {"bytes", bytes_of(piece)},
+                                   {"top_logprobs", top}});
+            }
+            return {{"content", content}};
         }
-        return c;
+        json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+        for (const auto &g : tokens) {
+            const std::string piece = v.token_to_piece(g.id, false);
+            toks.push_back(serving::utf8_sanitize(piece));
+            lps.push_back(g.logprob);
+            json top = json::object();
+            for (const auto &t : g.top)
+                top[serving::utf8_sanitize(v.token_to_piece(t.id, false))] = t.logprob;
+            tops.push_back(top);
+            offsets.push_back(text_offset);
+            text_offset += piece.size();
+        }
+        return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
     }
 
-    static std::string note(const generation_result &r) {
-        return "prompt " + std::to_string(r.n_prompt) + " tokens (" + std::to_string(r.n_cached) +
-               " cached), " + std::to_string(r.n_generated) + " generated, finish " + r.finish_reason;
+    static std::string note(const std::vector<serving::completion> &done) {
+        std::string out;
+        for (const auto &c : done) {
+            if (!out.empty()) out += "; ";
+            out += "prompt " + std::to_string(c.n_prompt) + " tokens (" + std::to_string(c.n_cached) +
+                   " cached), " + std::to_string(c.tokens.size()) + " generated, finish " +
+                   serving::finish_reason_name(c.finish) + ", slot " + std::to_string(c.slot);
+        }
+        return out;
     }
 
-    void respond(httplib::Response &res, generation_request g, bool chat) {
-        auto chain = std::shared_ptr<sampler_chain>(make_chain(g.sampling));
-        const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++n_requests_);
+    json usage(const parsed_request &p, const std::vector<serving::completion> &done) const {
+        size_t prompt_tokens = 0, completion_tokens = 0;
+        for (const auto &t : p.prompts) prompt_tokens += t.size();
+        for (const auto &c : done) completion_tokens += c.tokens.size();
+        return {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens}};
+    }
+
+    void generate(const httplib::Request &req, httplib::Response &res, bool chat) {
+        const json body = parse_body(req);
+        auto p = std::make_shared<parsed_request>(parse_request(body, chat));
+        auto jobs = std::make_shared<std::vector<std::shared_ptr<serving::job>>>(submit_all(*p));
+        const std::string id = (chat ? "chatcmpl-" : "cmpl-") + random_id();
         const int64_t created = int64_t(std::time(nullptr));
-        if (!g.stream) {
-            const generation_result r = gen_.generate(g, *chain, [](const std::string &) { return true; });
-            json out = envelope(id, created, chat, false);
-            out["choices"] = json::array({choice(chat, false, r.text, r.finish_reason)});
-            out["usage"] = usage(r);
-            this_request.detail = note(r);
-            res.set_content(out.dump(), "application/json");
-            return;
-        }
-        // Streamed: httplib calls the provider after this handler returns, on the same thread; the
-        // whole generation runs inside it, one event per piece of text.
-        auto request = std::make_shared<generation_request>(std::move(g));
+        if (p->stream)
+            stream(res, p, jobs, id, created);
+        else
+            whole(res, p, jobs, id, created);
+    }
+
+    // Not streamed: the answer is one JSON object once every choice is done. It is written by a
+    // content provider so that a client that goes away is noticed: after a second without an
+    // answer, a space (which JSON allows before a value) goes out every second, and a failed write
+    // cancels the jobs.
+    void whole(httplib::Response &res, std::shared_ptr<parsed_request> p,
+               std::shared_ptr<std::vector<std::shared_ptr<serving::job>>> jobs, const std::string &id,
+               int64_t created) {
+        auto finished = [jobs] {
+            for (auto &j : *jobs)
+                if (!j->finished()) return false;
+            return true;
+        };
+        auto respond = [this, p, jobs, id, created](httplib::DataSink &sink) {
+            std::vector<serving::completion> done;
+            for (auto &j : *jobs) done.push_back(j->result());
+            this_request.detail = note(done);
+            json out = envelope(id, created, p->chat, false);
+            out["choices"] = json::array();
+            for (size_t k = 0; k < done.size(); ++k) {
+                const serving::completion &c = done[k];
+                if (c.finish == serving::finish_reason::error) {
+                    const std::string body = error_body(c.error, 500).dump();
+                    sink.write(body.data(), body.size());
+                    sink.done();
+                    return;
+                }
+                std::string text = c.text;
+                if (p->echo) text = model_->vocab().detokenize(p->prompts[k / size_t(p->n)]) + text;
+                json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
+                if (p->chat) {
+                    choice["message"] = {{"role", "assistant"}, {"content", text}};
+                    choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
+                } else {
+                    choice["text"] = text;
+                    choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, false, 0) : json(nullptr);
+                }
+                out["choices"].push_back(choice);
+            }
+            out["usage"] = usage(*p, done);
+            const std::string text = out.dump();
+            sink.write(text.data(), text.size());
+            sink.done();
+        };
+        // most requests finish within a second: answer them with a plain body
+        serving::event e;
+        const auto deadline = steady::now() + std::chrono::seconds(1);
+        while (!finished() && steady::now() < deadline)
+            for (auto &j : *jobs) j->wait_event(e, std::chrono::milliseconds(20));
+        res.set_chunked_content_provider("application/json",
+                                         [jobs, finished, respond](size_t, httplib::DataSink &sink) {
+                                             serving::event ev;
+                                             auto last_beat = steady::now();
+                                             while (!finished()) {
+                                                 for (auto &j : *jobs)
+                                                     j->wait_event(ev, std::chrono::milliseconds(50));
+                                                 if (steady::now() - last_beat >= std::chrono::seconds(1)) {
+                                                     last_beat = steady::now();
+                                                     if (!sink.is_writable() || !sink.write(" ", 1)) {
+                                                         for (auto &j : *jobs) j->cancel();
+                                                         return false;
+                                                     }
+                                                 }
+                                             }
+                                             respond(sink);
+                                             return true;
+                                         });
+    }
+
+    // Streamed: Server-Sent Events, one chunk per piece of text of each choice, nothing before the
+    // first piece (a queued request sends only SSE comments, which clients ignore, to notice a
+    // client that went away), then a final chunk per choice with its finish reason, the usage
+    // chunk when asked for, and "data: [DONE]".
+    void stream(httplib::Response &res, std::shared_ptr<parsed_request> p,
+                std::shared_ptr<std::vector<std::shared_ptr<serving::job>>> jobs, const std::string &id,
+                int64_t created) {
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
-            "text/event-stream", [this, request, chain, id, created, chat](size_t, httplib::DataSink &sink) {
-                auto send = [&sink](const json &event) {
-                    const std::string line = "data: " + event.dump() + "\n\n";
-                    return sink.is_writable() && sink.write(line.data(), line.size());
+            "text/event-stream", [this, p, jobs, id, created](size_t, httplib::DataSink &sink) {
+                auto write = [&sink](const std::string &s) {
+                    return sink.is_writable() && sink.write(s.data(), s.size());
                 };
-                auto chunk = [&](const std::string &text, const json &finish_reason) {
-                    json c = envelope(id, created, chat, true);
-                    c["choices"] = json::array({choice(chat, true, text, finish_reason)});
-                    return c;
+                auto send = [&](const json &event) { return write("data: " + event.dump() + "\n\n"); };
+                auto cancel_all = [&] {
+                    for (auto &j : *jobs) j->cancel();
+                    std::vector<serving::completion> done;
+                    serving::event ignored;
+                    for (auto &j : *jobs) {  // the engine ends them at its next step
+                        const auto until = steady::now() + std::chrono::seconds(2);
+                        while (!j->finished() && steady::now() < until)
+                            j->wait_event(ignored, std::chrono::milliseconds(20));
+                        done.push_back(j->result());
+                    }
+                    this_request.detail = "client went away: " + note(done);
+                    return false;
                 };
-                if (chat) {  // the first chunk names the role, as OpenAI's do
-                    json first = chunk("", nullptr);
-                    first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-                    if (!send(first)) return false;
+                std::vector<bool> role_sent(jobs->size(), false), done_flags(jobs->size(), false);
+                std::vector<size_t> offsets(jobs->size(), 0);
+                size_t n_done = 0;
+                auto last_write = steady::now();
+                while (n_done < jobs->size()) {
+                    bool any = false;
+                    for (size_t k = 0; k < jobs->size(); ++k) {
+                        if (done_flags[k]) continue;
+                        serving::event ev;
+                        while ((*jobs)[k]->poll_event(ev)) {
+                            any = true;
+                            json c = envelope(id, created, p->chat, true);
+                            json choice = {{"index", k}, {"finish_reason", nullptr}};
+                            if (ev.final) {
+                                const serving::completion r = (*jobs)[k]->result();
+                                if (r.finish == serving::finish_reason::error) {
+                                    send(error_body(r.error, 500));
+                                    this_request.detail = r.error;
+                                    sink.done();
+                                    return true;
+                                }
+                                choice["finish_reason"] = serving::finish_reason_name(r.finish);
+                                done_flags[k] = true;
+                                ++n_done;
+                            }
+                            if (p->chat) {
+                                json delta = json::object();
+                                if (!role_sent[k]) delta["role"] = "assistant";
+                                role_sent[k] = true;
+                                if (!ev.text.empty() || !ev.final) delta["content"] = ev.text;
+                                choice["delta"] = delta;
+                                choice["logprobs"] =
+                                    p->logprobs ? logprobs_json(ev.tokens, true, 0) : json(nullptr);
+                            } else {
+                                choice["text"] = ev.text;
+                                choice["logprobs"] =
+                                    p->logprobs ? logprobs_json(ev.tokens, false, offsets[k]) : json(nullptr);
+                            }
+                            offsets[k] += ev.text.size();
+                            c["choices"] = json::array({choice});
+                            if (p->include_usage) c["usage"] = nullptr;
+                            if (!send(c)) return cancel_all();
+                            last_write = steady::now();
+                            if (ev.final) break;
+                        }
+                    }
+                    if (any) continue;
+                    if (steady::now() - last_write >= std::chrono::seconds(2)) {
+                        if (!write(": waiting\n\n")) return cancel_all();
+                        last_write = steady::now();
+                    }
+                    // wait for the next event of the first unfinished choice
+                    for (size_t k = 0; k < jobs->size(); ++k)
+                        if (!done_flags[k]) {
+                            (*jobs)[k]->wait_ready(std::chrono::milliseconds(50));
+                            break;
+                        }
                 }
-                generation_result r;
-                try {
-                    r = gen_.generate(*request, *chain,
-                                      [&](const std::string &text) { return send(chunk(text, nullptr)); });
-                } catch (const std::exception &e) {
-                    this_request.detail = e.what();
-                    send(error_body(e.what(), 500));
-                    sink.done();
-                    return true;
+                std::vector<serving::completion> done;
+                for (auto &j : *jobs) done.push_back(j->result());
+                this_request.detail = note(done);
+                if (p->include_usage) {
+                    json u = envelope(id, created, p->chat, true);
+                    u["choices"] = json::array();
+                    u["usage"] = usage(*p, done);
+                    if (!send(u)) return false;
                 }
-                this_request.detail = note(r);
-                if (r.finish_reason == "cancelled") return false;  // the logger still writes its line
-                json last = chunk("", r.finish_reason);
-                last["usage"] = usage(r);
-                if (!send(last)) return false;
-                const std::string done = "data: [DONE]\n\n";
-                sink.write(done.data(), done.size());
+                write("data: [DONE]\n\n");
                 sink.done();
                 return true;
             });
     }
 
-    const model &model_;
-    generator &gen_;
-    chat_template_kind kind_;
+    void tokenize(const httplib::Request &req, httplib::Response &res) {
+        const json body = parse_body(req);
+        const auto content = field(
+            body, "content", [](const json &j) { return j.is_string(); }, "a string");
+        if (!content) throw request_error("'content' is required: a string");
+        const bool add_special = bool_field(body, "add_special").value_or(false);
+        const bool parse_special = bool_field(body, "parse_special").value_or(true);
+        const bool with_pieces = bool_field(body, "with_pieces").value_or(false);
+        std::vector<token> tokens;
+        try {
+            tokens = model_->vocab().tokenize(content->get<std::string>(), add_special, parse_special);
+        } catch (const error &e) {
+            throw request_error(std::string("the content cannot be tokenized: ") + e.what());
+        }
+        json out = json::array();
+        for (token t : tokens) {
+            if (with_pieces)
+                out.push_back(
+                    {{"id", t}, {"piece", serving::utf8_sanitize(model_->vocab().token_to_piece(t, true))}});
+            else
+                out.push_back(t);
+        }
+        res.set_content(json{{"tokens", out}}.dump(), "application/json");
+    }
+
+    void detokenize(const httplib::Request &req, httplib::Response &res) {
+        const json body = parse_body(req);
+        const auto tokens = field(
+            body, "tokens", [](const json &j) { return j.is_array(); }, "an array of token ids");
+        if (!tokens) throw request_error("'tokens' is required: an array of token ids");
+        std::vector<token> ids;
+        const int32_t n_vocab = model_->vocab().n_tokens();
+        for (const json &t : *tokens) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
+                throw request_error("'tokens' must hold token ids in [0, " + std::to_string(n_vocab) +
+                                    "), got " + json_kind(t));
+            ids.push_back(token(t.get<int64_t>()));
+        }
+        res.set_content(
+            json{{"content", serving::utf8_sanitize(model_->vocab().detokenize(ids, false))}}.dump(),
+            "application/json");
+    }
+
+    void props(httplib::Response &res) {
+        const sampling_params d;
+        res.set_content(json{{"model_path", opt_.model_path},
+                             {"model", model_id_},
+                             {"n_slots", engine_->n_slots()},
+                             {"n_ctx", engine_->n_ctx()},
+                             {"n_ctx_slot", engine_->n_ctx_slot()},
+                             {"chat_template", chat_template_name(kind_)},
+                             {"chat_template_source", template_source_},
+                             {"max_queue", opt_.max_queue},
+                             {"default_generation_settings",
+                              {{"max_tokens", opt_.n_predict},
+                               {"temperature", d.temp},
+                               {"top_k", d.top_k},
+                               {"top_p", d.top_p},
+                               {"min_p", d.min_p}}}}
+                            .dump(),
+                        "application/json");
+    }
+
+    void slots(httplib::Response &res) {
+        const serving::engine_stats st = engine_->stats();
+        json out = json::array();
+        for (const auto &s : st.slots)
+            out.push_back({{"id", s.id},
+                           {"state", s.busy ? "processing" : "idle"},
+                           {"n_ctx", engine_->n_ctx_slot()},
+                           {"n_cached", s.n_cached},
+                           {"n_prompt", s.n_prompt},
+                           {"n_generated", s.n_generated}});
+        res.set_content(out.dump(), "application/json");
+    }
+
+    void metrics(httplib::Response &res) {
+        const serving::engine_stats st = engine_->stats();
+        std::string m;
+        auto metric = [&m](const char *name, const char *type, const char *help, double value) {
+            m += std::string("# HELP weft_") + name + " " + help + "\n# TYPE weft_" + name + " " + type +
+                 "\nweft_" + name + " " + json(value).dump() + "\n";
+        };
+        metric("http_requests_total", "counter", "HTTP requests received", double(counters_.requests.load()));
+        metric("http_errors_total", "counter", "HTTP responses with a status >= 400",
+               double(counters_.errors.load()));
+        metric("requests_rejected_busy_total", "counter",
+               "requests refused with 503 because the queue was full",
+               double(counters_.rejected_busy.load()));
+        metric("generation_requests_total", "counter", "generation jobs submitted",
+               double(st.requests_submitted));
+        metric("generation_requests_finished_total", "counter", "generation jobs finished",
+               double(st.requests_finished));
+        metric("prompt_tokens_total", "counter", "prompt tokens decoded (cached ones not counted)",
+               double(st.prompt_tokens));
+        metric("generated_tokens_total", "counter", "tokens generated", double(st.generated_tokens));
+        metric("decode_seconds_total", "counter", "time spent decoding batches", st.decode_ms / 1000.0);
+        metric(
+            "tokens_per_second", "gauge", "prompt and generated tokens per second of decoding",
+            st.decode_ms > 0 ? double(st.prompt_tokens + st.generated_tokens) * 1000.0 / st.decode_ms : 0.0);
+        metric("queue_length", "gauge", "requests waiting for a slot", double(st.queued));
+        metric("busy_slots", "gauge", "slots generating or processing a prompt", double(st.busy_slots));
+        metric("slots", "gauge", "slots", double(st.n_slots));
+        metric("kv_cells_used", "gauge", "KV cache cells in use", double(st.kv_cells_used));
+        metric("kv_cells", "gauge", "KV cache cells", double(st.kv_cells));
+        res.set_content(m, "text/plain; version=0.0.4");
+    }
+
+    static std::string random_id() {
+        static thread_local std::mt19937_64 rng(std::random_device{}());
+        static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        std::string id;
+        for (int i = 0; i < 24; ++i) id += digits[rng() % (sizeof digits - 1)];
+        return id;
+    }
+
     const serve_options &opt_;
-    uint32_t n_ctx_;
-    std::string model_id_;
+    std::atomic<bool> ready_{false};
+    const model *model_ = nullptr;
+    serving::engine *engine_ = nullptr;
+    chat_template_kind kind_ = chat_template_kind::chatml;
+    std::string template_source_;
+    std::string model_id_ = "loading";
     int64_t created_;
-    std::atomic<uint64_t> n_requests_{0};
+    http_counters counters_;
 };
 
 // SIGINT and SIGTERM stop the server from a thread that waits for them (a signal handler may not
@@ -619,18 +1032,17 @@ class signal_watcher {
 
 int serve_main(int argc, char **argv) {
     CLI::App app{
-        "Serves a model over HTTP with OpenAI-style endpoints:\n"
-        "  GET  /health               {\"status\": \"ok\"}\n"
-        "  GET  /v1/models            the loaded model\n"
-        "  POST /v1/completions       {prompt, max_tokens, temperature, top_p, top_k, min_p, seed, stop, "
-        "stream}\n"
-        "  POST /v1/chat/completions  {messages: [{role, content}], and the same fields}\n"
-        "\"stream\": true answers with Server-Sent Events, one chunk per piece of text, ending in\n"
-        "\"data: [DONE]\". The model is loaded once into one context, so requests are served one at a\n"
-        "time: a request waits while another generates. Each request reuses the KV cache cells of the\n"
-        "prefix its prompt shares with the previous request's tokens. Bad requests get an OpenAI error\n"
-        "object (HTTP 400; 404 for an unknown route). One log line per request goes to stderr;\n"
-        "--port 0 picks a free port, which the \"listening on\" line names. SIGINT/SIGTERM stop it.",
+        "Serves a model over HTTP with OpenAI-style endpoints (README: every route and field):\n"
+        "  POST /v1/chat/completions, /v1/completions (also without /v1): streaming (SSE) or not\n"
+        "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus), /props, /slots\n"
+        "  POST /tokenize, /detokenize\n"
+        "Requests are queued first in, first out and run in -np parallel slots; every step decodes\n"
+        "the tokens of all active slots in one batch (continuous batching). A slot keeps its cache\n"
+        "after a request, and a new request goes to the slot holding the longest prefix of its\n"
+        "prompt. Bad requests get an OpenAI error object (400; 401 without the --api-key, 404 for an\n"
+        "unknown route, 413 for a body over --max-body, 503 with Retry-After when the queue is full).\n"
+        "One log line per request goes to stderr; --port 0 picks a free port, which the \"listening\n"
+        "on\" line names. SIGINT/SIGTERM cancel what runs and stop the server.",
         "weft serve"};
     serve_options opt;
     app.add_option("-m,--model", opt.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
@@ -638,9 +1050,14 @@ int serve_main(int argc, char **argv) {
     app.add_option("--port", opt.port, "TCP port (0: any free one)")
         ->capture_default_str()
         ->check(CLI::Range(0, 65535));
-    app.add_option("-c,--ctx-size", opt.n_ctx, "context size in tokens (0: the model's, at most 4096)")
+    app.add_option("--parallel", opt.n_slots, "parallel slots (sequences decoded together), also -np")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    app.add_option("-c,--ctx-size", opt.n_ctx,
+                   "KV cache cells for all slots together, each slot getting an equal share (0: slots x the "
+                   "model's context, at most 4096 each)")
         ->capture_default_str();
-    app.add_option("-b,--batch-size", opt.n_batch, "most prompt tokens per decode call")
+    app.add_option("-b,--batch-size", opt.n_batch, "most tokens per decode step (all slots together)")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));
     app.add_option("-t,--threads", opt.n_threads, "threads (0: the hardware's, at most 4)")
@@ -654,44 +1071,91 @@ int serve_main(int argc, char **argv) {
     app.add_option("-n,--n-predict", opt.n_predict, "max_tokens of a request that does not give one")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
-    CLI11_PARSE(app, argc, argv);
+    app.add_option("--max-tokens", opt.max_tokens_cap, "most tokens one request may generate (0: no limit)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--api-key", opt.api_key, "require 'Authorization: Bearer KEY' (401 otherwise)");
+    app.add_option("--timeout", opt.timeout_s, "seconds a client may take to send a request or read a reply")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 86400));
+    app.add_option("--max-body", opt.max_body, "largest request body in bytes (413 above)")
+        ->capture_default_str()
+        ->check(CLI::Range(size_t(1024), size_t(1) << 30));
+    app.add_option("--max-queue", opt.max_queue,
+                   "requests waiting for a slot at most (503 above; 0: no limit)")
+        ->capture_default_str();
+    app.add_option("--http-threads", opt.http_threads,
+                   "threads serving connections (0: 4 x slots + 64, so slow clients cannot starve others)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 4096));
+    app.add_option("--cors", opt.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
 
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
     std::signal(SIGPIPE, SIG_IGN);
     httplib::Server svr;
     signal_watcher watcher(svr);
-    const auto model = model::load(opt.model_path);
-    const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
-    const chat_template_kind kind = chosen.kind;
-    const std::string template_source =
-        chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
-
-    const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
-    inference_context ctx(*model, ip);
-    std::fprintf(stderr, "weft serve: %s: %s\n", opt.model_path.c_str(), model->describe().c_str());
-    std::fprintf(stderr, "weft serve: context %u tokens, %d threads, chat template %s (%s)\n", ctx.n_ctx(),
-                 ip.n_threads, chat_template_name(kind), template_source.c_str());
-
-    generator gen(*model, ctx);
-    server routes(*model, gen, kind, opt, ctx.n_ctx());
+    server routes(opt);
     routes.install(svr);
+    const size_t n_http_threads =
+        opt.http_threads > 0 ? size_t(opt.http_threads) : size_t(4 * opt.n_slots + 64);
+    svr.new_task_queue = [n_http_threads] { return new httplib::ThreadPool(n_http_threads); };
+    svr.set_payload_max_length(opt.max_body);
+    svr.set_read_timeout(opt.timeout_s, 0);
+    svr.set_write_timeout(opt.timeout_s, 0);
+    svr.set_keep_alive_timeout(5);
     // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port and
     // take half its connections; a busy port must be an error instead
     svr.set_socket_options([](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
-
     const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host)
                                    : (svr.bind_to_port(opt.host, opt.port) ? opt.port : -1);
     if (port < 0)
         throw error("cannot listen on " + opt.host + ":" + std::to_string(opt.port) +
                     " (address in use, or not an address of this machine?)");
-    if (watcher.signalled()) return 0;  // stopped while loading
+    // listening while the model loads: /health says "loading model", other routes 503
+    std::thread http([&svr] { svr.listen_after_bind(); });
     std::fprintf(stderr, "weft serve: listening on http://%s:%d\n", opt.host.c_str(), port);
-    const bool clean = svr.listen_after_bind();
+
+    std::unique_ptr<model> loaded;
+    std::unique_ptr<serving::engine> eng;
+    try {
+        loaded = model::load(opt.model_path);
+        const tool::template_choice chosen = tool::choose_chat_template(*loaded, opt.chat_template);
+        const std::string template_source =
+            chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
+        uint32_t n_ctx_slot = 0;
+        if (opt.n_ctx > 0) n_ctx_slot = opt.n_ctx / uint32_t(opt.n_slots);
+        serving::engine_params ep;
+        ep.n_slots = opt.n_slots;
+        ep.max_queue = opt.max_queue;
+        ep.context = tool::conversation_params(*loaded, n_ctx_slot, opt.n_batch, opt.n_threads);
+        ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);
+        ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
+        ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
+        eng = std::make_unique<serving::engine>(*loaded, ep);
+        std::fprintf(stderr, "weft serve: %s: %s\n", opt.model_path.c_str(), loaded->describe().c_str());
+        std::fprintf(stderr,
+                     "weft serve: %d slots of %u tokens (context %u), %d threads, chat template %s (%s)\n",
+                     eng->n_slots(), eng->n_ctx_slot(), eng->n_ctx(), ep.context.n_threads,
+                     chat_template_name(chosen.kind), template_source.c_str());
+        eng->start();
+        routes.set_ready(*loaded, *eng, chosen.kind, template_source);
+    } catch (...) {
+        svr.stop();
+        http.join();
+        throw;
+    }
+    http.join();  // until SIGINT/SIGTERM stops the server
+    eng->stop();  // whatever still runs ends as cancelled
     std::fprintf(stderr, "weft serve: stopped\n");
-    return clean ? 0 : 1;
+    return 0;
 }
 
 [[maybe_unused]] const bool registered = register_command(

@@ -20,4 +20,20 @@ struct command {
 bool register_command(command c);
 const std::vector<command> &commands();
 
+// The arguments of a command for CLI11, with the established multi-letter short spellings (-ub,
+// -tb, -np, which CLI11 cannot declare) rewritten to their long forms. CLI11's vector form takes
+// the arguments reversed, and this returns them so.
+inline std::vector<std::string> cli_args(int argc, char **argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    for (auto &a : args) {
+        if (a == "-ub")
+            a = "--ubatch-size";
+        else if (a == "-tb")
+            a = "--threads-batch";
+        else if (a == "-np")
+            a = "--parallel";
+    }
+    return {args.rbegin(), args.rend()};
+}
+
 }  // namespace weft::tool

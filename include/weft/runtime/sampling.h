@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/vocab/vocab.h"
@@ -114,6 +115,10 @@ std::unique_ptr<sampler> make_temp(float t);
 // last_n == 0 turns it off; last_n < 0 looks at every accepted token since the last reset.
 std::unique_ptr<sampler> make_penalties(int32_t last_n, float repeat, float freq, float present);
 
+// Adds a bias to the logit of each listed token (-inf: the token is never chosen); a token listed
+// twice gets the sum. Throws weft::error on a NaN bias.
+std::unique_ptr<sampler> make_logit_bias(std::vector<std::pair<token, float>> biases);
+
 struct sampling_params {
     float temp = 0.8f;
     int32_t top_k = 40;
@@ -125,12 +130,13 @@ struct sampling_params {
     float penalty_freq = 0.0f;
     float penalty_present = 0.0f;
     uint32_t seed = sampler_seed_random;
-    size_t min_keep = 1;  // the floor of top-p, min-p and typical
+    size_t min_keep = 1;                              // the floor of top-p, min-p and typical
+    std::vector<std::pair<token, float>> logit_bias;  // applied first (see make_logit_bias)
 };
 
-// The established default order: penalties -> top-k -> typical -> top-p -> min-p -> temp -> dist;
-// with temp <= 0: penalties -> greedy. Throws weft::error on a parameter out of range (negative
-// repeat penalty, top_p or min_p outside [0, 1], NaN).
+// The established default order: logit bias -> penalties -> top-k -> typical -> top-p -> min-p -> temp ->
+// dist; with temp <= 0: penalties -> greedy. Throws weft::error on a parameter out of range (negative repeat
+// penalty, top_p or min_p outside [0, 1], NaN).
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params);
 
 }  // namespace weft

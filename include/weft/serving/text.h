@@ -1,4 +1,4 @@
-// tools/weft/generation.h — text helpers for streamed generation: UTF-8 boundaries and stop strings.
+// weft/serving/text.h — text helpers for streamed generation: UTF-8 boundaries and stop strings.
 #pragma once
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace weft::tool {
+namespace weft::serving {
 
 // Bytes a UTF-8 sequence opened by `lead` spans; 0 when `lead` cannot open one (a continuation
 // byte, or 0xC0, 0xC1, 0xF5..0xFF, which RFC 3629 never allows).
@@ -108,4 +108,4 @@ inline size_t stop_prefix_overlap(std::string_view text, const std::vector<std::
     return longest;
 }
 
-}  // namespace weft::tool
+}  // namespace weft::serving
