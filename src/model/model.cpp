@@ -44,7 +44,9 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     gguf_open_options opt;
     opt.use_mmap = params.use_mmap;
     opt.load_data = !params.vocab_only;
-    m->file_ = gguf_file::open(path, opt);
+    m->file_ = params.memory.empty()
+                   ? gguf_file::open(path, opt)
+                   : gguf_file::from_memory(params.memory.data(), params.memory.size(), path);
     const gguf_file &f = *m->file_;
 
     const auto arch_name = f.get_string("general.architecture");

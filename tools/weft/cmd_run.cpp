@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/assets.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/type.h"
@@ -34,7 +35,8 @@ int run_main(int argc, char **argv) {
     bool no_mmap = false, no_repack = false;
     weft::sampling_params sp;
     int64_t seed = -1;
-    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
+        ->check(CLI::ExistingFile);
     app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS alone)");
     app.add_option("-n,--n-predict", n_predict,
                    "tokens to generate at most (stops earlier at end of generation)")
@@ -80,8 +82,8 @@ int run_main(int argc, char **argv) {
     weft::model_params mp;
     mp.use_mmap = !no_mmap;
     mp.repack = !no_repack;
-    auto model = weft::model::load(model_path, mp);
-    std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model_path.c_str(), model->load_ms(),
+    auto model = weft::tool::load_model_or_default(model_path, mp);
+    std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model->path().c_str(), model->load_ms(),
                  model->describe().c_str());
 
     weft::inference_params ip;

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/assets.h"
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
@@ -279,6 +280,9 @@ class server {
                 send_error(res, message, 500);
             });
 
+        svr.Get("/", [](const httplib::Request &, httplib::Response &res) {
+            res.set_content(std::string(chat_page()), "text/html; charset=utf-8");
+        });
         svr.Get("/health", [this](const httplib::Request &req, httplib::Response &res) { health(req, res); });
         auto models = [this](const httplib::Request &, httplib::Response &res) {
             res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(),
@@ -912,7 +916,7 @@ class server {
 
     void props(httplib::Response &res) {
         const sampling_params d;
-        res.set_content(json{{"model_path", opt_.model_path},
+        res.set_content(json{{"model_path", model_->path()},
                              {"model", model_id_},
                              {"n_slots", engine_->n_slots()},
                              {"n_ctx", engine_->n_ctx()},
@@ -1045,7 +1049,8 @@ int serve_main(int argc, char **argv) {
         "on\" line names. SIGINT/SIGTERM cancel what runs and stop the server.",
         "weft serve"};
     serve_options opt;
-    app.add_option("-m,--model", opt.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", opt.model_path, "GGUF model file; none: the built-in stories260K")
+        ->check(CLI::ExistingFile);
     app.add_option("--host", opt.host, "address to listen on")->capture_default_str();
     app.add_option("--port", opt.port, "TCP port (0: any free one)")
         ->capture_default_str()
@@ -1126,7 +1131,7 @@ int serve_main(int argc, char **argv) {
     std::unique_ptr<model> loaded;
     std::unique_ptr<serving::engine> eng;
     try {
-        loaded = model::load(opt.model_path);
+        loaded = load_model_or_default(opt.model_path);
         const tool::template_choice chosen = tool::choose_chat_template(*loaded, opt.chat_template);
         const std::string template_source =
             chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
@@ -1140,7 +1145,7 @@ int serve_main(int argc, char **argv) {
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
         eng = std::make_unique<serving::engine>(*loaded, ep);
-        std::fprintf(stderr, "weft serve: %s: %s\n", opt.model_path.c_str(), loaded->describe().c_str());
+        std::fprintf(stderr, "weft serve: %s: %s\n", loaded->path().c_str(), loaded->describe().c_str());
         std::fprintf(stderr,
                      "weft serve: %d slots of %u tokens (context %u), %d threads, chat template %s (%s)\n",
                      eng->n_slots(), eng->n_ctx_slot(), eng->n_ctx(), ep.context.n_threads,

@@ -38,6 +38,9 @@ struct model_params {
     // Called with the fraction loaded (0..1, reaching 1 at the end); returning false cancels
     // the load (model::load then throws load_cancelled).
     std::function<bool(float progress)> progress;
+    // Non-empty: the GGUF file's bytes, already in memory (a model built into the executable);
+    // the path passed to load only names it. The bytes are copied.
+    std::span<const uint8_t> memory;
 };
 
 // The weights of one block (layer). Optional tensors are null when the architecture or the file
