@@ -137,9 +137,18 @@ TEST(RunCli, RealVocabularyOnlyFixtureCannotRun) {
     EXPECT_NE(r.err.find("vocabulary-only"), std::string::npos) << r.err;
 }
 
+// Without -m, run uses the model built into the executable (stories260K): a fresh build generates
+// real text at once.
+TEST(RunCli, BuiltInModelWithoutDashM) {
+    const run_result r = weft("run -p 'Once upon a time' -n 12 --temp 0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(", there was a little girl named Lily", 0), 0u) << r.out;
+    EXPECT_NE(r.err.find("stories260K.gguf (built in)"), std::string::npos) << r.err;
+}
+
 TEST(RunCli, BadFlagsAreRejected) {
     synth_model m;
-    EXPECT_NE(weft("run -p hi").status, 0);  // no model
+    EXPECT_NE(weft("run -p hi --top-p nope").status, 0);
     EXPECT_NE(weft("run -m " + q(m.path()) + " --kv-type q4_0").status, 0);
     EXPECT_NE(weft("run -m /nonexistent/model.gguf").status, 0);
     EXPECT_NE(weft("synth /tmp/never-written.gguf --heads 5 --kv-heads 2").status, 0);
