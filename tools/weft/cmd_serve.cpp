@@ -321,6 +321,11 @@ class server {
         svr.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { metrics(res); });
     }
 
+    // On SIGINT/SIGTERM: running and queued requests end now, as cancelled.
+    void cancel_all() {
+        if (ready_) engine_->stop();
+    }
+
   private:
     // Turns a refused request into its error response; any other failure into a 500.
     template <class Fn>
@@ -1003,17 +1008,19 @@ class server {
 // blocked mask and only this one receives them.
 class signal_watcher {
   public:
-    explicit signal_watcher(httplib::Server &svr) {
+    // `before_stop` runs first (it cancels the running requests, so their connections end at once).
+    signal_watcher(httplib::Server &svr, std::function<void()> before_stop) {
         sigemptyset(&set_);
         sigaddset(&set_, SIGINT);
         sigaddset(&set_, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-        thread_ = std::thread([this, &svr] {
+        thread_ = std::thread([this, &svr, before_stop] {
             int sig = 0;
             sigwait(&set_, &sig);
             if (quitting_) return;
             std::fprintf(stderr, "weft serve: signal %d, stopping\n", sig);
             signalled_ = true;
+            before_stop();
             svr.stop();
         });
     }
@@ -1103,8 +1110,8 @@ int serve_main(int argc, char **argv) {
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
     std::signal(SIGPIPE, SIG_IGN);
     httplib::Server svr;
-    signal_watcher watcher(svr);
     server routes(opt);
+    signal_watcher watcher(svr, [&routes] { routes.cancel_all(); });
     routes.install(svr);
     const size_t n_http_threads =
         opt.http_threads > 0 ? size_t(opt.http_threads) : size_t(4 * opt.n_slots + 64);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/interleaved.h"
+#include "backends/cpu/prefetch.h"
 
 namespace weft::cpu {
 
@@ -70,6 +71,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
         for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t *block = group + size_t(b) * block_bytes;
+            if (half == 0) prefetch_block_share(block, block_bytes, 0, 1);  // half 1 finds it in L2
             const __m256 dw =
                 _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
             __m256i w[8];
@@ -187,6 +189,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int t = 0; t < 8; ++t) {
+                if (half == 0) prefetch_block_share(block, l.block_bytes, t, 8);
                 __m256i w[8];
                 load_k_unit<Kind>(l, block, half, t, w);
                 if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {

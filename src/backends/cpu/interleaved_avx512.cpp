@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/interleaved.h"
+#include "backends/cpu/prefetch.h"
 
 namespace weft::cpu {
 
@@ -62,6 +63,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * block_bytes;
+        prefetch_block_share(block, block_bytes, 0, 1);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
         __m512i w[8];
         load_block<Kind>(l, block, w);
@@ -188,6 +190,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
         for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int t = 0; t < 8; ++t) {
+            prefetch_block_share(block, l.block_bytes, t, 8);
             __m512i w[8];
             load_k_unit<Kind>(l, block, t, w);
             if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
