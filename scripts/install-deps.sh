@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh — installs the Debian packages weft builds with (needs root or sudo).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libgtest-dev
-      libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+updated=0
+# apt-get install of the packages of the list that are not installed yet
+install_missing() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ $updated -eq 0 ]; then $SUDO apt-get update -qq; updated=1; fi
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+}
+# the build
+install_missing build-essential cmake pkg-config libgtest-dev \
+    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+# the server's client and browser tests (they skip without these): chromium, and node + npm unless
+# the machine has them from elsewhere (NodeSource's node, which Debian's npm would conflict with)
+test_pkgs=(chromium)
+command -v node >/dev/null || test_pkgs+=(nodejs)
+command -v npm >/dev/null || test_pkgs+=(npm)
+install_missing "${test_pkgs[@]}" || echo "install-deps.sh: could not install ${test_pkgs[*]}; the browser and npm client tests will skip" >&2

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -92,6 +93,14 @@ class served_model {
     served_model &operator=(const served_model &) = delete;
 
     bool healthy() const { return healthy_; }
+    // The server's resident memory (VmRSS), in KiB; -1 when it cannot be read.
+    long rss_kib() const {
+        std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+        std::string line;
+        while (std::getline(f, line))
+            if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+        return -1;
+    }
     int port() const { return port_; }
     std::string log() const { return read_all(err_); }
     // Whether the log holds one of `texts`. The server writes a request's line after the response
@@ -701,6 +710,62 @@ TEST_F(ServeCli, SeveralChoicesLogprobsAndTokenPrompts) {
                       400),
                  "response_format");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, 400), "logit_bias");
+}
+
+// 64 clients at once, 5 requests each (every other one streamed): every request is answered in
+// full, /health answers all the while, and the server's memory stays flat over 1,000 requests.
+TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
+    auto burst = [&](size_t clients, size_t per_client, std::atomic<int> &complete) {
+        std::vector<std::thread> threads;
+        for (size_t c = 0; c < clients; ++c)
+            threads.emplace_back([&, c] {
+                auto cli = server_->client();
+                for (size_t r = 0; r < per_client; ++r) {
+                    json body = {{"prompt", "client " + std::to_string(c) + " asks " + std::to_string(r)},
+                                 {"max_tokens", 4},
+                                 {"temperature", 0.7},
+                                 {"seed", int(c * 100 + r)}};
+                    const bool streamed = (c + r) % 2 == 1;
+                    body["stream"] = streamed;
+                    auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+                    if (!res || res->status != 200) continue;
+                    if (streamed ? res->body.find("data: [DONE]") != std::string::npos
+                                 : json::parse(res->body, nullptr, false).contains("usage"))
+                        ++complete;
+                }
+            });
+        return threads;
+    };
+    std::atomic<bool> loading{true};
+    std::atomic<int> health_ok{0}, health_failed{0};
+    std::thread prober([&] {
+        auto cli = server_->client();
+        cli.set_read_timeout(2s);
+        while (loading) {
+            auto res = cli.Get("/health");
+            ++(res && res->status == 200 ? health_ok : health_failed);
+            std::this_thread::sleep_for(50ms);
+        }
+    });
+    std::atomic<int> complete{0};
+    auto threads = burst(64, 5, complete);
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(complete.load(), 64 * 5) << server_->log().substr(0, 4000);
+    const long rss_before = server_->rss_kib();
+    std::atomic<int> more{0};
+    for (int round = 0; round < 2; ++round) {
+        auto again = burst(35, 10, more);
+        for (auto &t : again) t.join();
+    }
+    loading = false;
+    prober.join();
+    EXPECT_EQ(more.load(), 700);
+    EXPECT_GT(health_ok.load(), 0);
+    EXPECT_EQ(health_failed.load(), 0) << "/health stopped answering under load";
+    const long rss_after = server_->rss_kib();
+    ASSERT_GT(rss_before, 0);
+    // 1,020 requests in all: what the last 700 added must be small (no per-request leak)
+    EXPECT_LT(rss_after - rss_before, 16 * 1024) << rss_before << " KiB -> " << rss_after << " KiB";
 }
 
 // Options that need a server of their own: the API key, the body limit, the queue limit, CORS.

@@ -1120,14 +1120,19 @@ int serve_main(int argc, char **argv) {
     svr.set_read_timeout(opt.timeout_s, 0);
     svr.set_write_timeout(opt.timeout_s, 0);
     svr.set_keep_alive_timeout(5);
+    svr.set_keep_alive_max_count(1000);
     // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port and
     // take half its connections; a busy port must be an error instead
-    svr.set_socket_options([](socket_t sock) {
+    socket_t listening = INVALID_SOCKET;
+    svr.set_socket_options([&listening](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        listening = sock;
     });
     const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host)
                                    : (svr.bind_to_port(opt.host, opt.port) ? opt.port : -1);
+    // the library listens with a backlog of 5: many clients connecting at once would see resets
+    if (port >= 0 && listening != INVALID_SOCKET) ::listen(listening, SOMAXCONN);
     if (port < 0)
         throw error("cannot listen on " + opt.host + ":" + std::to_string(opt.port) +
                     " (address in use, or not an address of this machine?)");

@@ -1,0 +1,411 @@
+// tests/web/chat-page.test.mjs — the chat page of `weft serve` (GET /) in headless Chromium.
+//
+// Starts `weft serve --port 0 -np 2 -c 16384` (the built-in stories260K model: no -m; -c gives
+// each of the 2 slots 8192 tokens, so that the long reply below runs for seconds instead of the
+// ~1 s that 2000 tokens take), opens the page in Debian's /usr/bin/chromium through
+// playwright-core, and checks as a person would use it:
+//   1. the model name shows (the id that GET /v1/models gives);
+//   2. Shift+Enter makes a newline; Enter sends "Tell me a story"; the reply streams in, the
+//      generation ends and the stats show tokens/s;
+//   3. with Max tokens 8000, a second message; Stop is clicked once text has appeared: Send is
+//      enabled again, the partial reply stays and stops growing, and the server's log line for
+//      that request says it was cancelled ("client went away" / "finish cancelled");
+//   4. a third message still works, and its request carries the whole conversation, the partial
+//      reply included;
+//   5. a setting the page refuses (temperature -1) shows its message and sends nothing; one the
+//      server refuses (max_tokens 2000000) shows the server's OpenAI error message and puts the
+//      text back into the input;
+//   6. "New chat" empties the conversation; the API key field is kept in localStorage and sent
+//      as "Authorization: Bearer";
+//   7. against a stand-in server that writes its SSE a few bytes at a time (events, lines and
+//      UTF-8 characters split across reads, CRLF, comment lines), the reply reads exactly right.
+// Exits 0 when every check passed, 1 on the first failure (with the reason, the server's log and
+// the page's text). The server and the browser are stopped at the end, on failure and on signals.
+//
+//   WEFT_BINARY=build/weft node tests/web/chat-page.test.mjs   (or tests/web/run.sh)
+//
+// WEFT_BINARY: the weft binary (a relative path is taken from the current directory); default
+// build/weft under the repository root. CHROMIUM: the browser (default /usr/bin/chromium).
+// WEFT_TEST_LOGS=1: print the server's whole log at the end, also when every check passed.
+
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const binary = process.env.WEFT_BINARY
+  ? path.resolve(process.env.WEFT_BINARY)
+  : path.join(repoRoot, 'build', 'weft');
+const browserPath = process.env.CHROMIUM || '/usr/bin/chromium';
+
+const STEP_MS = 30_000; // one wait
+const WATCHDOG_MS = 180_000; // the whole script, whatever hangs
+const LONG_MAX_TOKENS = 8000;
+
+let server = null; // { proc, url, log }
+let browser = null;
+let page = null;
+let step = 'starting';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (msg) => console.log(`chat-page test: ${msg}`);
+const tail = (text, lines = 40) => text.split('\n').slice(-lines).join('\n');
+
+function killServer(signal = 'SIGKILL') {
+  if (server && server.proc.exitCode === null && server.proc.signalCode === null) server.proc.kill(signal);
+}
+process.on('exit', () => killServer());
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'])
+  process.on(sig, () => {
+    console.error(`chat-page test: ${sig}, stopping`);
+    killServer();
+    process.exit(1);
+  });
+
+async function pageText() {
+  try {
+    return await page.evaluate(() =>
+      [...document.querySelectorAll('#messages .msg')]
+        .map((m) => `[${m.className}] ${m.querySelector('.content').textContent.slice(0, 300)}`)
+        .concat([`#stats: ${document.getElementById('stats').textContent}`,
+                 `#error: ${document.getElementById('error').textContent}`])
+        .join('\n'),
+    );
+  } catch (e) {
+    return `(cannot read the page: ${e.message})`;
+  }
+}
+
+async function fail(reason) {
+  console.error(`chat-page test: FAIL at "${step}": ${reason}`);
+  if (page) console.error(`--- the page ---\n${await pageText()}`);
+  if (server) console.error(`--- the server's stderr (last lines) ---\n${tail(server.log)}`);
+  killServer();
+  if (browser) await browser.close().catch(() => {});
+  process.exit(1);
+}
+
+const watchdog = setTimeout(() => {
+  fail(`the whole run took over ${WATCHDOG_MS / 1000} s`);
+}, WATCHDOG_MS);
+watchdog.unref();
+
+function check(cond, reason) {
+  if (!cond) throw new Error(reason);
+}
+
+// Polls fn() until it returns a truthy value; throws with `what` after `ms`.
+async function until(what, fn, ms = STEP_MS, every = 50) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+    await sleep(every);
+  }
+}
+
+// --- the server
+
+async function startServer(args) {
+  check(existsSync(binary), `no weft binary at ${binary} (set WEFT_BINARY)`);
+  const proc = spawn(binary, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  server = { proc, url: null, log: '' };
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (d) => { server.log += d; });
+  const exited = new Promise((resolve) => {
+    proc.on('exit', (code, sig) => resolve(`exited (${code ?? sig})`));
+    proc.on('error', (e) => resolve(`could not start (${e.message})`));
+  });
+  const m = await Promise.race([
+    until('the "listening on" line', () => server.log.match(/weft serve: listening on (http:\/\/\S+)/), 15_000),
+    exited.then((how) => { throw new Error(`weft serve ${how} before listening`); }),
+  ]);
+  server.url = m[1].replace(/\/$/, '');
+  await until('GET /health to answer 200 {"status":"ok"}', async () => {
+    try {
+      const r = await fetch(`${server.url}/health`);
+      return r.status === 200 && (await r.json()).status === 'ok';
+    } catch {
+      return false;
+    }
+  });
+}
+
+// The server's log lines for POST /v1/chat/completions, in the order they were answered.
+const chatLogLines = () =>
+  server.log.split('\n').filter((l) => /^weft serve: \S+ POST \/v1\/chat\/completions -> /.test(l));
+
+// --- the page
+
+const state = () =>
+  page.evaluate(() => {
+    const q = (s) => [...document.querySelectorAll(s)];
+    const assistants = q('#messages .msg.assistant');
+    const last = assistants[assistants.length - 1];
+    return {
+      users: q('#messages .msg.user').length,
+      assistants: assistants.length,
+      msgs: q('#messages .msg').length,
+      reply: last ? last.querySelector('.content').textContent : null,
+      lastClass: last ? last.className : null,
+      sendDisabled: document.getElementById('send').disabled,
+      stopDisabled: document.getElementById('stop').disabled,
+      stats: document.getElementById('stats').textContent,
+      error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
+      input: document.getElementById('input').value,
+    };
+  });
+
+const idle = (s) => !s.sendDisabled && s.stopDisabled;
+const generating = (s) => s.sendDisabled && !s.stopDisabled;
+
+// Sends `text` with Enter (or a click on Send) and waits for the reply to end; returns the state.
+async function sendAndWait(text, { click = false } = {}) {
+  const before = await state();
+  await page.fill('#input', text);
+  if (click) await page.click('#send');
+  else await page.press('#input', 'Enter');
+  const s = await until('the reply to end (Send enabled, Stop disabled, a non-empty reply)', async () => {
+    const s = await state();
+    if (idle(s) && s.error) throw new Error(`the page shows an error: ${s.error}`);
+    return s.assistants === before.assistants + 1 && idle(s) && s.reply ? s : null;
+  });
+  check(s.users === before.users + 1, `expected ${before.users + 1} user messages, got ${s.users}`);
+  const lastUser = await page.evaluate(() => {
+    const u = [...document.querySelectorAll('#messages .msg.user .content')];
+    return u[u.length - 1].textContent;
+  });
+  check(lastUser === text, `the last user message reads ${JSON.stringify(lastUser)}, not ${JSON.stringify(text)}`);
+  check(s.input === '', `the input still holds ${JSON.stringify(s.input)} after sending`);
+  return s;
+}
+
+// The page against a stand-in server (node's http, on 127.0.0.1) that writes its SSE answer a few
+// bytes at a time: lines, events and UTF-8 characters split across reads, CRLF line ends, comment
+// lines, and a usage chunk. The reply must read exactly the text sent.
+async function splitStreamCheck(html) {
+  const pieces = ['Once upon a time, ', 'a café ', 'by the 🦊 fox', ' said "hi" <b>not bold</b>.', '\nThe end.'];
+  const chunk = (obj) => 'data: ' + JSON.stringify({ object: 'chat.completion.chunk', ...obj }) + '\n\n';
+  let sse = ': a comment line, to be ignored\r\n\r\n';
+  pieces.forEach((p, k) => {
+    const c = chunk({ choices: [{ index: 0, delta: k ? { content: p } : { role: 'assistant', content: p }, finish_reason: null }], usage: null });
+    sse += k === 2 ? c.replace(/\n/g, '\r\n') : c;
+    if (k === 1) sse += ': waiting\n\n';
+  });
+  sse += chunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: null });
+  sse += chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 17, total_tokens: 20 } });
+  sse += 'data: [DONE]\n\n';
+  const bytes = Buffer.from(sse, 'utf8');
+  // where a read must end: inside 'é' and '🦊', between '\r' and '\n', inside "data:", inside [DONE]
+  const at = (text, plus) => Buffer.byteLength(sse.slice(0, sse.indexOf(text)), 'utf8') + plus;
+  const splits = [at('é', 1), at('🦊', 2), at('\r\n', 1), at('data: {', 3), at('[DONE]', 3)].sort((x, y) => x - y);
+  const fake = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/') {
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end(html);
+    } else if (req.method === 'GET' && req.url === '/v1/models') {
+      res.writeHead(200, { 'Content-Type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data: [{ id: 'stand-in', object: 'model' }] }));
+    } else if (req.method === 'POST' && req.url === '/v1/chat/completions') {
+      req.resume();
+      req.on('end', async () => {
+        res.socket.setNoDelay(true);
+        res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+        for (let i = 0; i < bytes.length; ) {
+          const split = splits.find((x) => x > i);
+          const end = Math.min(i + 5, split ?? bytes.length);
+          res.write(bytes.subarray(i, end));
+          await sleep(end === split ? 40 : 2); // long enough for the page to read up to a split
+          i = end;
+        }
+        res.end();
+      });
+    } else {
+      res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":{"message":"not here"}}');
+    }
+  });
+  await new Promise((resolve) => fake.listen(0, '127.0.0.1', resolve));
+  const p = await browser.newPage();
+  try {
+    await p.goto(`http://127.0.0.1:${fake.address().port}/`);
+    await until('#model to read "stand-in"', async () => (await p.textContent('#model')).trim() === 'stand-in');
+    await p.fill('#input', 'Tell me a story');
+    await p.press('#input', 'Enter');
+    await p.waitForFunction(() => !document.getElementById('send').disabled, null, { timeout: STEP_MS });
+    check(await p.$('.msg.assistant'), `no reply shows; #error: ${await p.textContent('#error')}`);
+    const got = await p.evaluate(() => ({
+      reply: document.querySelector('.msg.assistant .content').textContent,
+      html: document.querySelector('.msg.assistant .content').innerHTML,
+      stats: document.getElementById('stats').textContent,
+      error: document.getElementById('error').textContent,
+    }));
+    check(!got.error, `the stand-in stream gave an error: ${got.error}`);
+    check(got.reply === pieces.join(''), `the split stream reads ${JSON.stringify(got.reply)}, not ${JSON.stringify(pieces.join(''))}`);
+    check(!got.html.includes('<b>'), 'the reply was rendered as HTML');
+    check(/^17 tokens in .* tokens\/s/.test(got.stats), `the stats do not use the usage chunk: ${JSON.stringify(got.stats)}`);
+    log(`split stream: ${bytes.length} bytes in 5-byte writes, split inside characters and lines, read back exactly`);
+  } finally {
+    await p.close();
+    fake.close();
+  }
+}
+
+async function main() {
+  step = 'start weft serve';
+  await startServer(['-np', '2', '-c', '16384']);
+  log(`server at ${server.url}`);
+  const models = await (await fetch(`${server.url}/v1/models`)).json();
+  const modelId = models.data[0].id;
+
+  step = 'start chromium';
+  check(existsSync(browserPath), `no browser at ${browserPath}`);
+  browser = await chromium.launch({ executablePath: browserPath, headless: true, args: ['--no-sandbox'] });
+  page = await browser.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const chatBodies = []; // the JSON bodies the page posted to /v1/chat/completions
+  let lastAuth = null; // the Authorization header of the last one
+  page.on('request', (r) => {
+    if (r.method() !== 'POST' || new URL(r.url()).pathname !== '/v1/chat/completions') return;
+    chatBodies.push(JSON.parse(r.postData() || 'null'));
+    lastAuth = r.headers().authorization ?? null;
+  });
+
+  step = 'open the page';
+  const res = await page.goto(`${server.url}/`);
+  check(res && res.status() === 200, `GET / answered ${res && res.status()}`);
+  for (const id of ['messages', 'input', 'send', 'stop', 'new-chat', 'model', 'stats'])
+    check(await page.$(`#${id}`), `the page has no #${id}`);
+
+  step = 'the model name shows';
+  await until(`#model to read "${modelId}"`, async () => (await page.textContent('#model')).trim() === modelId);
+  const s0 = await state();
+  check(idle(s0), 'Send should be enabled and Stop disabled before anything is sent');
+  log(`model "${modelId}" shown`);
+
+  step = 'Shift+Enter makes a newline';
+  await page.click('#input');
+  await page.keyboard.type('line one');
+  await page.keyboard.press('Shift+Enter');
+  await page.keyboard.type('line two');
+  const typed = await page.inputValue('#input');
+  check(typed === 'line one\nline two', `Shift+Enter gave ${JSON.stringify(typed)}`);
+  check((await state()).msgs === 0, 'Shift+Enter sent the message');
+
+  step = 'first message (Enter)';
+  const s1 = await sendAndWait('Tell me a story');
+  check(/[\d.]+ tokens\/s/.test(s1.stats), `the stats do not show tokens/s: ${JSON.stringify(s1.stats)}`);
+  check(/first token/.test(s1.stats), `the stats do not show the time to the first token: ${JSON.stringify(s1.stats)}`);
+  check(chatBodies.length === 1, `expected 1 chat request, saw ${chatBodies.length}`);
+  const b1 = chatBodies[0];
+  check(b1.stream === true && b1.stream_options?.include_usage === true,
+        `the request is not streamed with include_usage: ${JSON.stringify(b1)}`);
+  check(b1.messages.length === 1 && b1.messages[0].role === 'user' && b1.messages[0].content === 'Tell me a story',
+        `the first request's messages: ${JSON.stringify(b1.messages)}`);
+  log(`reply 1: ${s1.reply.length} chars; stats: ${s1.stats}`);
+
+  step = 'second message, stopped';
+  await page.fill('#max-tokens', String(LONG_MAX_TOKENS));
+  await page.fill('#input', 'Tell me a long story');
+  await page.click('#send');
+  await until('Stop enabled and Send disabled while generating', async () => generating(await state()), 10_000, 10);
+  // Stop as soon as some text has appeared: wait in the page itself, so that no poll interval is lost
+  await page.waitForFunction(() => {
+    const a = document.querySelectorAll('#messages .msg.assistant .content');
+    return a.length === 2 && a[1].textContent.length > 0;
+  }, null, { timeout: STEP_MS, polling: 'raf' });
+  check(generating(await state()), 'the long reply ended before Stop could be clicked');
+  await page.click('#stop');
+  const s2 = await until('Send enabled again after Stop', async () => {
+    const s = await state();
+    return idle(s) ? s : null;
+  }, 10_000);
+  check(s2.assistants === 2 && s2.reply.length > 0, `the partial reply is gone: ${JSON.stringify(s2)}`);
+  check(/\bstopped\b/.test(s2.lastClass), `the stopped reply is not marked stopped (class "${s2.lastClass}")`);
+  check(!s2.error, `an error shows after Stop: ${s2.error}`);
+  check(/stopped/i.test(s2.stats), `the stats do not say it stopped: ${JSON.stringify(s2.stats)}`);
+  await sleep(1500);
+  const s2b = await state();
+  check(s2b.reply === s2.reply, `the reply kept growing after Stop (${s2.reply.length} -> ${s2b.reply.length} chars)`);
+  check(chatBodies.length === 2 && chatBodies[1].max_tokens === LONG_MAX_TOKENS,
+        `the second request did not carry max_tokens ${LONG_MAX_TOKENS}: ${JSON.stringify(chatBodies[1] ?? null)}`);
+  const line2 = await until("the server's log line for the stopped request", () => chatLogLines()[1], 15_000);
+  check(/client went away|finish cancelled/.test(line2), `the server did not cancel the stopped request: ${line2}`);
+  const generated = Number((line2.match(/(\d+) generated/) || [])[1]);
+  check(!(generated >= LONG_MAX_TOKENS), `the stopped request still generated all ${generated} tokens: ${line2}`);
+  log(`stopped after ${s2.reply.length} chars; server: ${line2.replace(/^weft serve: /, '')}`);
+
+  step = 'third message';
+  await page.fill('#max-tokens', '64');
+  const s3 = await sendAndWait('What happened next?', { click: true });
+  check(s3.users === 3 && s3.assistants === 3, `expected 3 + 3 messages, got ${s3.users} + ${s3.assistants}`);
+  check(/[\d.]+ tokens\/s/.test(s3.stats), `the stats do not show tokens/s: ${JSON.stringify(s3.stats)}`);
+  const b3 = chatBodies[2];
+  check(b3 && b3.max_tokens === 64, `the third request's max_tokens: ${JSON.stringify(b3?.max_tokens)}`);
+  const roles = b3.messages.map((m) => m.role).join(',');
+  check(roles === 'user,assistant,user,assistant,user', `the third request's roles: ${roles}`);
+  check(b3.messages[1].content === s1.reply, 'the third request does not carry the first reply as shown');
+  check(b3.messages[3].content === s2.reply, 'the third request does not carry the partial (stopped) reply as shown');
+  log(`reply 3: ${s3.reply.length} chars; stats: ${s3.stats}`);
+
+  step = 'errors show';
+  // a value the page itself refuses: nothing is sent
+  await page.fill('#temperature', '-1');
+  await page.fill('#input', 'This one fails');
+  await page.click('#send');
+  const s4 = await until('#error to show the page\'s own message', async () => {
+    const s = await state();
+    return s.error && idle(s) ? s : null;
+  }, 10_000);
+  check(/temperature/i.test(s4.error), `the error does not name the temperature: ${s4.error}`);
+  check(chatBodies.length === 3, 'a request went out with a temperature the page refuses');
+  await page.fill('#temperature', '');
+  // a value the server refuses: its OpenAI error message shows, the turn is taken back
+  await page.fill('#max-tokens', '2000000');
+  await page.click('#send');
+  const s5 = await until("#error to show the server's message", async () => {
+    const s = await state();
+    return s.error && !/temperature/i.test(s.error) && idle(s) ? s : null;
+  }, 10_000);
+  check(chatBodies.length === 4, `expected a 4th request, saw ${chatBodies.length}`);
+  check(/400/.test(s5.error) && /'max_tokens' must be in/.test(s5.error),
+        `the error does not show the server's message: ${s5.error}`);
+  check(s5.users === 3 && s5.assistants === 3, `the failed turn left messages behind: ${s5.users} + ${s5.assistants}`);
+  check(s5.input === 'This one fails', `the failed message is not back in the input: ${JSON.stringify(s5.input)}`);
+  await page.fill('#max-tokens', '32');
+
+  step = 'New chat, with an API key';
+  await page.click('#new-chat');
+  const s6 = await state();
+  check(s6.msgs === 0 && !s6.error, `New chat left ${s6.msgs} messages (error: ${s6.error})`);
+  await page.fill('#api-key', 'test-key'); // this server has no key: it ignores the header
+  await page.dispatchEvent('#api-key', 'change');
+  const stored = await page.evaluate(() => localStorage.getItem('weft.apiKey'));
+  check(stored === 'test-key', `the API key is not kept in localStorage (${JSON.stringify(stored)})`);
+  const s7 = await sendAndWait('Tell me a story');
+  check(s7.msgs === 2, `expected 2 messages after New chat and one turn, got ${s7.msgs}`);
+  const last = chatBodies[chatBodies.length - 1];
+  check(last.messages.length === 1, 'the request after New chat still carries the old conversation');
+  check(lastAuth === 'Bearer test-key', `the request's Authorization header: ${JSON.stringify(lastAuth)}`);
+
+  step = 'SSE split across reads';
+  await splitStreamCheck(await (await fetch(`${server.url}/`)).text());
+
+  check(pageErrors.length === 0, `the page threw: ${pageErrors.join('; ')}`);
+
+  step = 'stop';
+  await browser.close();
+  browser = null;
+  server.proc.kill('SIGTERM');
+  await until('weft serve to exit after SIGTERM', () => server.proc.exitCode !== null || server.proc.signalCode !== null, 10_000);
+  if (process.env.WEFT_TEST_LOGS) console.error(`--- the server's stderr ---\n${server.log}`);
+  log('PASS');
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => fail(e && e.stack ? e.stack : String(e)),
+);
