@@ -220,7 +220,7 @@ class server {
         engine_ = &eng;
         kind_ = kind;
         template_source_ = std::move(template_source);
-        model_id_ = m.name();
+        model_id_ = opt_.model_path.empty() ? "stories260K" : m.name();
         ready_ = true;
     }
 
@@ -309,6 +309,13 @@ class server {
         for (const char *path : {"/v1/chat/completions", "/chat/completions"})
             svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
                 guarded(res, [&] { generate(req, res, true); });
+            });
+        for (const char *path : {"/v1/embeddings", "/embeddings"})
+            svr.Post(path, [this](const httplib::Request &, httplib::Response &res) {
+                guarded(res, [&] {
+                    throw request_error("the model '" + model_id_ +
+                                        "' does not produce embeddings (generative models only for now)");
+                });
             });
         svr.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
             guarded(res, [&] { tokenize(req, res); });
