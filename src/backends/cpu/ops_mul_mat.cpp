@@ -38,21 +38,57 @@ size_t converted_bytes(const tensor &b, dtype vec_dot_type) {
     return pad_to_cache_line(row_size(vec_dot_type, b.ne[0]) * size_t(b.nrows()));
 }
 
+// --- handing out chunks of weight rows --------------------------------------------------------------
+
+// Chunks [0, n) split into one contiguous region per thread. A thread takes its own region's chunks
+// front to back, then helps the others from their fronts: each thread's weights stream from one
+// contiguous range (the prefetchers run ahead instead of restarting at every chunk), and no thread
+// idles while another still has work. One counter per thread, each on its own cache line, at the
+// start of the node's work memory. Who computes a chunk does not change its values.
+class chunk_dispenser {
+  public:
+    static size_t bytes(int n_threads) { return cache_line * size_t(n_threads); }
+    chunk_dispenser(std::byte *memory, int n_threads, int64_t n_chunks)
+        : memory_(memory), n_threads_(n_threads), n_chunks_(n_chunks) {}
+    // By thread 0, before a barrier that precedes every next().
+    void reset() const {
+        for (int t = 0; t < n_threads_; ++t)
+            new (counter(t)) std::atomic<int64_t>(split_range(n_chunks_, t, n_threads_).begin);
+    }
+    // The next chunk for thread ith; -1 when every chunk has been taken.
+    int64_t next(int ith) const {
+        for (int i = 0; i < n_threads_; ++i) {
+            const int t = (ith + i) % n_threads_;
+            const int64_t c = counter(t)->fetch_add(1, std::memory_order_relaxed);
+            if (c < split_range(n_chunks_, t, n_threads_).end) return c;
+        }
+        return -1;
+    }
+
+  private:
+    std::atomic<int64_t> *counter(int t) const {
+        return reinterpret_cast<std::atomic<int64_t> *>(memory_ + cache_line * size_t(t));
+    }
+    std::byte *memory_;
+    int n_threads_;
+    int64_t n_chunks_;
+};
+
 // --- weights in the interleaved layout (interleaved.h) ---------------------------------------------
 
-// Work memory of a product with interleaved weights: a chunk counter, the activations as q8 rows
-// (values, scales, sums), and per thread a float row and a row of q8_0 blocks.
+// Work memory of a product with interleaved weights: the chunk counters, the activations as q8
+// rows (values, scales, sums), and per thread a float row and a row of q8_0 blocks.
 struct interleaved_work {
     // byte offsets into the node's work memory
     size_t qs = 0, d = 0, sum = 0, threads = 0, thread_bytes = 0;
 
     // k_quant: q8_K activations (a scale per 256 values, a sum per 16) rather than q8_0's
-    interleaved_work(int64_t k, int64_t n_rows, bool k_quant) {
+    interleaved_work(int64_t k, int64_t n_rows, bool k_quant, int n_threads) {
         const size_t rows = size_t(n_rows);
         const size_t n_d = size_t(k / (k_quant ? 256 : 32)), n_sums = size_t(k / (k_quant ? 16 : 32));
         const size_t blocks =
             k_quant ? n_d * type_traits(dtype::q8_k).type_size : n_d * type_traits(dtype::q8_0).type_size;
-        qs = cache_line;  // the chunk counter comes first
+        qs = chunk_dispenser::bytes(n_threads);  // the chunk counters come first
         d = qs + pad_to_cache_line(rows * size_t(k));
         sum = d + pad_to_cache_line(rows * n_d * sizeof(float));
         threads = sum + pad_to_cache_line(rows * n_sums * sizeof(int32_t));
@@ -63,11 +99,11 @@ struct interleaved_work {
 
 size_t work_size_interleaved(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
-    return interleaved_work(b.ne[0], b.nrows(), interleaved_layout_of(*dst.src[0])->k_quant())
+    return interleaved_work(b.ne[0], b.nrows(), interleaved_layout_of(*dst.src[0])->k_quant(), n_threads)
         .total(n_threads);
 }
 
-// Groups of 16 rows handed out per chunk: a few, so both threads stream memory until the end.
+// Groups of 16 rows handed out per chunk: a few, so no thread idles long at the end.
 constexpr int64_t groups_per_chunk = 4;
 // Columns of one pass over a chunk: their activations stay in L1 while the chunk's groups pass.
 constexpr int64_t columns_per_pass = 16;
@@ -78,10 +114,11 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     const int64_t k = a.ne[0], m = a.ne[1];
     const int64_t n_cols = b.nrows();
     const bool k_quant = layout.k_quant();
-    const interleaved_work w(k, n_cols, k_quant);
+    const interleaved_work w(k, n_cols, k_quant, p.nth);
     const int64_t nb = k / layout.block;
     const int64_t n_d = k / (k_quant ? 256 : 32), n_sums = k / (k_quant ? 16 : 32);
-    auto *next_chunk = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+    const int64_t n_groups = m / interleave_rows;
+    const chunk_dispenser chunks(p.wdata, p.nth, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     auto *qs = reinterpret_cast<int8_t *>(p.wdata + w.qs);
     auto *d = reinterpret_cast<float *>(p.wdata + w.d);
     auto *sum = reinterpret_cast<int32_t *>(p.wdata + w.sum);
@@ -98,20 +135,18 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
             const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, scratch);
             quantize_q8_row(x, k, k_quant, qs + r * k, d + r * n_d, sum + r * n_sums, blocks);
         }
-        if (p.ith == 0) new (next_chunk) std::atomic<int64_t>(0);
+        if (p.ith == 0) chunks.reset();
         p.barrier();
     }
 
-    // 2. chunks of groups, taken in turn by whichever thread is free (every element is computed by
-    //    one kernel call in the fixed order, so who computes it does not change it)
+    // 2. chunks of groups (every element is computed by one kernel call in the fixed order, so who
+    //    computes it does not change it)
     const q8_rows act = make_q8_rows(qs, d, sum, k, k_quant);
     const group_kernel_fn kernel = best_group_kernel();
-    const int64_t n_groups = m / interleave_rows;
-    const int64_t n_chunks = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
     const auto *weights = static_cast<const uint8_t *>(a.data);
     const size_t group_bytes = size_t(nb) * layout.block_bytes;
     auto *out = static_cast<float *>(dst.data);  // contiguous: column c at out + c * m
-    for (int64_t chunk = next_chunk->fetch_add(1); chunk < n_chunks; chunk = next_chunk->fetch_add(1)) {
+    for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
         const int64_t g_begin = chunk * groups_per_chunk;
         const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
         for (int64_t c0 = 0; c0 < n_cols; c0 += columns_per_pass) {
@@ -201,10 +236,10 @@ bool b_rows_used_in_place(const tensor &b) {
     return b.type == dtype::f32 && b.is_contiguous() && b.nrows() == 1;
 }
 
-size_t work_size_grouped_float(const tensor &dst, int) {
+size_t work_size_grouped_float(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
     const int64_t panels = (b.nrows() + float_panel_width - 1) / float_panel_width;
-    size_t bytes = cache_line;  // the chunk counter
+    size_t bytes = chunk_dispenser::bytes(n_threads);  // the chunk counters
     if (!b_rows_used_in_place(b))
         bytes += pad_to_cache_line(size_t(panels * float_panel_width * b.ne[0]) * sizeof(float));
     return bytes;
@@ -214,11 +249,12 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const tensor &a = *dst.src[0];  // [k, m] grouped
     const tensor &b = *dst.src[1];  // [k, n, B2, B3]
     const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
-    auto *next_chunk = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
+    const int64_t n_groups = m / float_group_rows;
+    const chunk_dispenser chunks(p.wdata, p.nth, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
     if (!b_rows_used_in_place(b)) {
-        auto *panels = reinterpret_cast<float *>(p.wdata + cache_line);
+        auto *panels = reinterpret_cast<float *>(p.wdata + chunk_dispenser::bytes(p.nth));
         const index_range cols = split_range(n_cols, p.ith, p.nth);
         for (int64_t c = cols.begin; c < cols.end; ++c) {
             int64_t i1, i2, i3;
@@ -229,17 +265,15 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
         }
         x = panels;
     }
-    if (p.ith == 0) new (next_chunk) std::atomic<int64_t>(0);
+    if (p.ith == 0) chunks.reset();
     p.barrier();
 
     const float_group_fn kernel = best_float_groups();
-    const int64_t n_groups = m / float_group_rows;
-    const int64_t n_chunks = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
     const size_t group_bytes = size_t(k) * float_group_rows * type_traits(a.type).type_size;
     const auto *weights = static_cast<const char *>(a.data);
     auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
     constexpr int64_t pass = 4 * float_panel_width;  // columns whose panels stay in cache over a chunk
-    for (int64_t chunk = next_chunk->fetch_add(1); chunk < n_chunks; chunk = next_chunk->fetch_add(1)) {
+    for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
         const int64_t g_begin = chunk * groups_per_chunk;
         const int64_t g_count = std::min(n_groups, g_begin + groups_per_chunk) - g_begin;
         for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
