@@ -136,6 +136,47 @@ TEST(CpuAttention, TokenResultIsBatchInvariant) {
     EXPECT_EQ(std::memcmp(single.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4), 0);
 }
 
+// Tokens of 8 sequences decoded side by side, their cells interleaved in the cache (cell j belongs to
+// sequence j % 8): each token gets exactly the bits it gets alone over a cache holding only its own
+// sequence's cells, in order (the kernel gathers each token's cells instead of scoring every cell).
+TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
+    const int64_t head = 64, n_head = 4, n_head_kv = 2, n_seq = 8, n_kv = 8 * 37;
+    auto ctx = data_context();
+    attention_case batch = make_case(*ctx, head, head, n_seq, n_head, n_head_kv, n_kv, 21);
+    auto *m = static_cast<float *>(batch.mask->data);
+    for (int64_t t = 0; t < n_seq; ++t)
+        for (int64_t j = 0; j < n_kv; ++j)
+            m[t * n_kv + j] = j % n_seq == t && j < n_kv - 3 * t ? 0.0f : hidden;
+    const auto batched = expect_matches_reference(
+        batch.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(batch, d, h, t); }, 1e-6);
+    force_scalar(true);
+    EXPECT_EQ(run(batch.out), batched) << "the scalar build differs";
+    force_scalar(false);
+    for (int64_t t = 0; t < n_seq; ++t) {
+        std::vector<int64_t> cells;
+        for (int64_t j = 0; j < n_kv; ++j)
+            if (m[t * n_kv + j] == 0.0f) cells.push_back(j);
+        const int64_t n = int64_t(cells.size());
+        tensor *q1 = ctx->new_tensor(dtype::f32, {head, n_head, 1});
+        for (int64_t h = 0; h < n_head; ++h)
+            for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
+        tensor *k1 = ctx->new_tensor(dtype::f16, {head, n, n_head_kv});
+        tensor *v1 = ctx->new_tensor(dtype::f16, {head, n, n_head_kv});
+        tensor *m1 = ctx->new_tensor(dtype::f32, {n, 1});
+        for (int64_t g = 0; g < n_head_kv; ++g)
+            for (int64_t c = 0; c < n; ++c)
+                for (int64_t i = 0; i < head; ++i) {
+                    tensor_set_f32(*k1, float(at(*batch.k, i, cells[size_t(c)], g)), i, c, g);
+                    tensor_set_f32(*v1, float(at(*batch.v, i, cells[size_t(c)], g)), i, c, g);
+                }
+        for (int64_t c = 0; c < n; ++c) tensor_set_f32(*m1, 0.0f, c, 0);
+        const auto alone = run(attention(*ctx, permute(*ctx, q1, 0, 2, 1, 3), k1, v1, m1, 0.125f), 1);
+        EXPECT_EQ(std::memcmp(alone.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4),
+                  0)
+            << "token " << t;
+    }
+}
+
 TEST(CpuAttention, ShapesAreChecked) {
     auto ctx = data_context();
     tensor *q = ctx->new_tensor(dtype::f32, {16, 3, 4});

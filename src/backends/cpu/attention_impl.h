@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/canonical_math.h"
@@ -35,6 +36,9 @@ struct attention_task {
     float *kbuf, *vbuf, *scores, *visible_scores;
     int32_t *visible;
     float *acc;  // head_v floats per head of a batch (attention_heads_per_pass)
+    // gathering one token's cells: their K rows side by side (n_kv rows), and 0, 1, 2 ... (n_kv)
+    char *kgather;
+    int32_t *identity;
     int64_t scores_stride = 0, acc_stride = 0;  // floats between the heads' scores / accumulators
 };
 
@@ -98,34 +102,81 @@ void run_attention_task(const attention_task &a) {
     const int64_t head_k = k.ne[0], head_v = v.ne[0], n_kv = k.ne[1];
     const int64_t n_head = q.ne[2], group = n_head / k.ne[2];
     constexpr float hidden = -std::numeric_limits<float>::infinity();
+    const char *k_head = static_cast<const char *>(k.data) + a.g * int64_t(k.nb[2]);
+    const char *v_head = static_cast<const char *>(v.data) + a.g * int64_t(v.nb[2]);
+    auto mask_row = [&](int64_t t) { return static_cast<const float *>(mask.data) + t * mask.ne[0]; };
 
-    // the cells any token of the block sees, converted once for all of them and all heads of the group
+    // the cells any token of the block sees
     int64_t needed = 0;
     for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
+        const float *m = mask_row(t);
         for (int64_t j = n_kv - 1; j >= needed; --j)
             if (m[j] != hidden) {
                 needed = j + 1;
                 break;
             }
     }
-    const int64_t kt_stride = (needed + 15) / 16 * 16;
-    Loops::transpose_k(static_cast<const char *>(k.data) + a.g * int64_t(k.nb[2]), int64_t(k.nb[1]), k.type,
-                       head_k, needed, a.kbuf, kt_stride, a.scores);
-    for (int64_t j = 0; j < needed; ++j)
-        Loops::convert(static_cast<const char *>(v.data) + j * int64_t(v.nb[1]) + a.g * int64_t(v.nb[2]),
-                       v.type, head_v, a.vbuf + j * head_v);
-    for (int64_t d = 0; d < head_k; ++d)
-        for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
+    // Two ways, the same operations per cell: convert every cell up to `needed` once for the block
+    // (tokens of one sequence, which see mostly the same cells), or gather each token's visible
+    // cells for it alone (tokens of different sequences beside each other, each seeing a small
+    // part of the cells): gathering when it converts and scores less than half as many values.
+    int64_t shared_cost = needed * (head_k + head_v), gather_cost = 0;
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+        const float *m = mask_row(t);
+        int64_t n_visible = 0, first = -1, last = 0;
+        for (int64_t j = 0; j < needed; ++j)
+            if (m[j] != hidden) {
+                if (first < 0) first = j;
+                last = j + 1;
+                ++n_visible;
+            }
+        if (n_visible == 0) continue;
+        shared_cost += ((last + 15) / 16 * 16 - first / 16 * 16) * head_k;
+        gather_cost += n_visible * (2 * head_k + head_v);
+    }
+    const bool gather = 2 * gather_cost < shared_cost;
+
+    int64_t kt_stride = (needed + 15) / 16 * 16;
+    if (!gather) {
+        Loops::transpose_k(k_head, int64_t(k.nb[1]), k.type, head_k, needed, a.kbuf, kt_stride, a.scores);
+        for (int64_t j = 0; j < needed; ++j)
+            Loops::convert(v_head + j * int64_t(v.nb[1]), v.type, head_v, a.vbuf + j * head_v);
+        for (int64_t d = 0; d < head_k; ++d)
+            for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
+    }
+    const size_t k_row_size = size_t(head_k) * (k.type == dtype::f16 ? 2 : 4);
 
     for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
+        const float *m = mask_row(t);
         int64_t n_visible = 0, last = 0;
         for (int64_t j = 0; j < needed; ++j)
             if (m[j] != hidden) {
                 a.visible[n_visible++] = int32_t(j);
                 last = j + 1;
             }
+        // the columns of kbuf and rows of vbuf holding this token's visible cells, and the index of
+        // visible cell i among them
+        int64_t first = 0, columns = 0;
+        const int32_t *rows = a.visible;
+        if (n_visible > 0 && gather) {
+            for (int64_t i = 0; i < n_visible; ++i) {
+                std::memcpy(a.kgather + size_t(i) * k_row_size, k_head + a.visible[i] * int64_t(k.nb[1]),
+                            k_row_size);
+                Loops::convert(v_head + a.visible[i] * int64_t(v.nb[1]), v.type, head_v, a.vbuf + i * head_v);
+                a.identity[i] = int32_t(i);
+            }
+            kt_stride = (n_visible + 15) / 16 * 16;
+            Loops::transpose_k(reinterpret_cast<const char *>(a.kgather), int64_t(k_row_size), k.type, head_k,
+                               n_visible, a.kbuf, kt_stride, a.scores);
+            for (int64_t d = 0; d < head_k; ++d)
+                for (int64_t j = n_visible; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
+            columns = kt_stride;
+            rows = a.identity;
+        } else if (n_visible > 0) {
+            // the 16-cell columns from the first visible cell to the last only
+            first = a.visible[0] / 16 * 16;
+            columns = (last + 15) / 16 * 16 - first;
+        }
         for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
             const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
             if (n_visible == 0) {
@@ -146,19 +197,19 @@ void run_attention_task(const attention_task &a) {
                 probs[i] = a.visible_scores + i * a.scores_stride;
                 accs[i] = a.acc + i * a.acc_stride;
             }
-            Loops::scores_heads(qs, nh, a.kbuf, kt_stride, head_k, (last + 15) / 16 * 16, scores);
+            Loops::scores_heads(qs, nh, a.kbuf + first, kt_stride, head_k, columns, scores);
             for (int h = 0; h < nh; ++h) {
                 float max = hidden;
                 for (int64_t i = 0; i < n_visible; ++i) {
                     const int64_t j = a.visible[i];
-                    const float s = scores[h][j] * a.scale + m[j];
+                    const float s = scores[h][gather ? i : j - first] * a.scale + m[j];
                     probs[h][i] = s;
                     max = std::max(max, s);
                 }
                 for (int64_t i = 0; i < n_visible; ++i) probs[h][i] = exp_canonical(probs[h][i] - max);
                 inv_l[h] = 1.0f / sum_canonical(probs[h], n_visible);
             }
-            Loops::weighted_sum_heads(probs, nh, a.visible, n_visible, a.vbuf, head_v, accs);
+            Loops::weighted_sum_heads(probs, nh, rows, n_visible, a.vbuf, head_v, accs);
             for (int h = 0; h < nh; ++h) {
                 float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + h) * head_v;
                 for (int64_t d = 0; d < head_v; ++d) out[d] = accs[h][d] * inv_l[h];

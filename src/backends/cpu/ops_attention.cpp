@@ -18,7 +18,8 @@ namespace {
 constexpr int64_t tokens_per_task = 64;
 
 struct attention_scratch {
-    size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, per_thread = 0;
+    size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, kgather = 0,
+           identity = 0, per_thread = 0;
     size_t scores_stride = 0, acc_stride = 0;  // floats
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
@@ -34,7 +35,9 @@ struct attention_scratch {
         visible_scores = scores + heads * scores_stride * sizeof(float);
         visible = visible_scores + heads * scores_stride * sizeof(float);
         acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
-        per_thread = acc + heads * acc_stride * sizeof(float);
+        kgather = acc + heads * acc_stride * sizeof(float);
+        identity = kgather + pad_to_cache_line(n_kv * size_t(k.ne[0]) * type_traits(k.type).type_size);
+        per_thread = identity + pad_to_cache_line(n_kv * sizeof(int32_t));
     }
 };
 
@@ -98,7 +101,9 @@ void compute_attention(const compute_params &p, tensor &dst) {
                         reinterpret_cast<float *>(mine + layout.scores),
                         reinterpret_cast<float *>(mine + layout.visible_scores),
                         reinterpret_cast<int32_t *>(mine + layout.visible),
-                        reinterpret_cast<float *>(mine + layout.acc)};
+                        reinterpret_cast<float *>(mine + layout.acc),
+                        reinterpret_cast<char *>(mine + layout.kgather),
+                        reinterpret_cast<int32_t *>(mine + layout.identity)};
     task.scores_stride = int64_t(layout.scores_stride);
     task.acc_stride = int64_t(layout.acc_stride);
     const task_fn run = best_task_fn();
