@@ -1053,7 +1053,7 @@ int serve_main(int argc, char **argv) {
         "Serves a model over HTTP with OpenAI-style endpoints (README: every route and field):\n"
         "  POST /v1/chat/completions, /v1/completions (also without /v1): streaming (SSE) or not\n"
         "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus), /props, /slots\n"
-        "  POST /tokenize, /detokenize\n"
+        "  POST /tokenize, /detokenize;  GET / a chat page\n"
         "Requests are queued first in, first out and run in -np parallel slots; every step decodes\n"
         "the tokens of all active slots in one batch (continuous batching). A slot keeps its cache\n"
         "after a request, and a new request goes to the slot holding the longest prefix of its\n"
