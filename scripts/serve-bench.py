@@ -86,11 +86,12 @@ def one_request(host, prompt, max_tokens, seed):
     return (ttft if ttft is not None else latency), latency, tokens
 
 
-def level(host, clients, requests, max_tokens):
+def level(host, clients, requests, max_tokens, stagger_ms=0):
     results, errors = [], []
     lock = threading.Lock()
 
     def client(i):
+        time.sleep(i * stagger_ms / 1000.0)  # arrivals spread out: steady state rather than one burst
         for r in range(requests):
             prompt = f"Once upon a time, client {i} request {r} told a story about"
             try:
@@ -134,6 +135,8 @@ def main():
     ap.add_argument("--np", type=int, default=16, help="server slots")
     ap.add_argument("--ctx", type=int, default=0, help="server -c (0: its default)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stagger-ms", type=float, default=0,
+                    help="client i starts i x this many ms after the first (0: all at once)")
     ap.add_argument("--json", action="store_true", help="one JSON object per level instead of the table")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -145,7 +148,7 @@ def main():
     try:
         rows = []
         for c in [int(x) for x in args.clients.split(",")]:
-            row = level(host, c, args.requests, args.max_tokens)
+            row = level(host, c, args.requests, args.max_tokens, args.stagger_ms)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)
