@@ -1,8 +1,11 @@
 // tests/tools/test_serve_cli.cpp — `weft serve` run as a child process and spoken to over HTTP.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -766,6 +769,39 @@ TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
     ASSERT_GT(rss_before, 0);
     // 1,020 requests in all: what the last 700 added must be small (no per-request leak)
     EXPECT_LT(rss_after - rss_before, 16 * 1024) << rss_before << " KiB -> " << rss_after << " KiB";
+}
+
+// A crowd of slow clients, each sending its request headers a byte at a time, does not starve the
+// others: /health and completions keep answering while they trickle.
+TEST_F(ServeCli, SlowClientsDoNotStarveOthers) {
+    std::atomic<bool> done{false};
+    std::vector<std::thread> slow;
+    for (int i = 0; i < 24; ++i)
+        slow.emplace_back([&] {
+            const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in addr{};
+            addr.sin_family = AF_INET;
+            addr.sin_port = htons(uint16_t(server_->port()));
+            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {
+                const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+                for (size_t b = 0; !done && b < 10000; ++b) {
+                    const char c = b < head.size() ? head[b] : 'a';
+                    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
+                    std::this_thread::sleep_for(100ms);
+                }
+            }
+            ::close(fd);
+        });
+    std::this_thread::sleep_for(500ms);  // all of them connected and trickling
+    for (int i = 0; i < 5; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_TRUE(healthy_now());
+        EXPECT_EQ(post("/v1/completions", hello)["choices"][0].value("finish_reason", ""), "length");
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    }
+    done = true;
+    for (auto &t : slow) t.join();
 }
 
 // Options that need a server of their own: the API key, the body limit, the queue limit, CORS.
