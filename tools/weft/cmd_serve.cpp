@@ -826,7 +826,11 @@ class server {
                             if (ev.final) {
                                 const serving::completion r = (*jobs)[k]->result();
                                 if (r.finish == serving::finish_reason::error) {
+                                    // the error object as an event, then the usual end, so a
+                                    // client waiting for [DONE] is not left hanging
+                                    for (auto &other : *jobs) other->cancel();
                                     send(error_body(r.error, 500));
+                                    write("data: [DONE]\n\n");
                                     this_request.detail = r.error;
                                     sink.done();
                                     return true;
