@@ -106,6 +106,29 @@ TEST(CpuAttention, TokenWithNothingVisibleGetsZeros) {
     for (int64_t i = 2 * 32; i < 4 * 32; ++i) EXPECT_EQ(out[size_t(i)], 0.0f);
 }
 
+// Token t of `batch` alone: a cache of n_total cells whose first cells are the batch's `cells` (K, V
+// and the token's mask value copied, in order) and the rest NaN and hidden. Returns its output.
+std::vector<float> run_alone(context &ctx, const attention_case &batch, int64_t t,
+                             const std::vector<int64_t> &cells, int64_t n_total) {
+    const int64_t head = batch.k->ne[0], n_head = batch.q->ne[2], n_head_kv = batch.k->ne[2];
+    tensor *q1 = ctx.new_tensor(dtype::f32, {head, n_head, 1});
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
+    tensor *k1 = ctx.new_tensor(dtype::f16, {head, n_total, n_head_kv});
+    tensor *v1 = ctx.new_tensor(dtype::f16, {head, n_total, n_head_kv});
+    tensor *m1 = ctx.new_tensor(dtype::f32, {n_total, 1});
+    const int64_t n = int64_t(cells.size());
+    for (int64_t g = 0; g < n_head_kv; ++g)
+        for (int64_t c = 0; c < n_total; ++c)
+            for (int64_t i = 0; i < head; ++i) {
+                tensor_set_f32(*k1, c < n ? float(at(*batch.k, i, cells[size_t(c)], g)) : NAN, i, c, g);
+                tensor_set_f32(*v1, c < n ? float(at(*batch.v, i, cells[size_t(c)], g)) : NAN, i, c, g);
+            }
+    for (int64_t c = 0; c < n_total; ++c)
+        tensor_set_f32(*m1, c < n ? tensor_get_f32(*batch.mask, cells[size_t(c)], t) : hidden, c, 0);
+    return run(attention(ctx, permute(ctx, q1, 0, 2, 1, 3), k1, v1, m1, 0.125f), 1);
+}
+
 // A token's output does not depend on cells hidden from it (more cells, garbage in them) nor on the
 // other tokens of the batch.
 TEST(CpuAttention, TokenResultIsBatchInvariant) {
@@ -115,24 +138,9 @@ TEST(CpuAttention, TokenResultIsBatchInvariant) {
     const auto batched = run(batch.out);
     const int64_t t = 4;
     // the same token alone, with a cache of 40 cells whose extra cells hold NaN and are hidden
-    const int64_t big_kv = 40;
-    tensor *q1 = ctx->new_tensor(dtype::f32, {head, n_head, 1});
-    for (int64_t h = 0; h < n_head; ++h)
-        for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
-    tensor *k1 = ctx->new_tensor(dtype::f16, {head, big_kv, n_head_kv});
-    tensor *v1 = ctx->new_tensor(dtype::f16, {head, big_kv, n_head_kv});
-    tensor *m1 = ctx->new_tensor(dtype::f32, {big_kv, 1});
-    for (int64_t g = 0; g < n_head_kv; ++g)
-        for (int64_t j = 0; j < big_kv; ++j)
-            for (int64_t i = 0; i < head; ++i) {
-                const bool real = j < n_kv;
-                tensor_set_f32(*k1, real ? float(at(*batch.k, i, j, g)) : NAN, i, j, g);
-                tensor_set_f32(*v1, real ? float(at(*batch.v, i, j, g)) : NAN, i, j, g);
-            }
-    for (int64_t j = 0; j < big_kv; ++j)
-        tensor_set_f32(*m1, j < n_kv ? tensor_get_f32(*batch.mask, j, t) : hidden, j, 0);
-    tensor *alone = attention(*ctx, permute(*ctx, q1, 0, 2, 1, 3), k1, v1, m1, 0.125f);
-    const auto single = run(alone, 1);
+    std::vector<int64_t> cells(static_cast<size_t>(n_kv));
+    for (int64_t j = 0; j < n_kv; ++j) cells[size_t(j)] = j;
+    const auto single = run_alone(*ctx, batch, t, cells, 40);
     EXPECT_EQ(std::memcmp(single.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4), 0);
 }
 
@@ -156,21 +164,7 @@ TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
         std::vector<int64_t> cells;
         for (int64_t j = 0; j < n_kv; ++j)
             if (m[t * n_kv + j] == 0.0f) cells.push_back(j);
-        const int64_t n = int64_t(cells.size());
-        tensor *q1 = ctx->new_tensor(dtype::f32, {head, n_head, 1});
-        for (int64_t h = 0; h < n_head; ++h)
-            for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
-        tensor *k1 = ctx->new_tensor(dtype::f16, {head, n, n_head_kv});
-        tensor *v1 = ctx->new_tensor(dtype::f16, {head, n, n_head_kv});
-        tensor *m1 = ctx->new_tensor(dtype::f32, {n, 1});
-        for (int64_t g = 0; g < n_head_kv; ++g)
-            for (int64_t c = 0; c < n; ++c)
-                for (int64_t i = 0; i < head; ++i) {
-                    tensor_set_f32(*k1, float(at(*batch.k, i, cells[size_t(c)], g)), i, c, g);
-                    tensor_set_f32(*v1, float(at(*batch.v, i, cells[size_t(c)], g)), i, c, g);
-                }
-        for (int64_t c = 0; c < n; ++c) tensor_set_f32(*m1, 0.0f, c, 0);
-        const auto alone = run(attention(*ctx, permute(*ctx, q1, 0, 2, 1, 3), k1, v1, m1, 0.125f), 1);
+        const auto alone = run_alone(*ctx, batch, t, cells, int64_t(cells.size()));
         EXPECT_EQ(std::memcmp(alone.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4),
                   0)
             << "token " << t;
