@@ -96,6 +96,47 @@ struct attention_loops_plain {
     }
 };
 
+// The cells of a mask row that are not hidden (-INF), in order, written to `out`; returns how
+// many. Whole 16-cell runs of hidden cells (other sequences' cells, which a token beside many
+// sequences mostly sees) are skipped with one vectorizable test each.
+inline int64_t visible_cells(const float *m, int64_t n, int32_t *out) {
+    constexpr uint32_t hidden_bits = 0xFF800000u;  // -INF
+    int64_t count = 0, j = 0;
+    for (; j + 16 <= n; j += 16) {
+        uint32_t any = 0;
+        for (int i = 0; i < 16; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, m + j + i, sizeof bits);
+            any |= bits ^ hidden_bits;
+        }
+        if (any == 0) continue;
+        for (int64_t i = j; i < j + 16; ++i)
+            if (m[i] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(i);
+    }
+    for (; j < n; ++j)
+        if (m[j] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(j);
+    return count;
+}
+
+// One past the last cell of a mask row before `n` that is not hidden, at least `floor` (cells
+// below it are not looked at); 16-cell runs of hidden cells skipped as in visible_cells.
+inline int64_t visible_end(const float *m, int64_t n, int64_t floor) {
+    constexpr uint32_t hidden_bits = 0xFF800000u;
+    int64_t j = n;
+    for (; j - 16 >= floor; j -= 16) {
+        uint32_t any = 0;
+        for (int i = 0; i < 16; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, m + j - 16 + i, sizeof bits);
+            any |= bits ^ hidden_bits;
+        }
+        if (any != 0) break;
+    }
+    for (; j > floor; --j)
+        if (m[j - 1] != -std::numeric_limits<float>::infinity()) return j;
+    return floor;
+}
+
 template <class Loops>
 void run_attention_task(const attention_task &a) {
     const tensor &q = *a.q, &k = *a.k, &v = *a.v, &mask = *a.mask;
@@ -108,29 +149,16 @@ void run_attention_task(const attention_task &a) {
 
     // the cells any token of the block sees
     int64_t needed = 0;
-    for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = mask_row(t);
-        for (int64_t j = n_kv - 1; j >= needed; --j)
-            if (m[j] != hidden) {
-                needed = j + 1;
-                break;
-            }
-    }
+    for (int64_t t = a.t0; t < a.t1; ++t) needed = visible_end(mask_row(t), n_kv, needed);
     // Two ways, the same operations per cell: convert every cell up to `needed` once for the block
     // (tokens of one sequence, which see mostly the same cells), or gather each token's visible
     // cells for it alone (tokens of different sequences beside each other, each seeing a small
     // part of the cells): gathering when it converts and scores less than half as many values.
     int64_t shared_cost = needed * (head_k + head_v), gather_cost = 0;
     for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = mask_row(t);
-        int64_t n_visible = 0, first = -1, last = 0;
-        for (int64_t j = 0; j < needed; ++j)
-            if (m[j] != hidden) {
-                if (first < 0) first = j;
-                last = j + 1;
-                ++n_visible;
-            }
+        const int64_t n_visible = visible_cells(mask_row(t), needed, a.visible);
         if (n_visible == 0) continue;
+        const int64_t first = a.visible[0], last = a.visible[n_visible - 1] + 1;
         shared_cost += ((last + 15) / 16 * 16 - first / 16 * 16) * head_k;
         gather_cost += n_visible * (2 * head_k + head_v);
     }
@@ -148,12 +176,8 @@ void run_attention_task(const attention_task &a) {
 
     for (int64_t t = a.t0; t < a.t1; ++t) {
         const float *m = mask_row(t);
-        int64_t n_visible = 0, last = 0;
-        for (int64_t j = 0; j < needed; ++j)
-            if (m[j] != hidden) {
-                a.visible[n_visible++] = int32_t(j);
-                last = j + 1;
-            }
+        const int64_t n_visible = visible_cells(m, needed, a.visible);
+        const int64_t last = n_visible > 0 ? a.visible[n_visible - 1] + 1 : 0;
         // the columns of kbuf and rows of vbuf holding this token's visible cells, and the index of
         // visible cell i among them
         int64_t first = 0, columns = 0;
