@@ -679,6 +679,14 @@ TEST_F(ServeCli, SeveralChoicesLogprobsAndTokenPrompts) {
         EXPECT_EQ(t.value("logprob", 1.0), t["top_logprobs"][0].value("logprob", 2.0));
     }
 
+    // completions: text_offset counts from the start of the prompt ("Hello world": 11 bytes)
+    json with_offsets = hello;
+    with_offsets["logprobs"] = 2;
+    const json lp = post("/v1/completions", with_offsets)["choices"][0]["logprobs"];
+    ASSERT_FALSE(lp["text_offset"].empty()) << lp.dump();
+    EXPECT_EQ(lp["text_offset"][0], 11) << lp.dump();
+    EXPECT_EQ(lp["tokens"].size(), lp["text_offset"].size());
+
     // a prompt given as token ids is the same prompt; an array of prompts gives a choice each
     const json by_text = post("/v1/completions", hello);
     json by_ids = hello;

@@ -199,7 +199,8 @@ struct parsed_request {
     bool include_usage = false;  // stream_options.include_usage
     bool logprobs = false;
     int32_t top_logprobs = 0;
-    bool echo = false;  // completions: the prompt text before the completion
+    bool echo = false;                      // completions: the prompt text before the completion
+    std::vector<size_t> prompt_text_bytes;  // completions: each prompt's length as text
 };
 
 // The server's metrics beyond the engine's.
@@ -409,7 +410,8 @@ class server {
     }
 
     // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
-    std::vector<std::vector<token>> read_prompts(const json &body) const {
+    // text_bytes: each prompt's length as text (the string given, or the ids' text).
+    std::vector<std::vector<token>> read_prompts(const json &body, std::vector<size_t> &text_bytes) const {
         const auto prompt = field(
             body, "prompt", [](const json &j) { return j.is_string() || j.is_array(); },
             "a string, an array of strings, an array of token ids or an array of such arrays");
@@ -430,16 +432,20 @@ class server {
         };
         if (prompt->is_string()) {
             out.push_back(tokenize_text(prompt->get<std::string>()));
+            text_bytes.push_back(prompt->get_ref<const std::string &>().size());
         } else if (!prompt->empty() && (*prompt)[0].is_number_integer()) {
             out.push_back(token_list(*prompt));
+            text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
         } else {
             if (prompt->empty()) throw request_error("'prompt' is an empty array");
             for (const json &p : *prompt) {
-                if (p.is_string())
+                if (p.is_string()) {
                     out.push_back(tokenize_text(p.get<std::string>()));
-                else if (p.is_array())
+                    text_bytes.push_back(p.get_ref<const std::string &>().size());
+                } else if (p.is_array()) {
                     out.push_back(token_list(p));
-                else
+                    text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
+                } else
                     throw request_error(
                         "'prompt' array elements must be strings or arrays of token ids, got " +
                         json_kind(p));
@@ -601,7 +607,7 @@ class server {
             }
             p.prompts.push_back(checked_prompt(tokenize_text(prompt)));
         } else {
-            p.prompts = read_prompts(body);
+            p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
         return p;
     }
@@ -683,6 +689,12 @@ class server {
         return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
     }
 
+    // Completions' text_offset counts from the start of the prompt (OpenAI's legacy API): the
+    // first generated token of choice k sits at the length of its prompt's text (in bytes).
+    size_t prompt_offset(const parsed_request &p, size_t k) const {
+        return p.prompt_text_bytes[k / size_t(p.n)];
+    }
+
     static std::string note(const std::vector<serving::completion> &done) {
         std::string out;
         for (const auto &c : done) {
@@ -749,7 +761,8 @@ class server {
                     choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
                 } else {
                     choice["text"] = text;
-                    choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, false, 0) : json(nullptr);
+                    choice["logprobs"] =
+                        p->logprobs ? logprobs_json(c.tokens, false, prompt_offset(*p, k)) : json(nullptr);
                 }
                 out["choices"].push_back(choice);
             }
@@ -812,6 +825,8 @@ class server {
                 };
                 std::vector<bool> role_sent(jobs->size(), false), done_flags(jobs->size(), false);
                 std::vector<size_t> offsets(jobs->size(), 0);
+                if (!p->chat && p->logprobs)
+                    for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = prompt_offset(*p, k);
                 size_t n_done = 0;
                 auto last_write = steady::now();
                 while (n_done < jobs->size()) {
