@@ -282,7 +282,7 @@ int inference_context::decode_impl(const batch &b) {
     const int32_t n = fb.n;
 
     // Cells for every ubatch first: a batch that does not fit changes nothing.
-    const std::vector<uint32_t> slots = kv_->find_slots(uint32_t(n));
+    const std::vector<uint32_t> slots = kv_->find_slots(std::span<const std::vector<seq_id>>(fb.seqs));
     if (slots.empty()) {
         last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
                       std::to_string(kv_->size() - kv_->used_cells()) + " of " + std::to_string(kv_->size()) +

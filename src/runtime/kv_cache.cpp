@@ -79,6 +79,35 @@ std::vector<uint32_t> kv_cache::find_slots(uint32_t n_tokens) const {
     return slots;
 }
 
+std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> seqs) const {
+    const uint32_t size = this->size();
+    std::vector<int64_t> last(max_sequences, -1);  // the highest cell of each sequence
+    for (uint32_t i = 0; i < size; ++i)
+        for (uint64_t mask = cells_[i].seq_mask; mask != 0; mask &= mask - 1)
+            last[size_t(std::countr_zero(mask))] = i;
+    std::vector<bool> taken(size, false);
+    std::vector<uint32_t> slots;
+    slots.reserve(seqs.size());
+    uint32_t any = 0;  // where the out-of-order fallback looks next
+    for (const auto &token_seqs : seqs) {
+        int64_t after = -1;
+        for (seq_id s : token_seqs) after = std::max(after, last[size_t(s)]);
+        uint32_t found = size;
+        for (uint32_t i = uint32_t(after + 1); i < size; ++i)
+            if (cells_[i].empty() && !taken[i]) {
+                found = i;
+                break;
+            }
+        for (; found == size && any < size; ++any)
+            if (cells_[any].empty() && !taken[any]) found = any;
+        if (found == size) return {};
+        taken[found] = true;
+        slots.push_back(found);
+        for (seq_id s : token_seqs) last[size_t(s)] = std::max<int64_t>(last[size_t(s)], found);
+    }
+    return slots;
+}
+
 void kv_cache::assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs) {
     WEFT_ASSERT(cell < cells_.size() && cells_[cell].empty());
     kv_cell &c = cells_[cell];

@@ -44,6 +44,24 @@ TEST_F(KvCache, SlotsAreFreeCellsAndNothingWhenTheyDoNotFit) {
     EXPECT_EQ(kv.used_cells(), 3u);
 }
 
+// Tokens of known sequences go after every cell of their sequence, so a sequence's cells stay in
+// position order; holes before them are used only when nothing after is free.
+TEST_F(KvCache, SequenceCellsStayInPositionOrder) {
+    kv_cache kv(*model_, 8, dtype::f16, 2);
+    const seq_id s0[] = {0}, s1[] = {1};
+    kv.assign(0, 0, s1);
+    kv.assign(2, 0, s0);
+    kv.assign(3, 1, s0);
+    const std::vector<std::vector<seq_id>> batch = {{0}, {1}, {0, 1}};
+    // sequence 0 after cell 3, sequence 1 after cell 0 (cell 1 is free), both after both
+    EXPECT_EQ(kv.find_slots(batch), (std::vector<uint32_t>{4, 1, 5}));
+    for (uint32_t c : {4u, 5u, 6u, 7u}) kv.assign(c, llm_pos(c), s0);
+    const std::vector<std::vector<seq_id>> full = {{0}};  // nothing free after: the hole before
+    EXPECT_EQ(kv.find_slots(full), (std::vector<uint32_t>{1}));
+    const std::vector<std::vector<seq_id>> too_many = {{0}, {0}};
+    EXPECT_TRUE(kv.find_slots(too_many).empty());
+}
+
 TEST_F(KvCache, MaskHidesOtherSequencesAndTheFuture) {
     kv_cache kv(*model_, 6, dtype::f16, 2);
     const seq_id s0[] = {0}, s1[] = {1}, both[] = {0, 1};

@@ -985,6 +985,34 @@ TEST(ServingEngine, SubmitRejectsRequestsThatCannotRun) {
     EXPECT_EQ(eng.generate(last, [](const event &) { return true; }).finish, finish_reason::length);
 }
 
+// Bit-exact, not only the same greedy tokens: a request that runs while another slot frees cells
+// (a new request in that slot drops its old cache, leaving holes below the running sequence's
+// cells) gets exactly the log-probabilities it gets alone: the cache keeps each sequence's cells in
+// position order, which is the order attention sums them in.
+TEST(ServingEngine, HolesLeftByAnotherSlotDoNotChangeTheBits) {
+    const model &m = synth();
+    auto req = [&](const std::string &text, int32_t n) {
+        request r = greedy(tok(m, text), n);
+        r.ignore_eos = true;
+        r.logprobs = true;
+        return r;
+    };
+    const request long_one = req("bob went to the market to buy", 40);
+    const completion alone = run_alone(m, long_one, 512).c;
+    engine eng(m, params(2, 512));
+    auto first = eng.submit(req("anna had a very long story about a cat and a dog", 4));
+    auto running = eng.submit(long_one);
+    while (!first->finished()) eng.step();
+    auto next = eng.submit(req("zed", 3));  // takes the first slot: its old cells become holes
+    while (!running->finished() || !next->finished()) eng.step();
+    const completion together = running->result();
+    ASSERT_EQ(together.tokens.size(), alone.tokens.size());
+    for (size_t i = 0; i < alone.tokens.size(); ++i) {
+        EXPECT_EQ(together.tokens[i].id, alone.tokens[i].id) << "token " << i;
+        EXPECT_EQ(together.tokens[i].logprob, alone.tokens[i].logprob) << "token " << i;
+    }
+}
+
 // Slot -1 means "any"; any other negative slot is out of range.
 TEST(ServingEngine, SubmitRejectsNegativeSlots) {
     const model &m = synth();

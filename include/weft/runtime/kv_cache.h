@@ -47,6 +47,12 @@ class kv_cache {
     // --- slots. find_slots picks free cells for n tokens without changing anything (empty result:
     // they do not fit); assign marks the chosen cells with their tokens' positions and sequences.
     std::vector<uint32_t> find_slots(uint32_t n_tokens) const;
+    // The same for tokens of known sequences (seqs[i]: token i's), keeping each sequence's cells in
+    // position order: a token takes the first free cell after every cell of its sequences, so
+    // attention, which visits cells in index order, sums a sequence's cells in the same order
+    // whatever else the cache holds (holes that other sequences left are not filled out of order).
+    // Only when no cell is free after them does a token take a free cell before them.
+    std::vector<uint32_t> find_slots(std::span<const std::vector<seq_id>> seqs) const;
     void assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs);
     // Cells [0, n) that a graph must attend over to see every used cell: one past the highest used
     // cell, rounded up to `pad` (capped at size()), so consecutive decode steps share a shape.
