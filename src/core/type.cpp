@@ -31,6 +31,8 @@ constexpr std::array<type_info, n_types> make_table() {
     set(dtype::q5_k, "q5_K", 256, 2 + 2 + 12 + 32 + 128, true);
     set(dtype::q6_k, "q6_K", 256, 128 + 64 + 16 + 2, true);
     set(dtype::q8_k, "q8_K", 256, 4 + 256 + 2 * 16, true);
+    set(dtype::iq4_nl, "iq4_nl", 32, 2 + 16, true);
+    set(dtype::iq4_xs, "iq4_xs", 256, 2 + 2 + 4 + 128, true);
     set(dtype::i8, "i8", 1, 1, false);
     set(dtype::i16, "i16", 1, 2, false);
     set(dtype::i32, "i32", 1, 4, false);
@@ -44,6 +46,8 @@ constexpr auto table = make_table();
 static_assert(table[size_t(dtype::q4_k)].type_size == 144, "q4_K block is 144 bytes");
 static_assert(table[size_t(dtype::q6_k)].type_size == 210, "q6_K block is 210 bytes");
 static_assert(table[size_t(dtype::q8_k)].type_size == 292, "q8_K block is 292 bytes");
+static_assert(table[size_t(dtype::iq4_nl)].type_size == 18, "iq4_nl block is 18 bytes");
+static_assert(table[size_t(dtype::iq4_xs)].type_size == 136, "iq4_xs block is 136 bytes");
 
 const type_info unknown{};
 

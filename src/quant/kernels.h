@@ -66,6 +66,8 @@ WEFT_DECLARE_ROW_KERNELS(q3_k);
 WEFT_DECLARE_ROW_KERNELS(q4_k);
 WEFT_DECLARE_ROW_KERNELS(q5_k);
 WEFT_DECLARE_ROW_KERNELS(q6_k);
+WEFT_DECLARE_ROW_KERNELS(iq4_nl);
+WEFT_DECLARE_ROW_KERNELS(iq4_xs);
 #undef WEFT_DECLARE_ROW_KERNELS
 
 // The activation types have no dot product of their own (they are only ever the y side).
@@ -84,5 +86,7 @@ void quantize_row_q3_k_weighted(const float *src, void *dst, int64_t n, const fl
 void quantize_row_q4_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_q5_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq4_nl_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq4_xs_weighted(const float *src, void *dst, int64_t n, const float *importance);
 
 }  // namespace weft::quant

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "backends/cpu/row_kernels.h"
@@ -78,6 +79,33 @@ TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SimdVecDot, ::testing::ValuesIn(weight_types()), name_of);
+
+// The iq4 kernels keep the reference's operations (exact integer sums, then one std::fma per
+// block in block order), so they must give its bits, not only its value within rounding.
+TEST(SimdVecDot, Iq4KernelsGiveTheReferenceBits) {
+    REQUIRE_SIMD();
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs}) {
+        const quant_traits &tr = quant_traits_of(t);
+        const vec_dot_fn vec_dot = avx2_traits(t).vec_dot;
+        ASSERT_NE(vec_dot, tr.vec_dot_ref) << type_name(t);
+        uint32_t seed = 7;
+        for (int64_t blocks : {1, 2, 3, 5, 7, 13}) {
+            const int64_t n = row_length(t, blocks);
+            for (int rep = 0; rep < 5; ++rep, ++seed) {
+                const auto xf = normal_values(size_t(n), seed, rep % 2 ? 0.02f : 3.0f);
+                const auto yf = normal_values(size_t(n), seed + 1000, 1.0f);
+                std::vector<uint8_t> xq(row_size(t, n)), yq(row_size(tr.vec_dot_type, n));
+                tr.from_float_ref(xf.data(), xq.data(), n);
+                quant_traits_of(tr.vec_dot_type).from_float_ref(yf.data(), yq.data(), n);
+                float fast = 0, ref = 0;
+                vec_dot(n, &fast, xq.data(), yq.data());
+                tr.vec_dot_ref(n, &ref, xq.data(), yq.data());
+                EXPECT_EQ(std::memcmp(&fast, &ref, sizeof fast), 0)
+                    << type_name(t) << ", n = " << n << ": " << fast << " vs " << ref;
+            }
+        }
+    }
+}
 
 class SimdFromFloat : public ::testing::TestWithParam<dtype> {};
 

@@ -159,6 +159,32 @@ std::map<std::string, std::string> types_of(const std::string &path) {
     return m;
 }
 
+// The i-quant fixtures were made with an importance matrix, which weft quantize does not take: the
+// mix (each tensor's type) and the tensors made without it (token_embd, output) must match; the
+// others are the plain quantizer's (tests/quant/test_fixtures.cpp reproduces them with the matrix).
+TEST(weft_quantize, iq4_targets_follow_the_reference_mix) {
+    WEFT_REQUIRE_BINARY();
+    WEFT_REQUIRE_FIXTURES();
+    test::temp_dir dir;
+    for (const std::string type : {"IQ4_NL", "IQ4_XS"}) {
+        SCOPED_TRACE(type);
+        const std::string out = dir.file(type + ".gguf");
+        const auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, type, "--threads", "2"});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const auto reference = gguf_file::open(model("tiny-llama-" + type + ".gguf"));
+        const auto ours = gguf_file::open(out);
+        EXPECT_EQ(ours->get_int("general.file_type"), reference->get_int("general.file_type"));
+        EXPECT_EQ(types_of(out), types_of(model("tiny-llama-" + type + ".gguf")));
+        for (const char *name : {"token_embd.weight", "output.weight"}) {
+            const auto *a = ours->find_tensor(name);
+            const auto *b = reference->find_tensor(name);
+            ASSERT_TRUE(a && b) << name;
+            ASSERT_EQ(a->nbytes, b->nbytes) << name;
+            EXPECT_EQ(std::memcmp(ours->tensor_data(*a), reference->tensor_data(*b), a->nbytes), 0) << name;
+        }
+    }
+}
+
 TEST(weft_quantize, rows_that_do_not_fit_the_block_fall_back) {
     // stories260K: rows of 64 (no K-quant block fits) and ffn_down rows of 172 (no 32-block fits).
     WEFT_REQUIRE_BINARY();
@@ -181,6 +207,11 @@ TEST(weft_quantize, rows_that_do_not_fit_the_block_fall_back) {
 
     ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "Q6_K"}).status, 0);
     EXPECT_EQ(types_of(out)["blk.0.attn_q.weight"], "q8_0");  // q6_K -> q8_0
+
+    ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "IQ4_XS"}).status, 0);
+    t = types_of(out);
+    EXPECT_EQ(t["blk.0.attn_q.weight"], "iq4_nl");  // iq4_xs -> iq4_nl, as the established tool
+    EXPECT_EQ(t["blk.0.ffn_down.weight"], "f16");
 }
 
 TEST(weft_quantize, mixes_follow_their_rules) {

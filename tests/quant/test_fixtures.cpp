@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/fixtures.h"
 #include "quant/quant_testing.h"
@@ -104,6 +106,80 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureBytes,
                                  if (c == '-') c = '_';
                              return name;
                          });
+
+// ---- the i-quant files: made with an importance matrix (tiny-llama.imatrix)
+
+namespace {
+
+// The established tool's legacy imatrix file: int32 entry count, then per entry an int32 name
+// length, the name, int32 ncall, int32 nval and nval floats (sums of squared activations times
+// ncall / count); the quantizer divides them by ncall. Trailing fields are not needed.
+std::map<std::string, std::vector<float>> read_legacy_imatrix(const std::string &path) {
+    std::map<std::string, std::vector<float>> out;
+    std::ifstream in(path, std::ios::binary);
+    auto i32 = [&in] {
+        int32_t v = 0;
+        in.read(reinterpret_cast<char *>(&v), sizeof v);
+        return v;
+    };
+    const int32_t n_entries = i32();
+    for (int32_t e = 0; e < n_entries && in; ++e) {
+        std::string name(size_t(std::max(0, i32())), '\0');
+        in.read(name.data(), std::streamsize(name.size()));
+        const int32_t ncall = i32(), nval = i32();
+        std::vector<float> values(size_t(std::max(0, nval)));
+        in.read(reinterpret_cast<char *>(values.data()), std::streamsize(values.size() * sizeof(float)));
+        if (ncall > 0)
+            for (float &v : values) v /= float(ncall);
+        out[name] = std::move(values);
+    }
+    EXPECT_TRUE(in.good()) << "truncated imatrix file " << path;
+    return out;
+}
+
+}  // namespace
+
+class QuantFixtureImatrixBytes : public ::testing::TestWithParam<std::string> {};
+
+// With the same importance weights, our iq4_nl / iq4_xs quantizers (and the q6_K of the output,
+// made without) reproduce the established tool's file tensor for tensor.
+TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string file = GetParam();
+    const auto f32 = open_model(file_for("F32"));
+    const auto quantized = open_model(file);
+    const auto imatrix = read_legacy_imatrix(fixture("models/tiny-llama.imatrix"));
+    ASSERT_FALSE(imatrix.empty());
+    size_t tensors_compared = 0, with_importance = 0;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (t.type == dtype::f32) continue;
+        SCOPED_TRACE(file + ": " + t.name + " (" + type_name(t.type) + ")");
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr);
+        const auto it = imatrix.find(t.name);
+        const float *importance = nullptr;
+        if (it != imatrix.end()) {
+            ASSERT_EQ(int64_t(it->second.size()), t.ne[0]);
+            importance = it->second.data();
+            ++with_importance;
+        }
+        std::vector<uint8_t> ours(t.nbytes);
+        ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0], importance), t.nbytes);
+        const size_t block_bytes = type_traits(t.type).type_size;
+        size_t mismatched = 0;
+        for (size_t b = 0; b < t.nbytes / block_bytes; ++b)
+            mismatched += std::memcmp(quantized->tensor_data(t) + b * block_bytes,
+                                      ours.data() + b * block_bytes, block_bytes) != 0;
+        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << t.nbytes / block_bytes << " blocks differ";
+        ++tensors_compared;
+    }
+    EXPECT_GT(tensors_compared, 0u);
+    EXPECT_GT(with_importance, 0u) << "no tensor of " << file << " is in the imatrix";
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureImatrixBytes,
+                         ::testing::Values("tiny-llama-IQ4_NL.gguf", "tiny-llama-IQ4_XS.gguf"),
+                         [](const auto &info) { return info.param.substr(11, info.param.size() - 16); });
 
 // ---- round-trip error against the established quantizer's
 

@@ -28,17 +28,21 @@ TEST(QuantBlocks, StructSizesMatchTheTypeTable) {
     EXPECT_EQ(sizeof(block_q5_k), type_traits(dtype::q5_k).type_size);
     EXPECT_EQ(sizeof(block_q6_k), type_traits(dtype::q6_k).type_size);
     EXPECT_EQ(sizeof(block_q8_k), type_traits(dtype::q8_k).type_size);
+    EXPECT_EQ(sizeof(block_iq4_nl), type_traits(dtype::iq4_nl).type_size);
+    EXPECT_EQ(sizeof(block_iq4_xs), type_traits(dtype::iq4_xs).type_size);
+    EXPECT_EQ(qk4_nl, type_traits(dtype::iq4_nl).block_size);
+    EXPECT_EQ(qk_k, type_traits(dtype::iq4_xs).block_size);
     EXPECT_EQ(qk_k, type_traits(dtype::q4_k).block_size);
     EXPECT_EQ(qk4_0, type_traits(dtype::q4_0).block_size);
 }
 
 TEST(QuantTraits, EveryWeightTypeHasCompleteTraits) {
     const std::map<dtype, dtype> expected_vec_dot_type = {
-        {dtype::f32, dtype::f32},   {dtype::f16, dtype::f16},   {dtype::bf16, dtype::bf16},
-        {dtype::q4_0, dtype::q8_0}, {dtype::q4_1, dtype::q8_1}, {dtype::q5_0, dtype::q8_0},
-        {dtype::q5_1, dtype::q8_1}, {dtype::q8_0, dtype::q8_0}, {dtype::q2_k, dtype::q8_k},
-        {dtype::q3_k, dtype::q8_k}, {dtype::q4_k, dtype::q8_k}, {dtype::q5_k, dtype::q8_k},
-        {dtype::q6_k, dtype::q8_k}};
+        {dtype::f32, dtype::f32},   {dtype::f16, dtype::f16},     {dtype::bf16, dtype::bf16},
+        {dtype::q4_0, dtype::q8_0}, {dtype::q4_1, dtype::q8_1},   {dtype::q5_0, dtype::q8_0},
+        {dtype::q5_1, dtype::q8_1}, {dtype::q8_0, dtype::q8_0},   {dtype::q2_k, dtype::q8_k},
+        {dtype::q3_k, dtype::q8_k}, {dtype::q4_k, dtype::q8_k},   {dtype::q5_k, dtype::q8_k},
+        {dtype::q6_k, dtype::q8_k}, {dtype::iq4_nl, dtype::q8_0}, {dtype::iq4_xs, dtype::q8_k}};
     for (dtype t : weight_types()) {
         SCOPED_TRACE(type_name(t));
         ASSERT_TRUE(has_quant_traits(t));
@@ -143,7 +147,8 @@ TEST_P(QuantRoundTrip, NormalDataStaysWithinTheTypesError) {
                                            {dtype::q4_0, 0.099}, {dtype::q4_1, 0.087},  {dtype::q5_0, 0.048},
                                            {dtype::q5_1, 0.042}, {dtype::q8_0, 0.006},  {dtype::q8_1, 0.006},
                                            {dtype::q2_k, 0.33},  {dtype::q3_k, 0.17},   {dtype::q4_k, 0.079},
-                                           {dtype::q5_k, 0.040}, {dtype::q6_k, 0.0196}, {dtype::q8_k, 0.008}};
+                                           {dtype::q5_k, 0.040}, {dtype::q6_k, 0.0196}, {dtype::q8_k, 0.008},
+                                           {dtype::iq4_nl, 1.0}, {dtype::iq4_xs, 1.0}};
     const int64_t n_per_row = row_length(t, 5);
     const auto x = normal_values(size_t(n_per_row) * 7, 1234, 0.02f);
     const auto q = quantize(t, x, n_per_row);
@@ -181,7 +186,8 @@ std::string type_param_name(const ::testing::TestParamInfo<dtype> &info) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
                          ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q4_0, dtype::q4_1,
                                            dtype::q5_0, dtype::q5_1, dtype::q8_0, dtype::q8_1, dtype::q2_k,
-                                           dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_k),
+                                           dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_k,
+                                           dtype::iq4_nl, dtype::iq4_xs),
                          type_param_name);
 
 // The reference dot product equals the dot product of the dequantized rows: it is exact integer
@@ -269,7 +275,7 @@ TEST(QuantizeRows, ImportanceLowersTheWeightedError) {
     std::exponential_distribution<float> heavy(0.2f);
     for (auto &w : importance) w = 0.01f + heavy(rng) * heavy(rng);
     for (dtype t : {dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q2_k, dtype::q3_k, dtype::q4_k,
-                    dtype::q5_k, dtype::q6_k}) {
+                    dtype::q5_k, dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs}) {
         std::vector<uint8_t> plain(row_size(t, n) * rows), weighted(row_size(t, n) * rows);
         quantize_rows(t, x.data(), plain.data(), rows, n);
         quantize_rows(t, x.data(), weighted.data(), rows, n, importance.data());
@@ -285,5 +291,155 @@ TEST(QuantizeRows, ImportanceLowersTheWeightedError) {
                        std::to_string(weighted_err / plain_err));
         EXPECT_LT(weighted_err, plain_err) << type_name(t);
         EXPECT_NE(plain, weighted) << type_name(t);
+    }
+}
+
+// ---- iq4_nl / iq4_xs: the layouts decoded by hand, independently of the quant layer's code
+
+namespace {
+
+// The codebook as published with the format (ggml-common.h's kvalues_iq4nl).
+constexpr int iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// Reads byte-level fields of a row of blocks: little-endian fp16 at `at`.
+float half_at(const std::vector<uint8_t> &bytes, size_t at) {
+    return fp16_to_fp32(fp16_t(bytes[at] | (bytes[at + 1] << 8)));
+}
+
+// iq4_nl: 18-byte blocks of fp16 d then 16 bytes; value j (< 16) is the low nibble of byte j,
+// value j + 16 its high nibble; x = d * level.
+std::vector<float> decode_iq4_nl_by_hand(const std::vector<uint8_t> &bytes) {
+    std::vector<float> out;
+    for (size_t b = 0; b + 18 <= bytes.size(); b += 18) {
+        const float d = half_at(bytes, b);
+        float block[32];
+        for (int j = 0; j < 16; ++j) {
+            const uint8_t q = bytes[b + 2 + size_t(j)];
+            block[j] = d * float(iq4_levels[q & 15]);
+            block[j + 16] = d * float(iq4_levels[q >> 4]);
+        }
+        out.insert(out.end(), block, block + 32);
+    }
+    return out;
+}
+
+// iq4_xs: 136-byte super-blocks: fp16 d, uint16 scales_h, 4 bytes scales_l, 128 bytes of nibbles.
+// Sub-block s (< 8) has scale (low nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of scales_h << 4)
+// - 32 and quants in bytes 16s..16s+15 (nibble order as iq4_nl); x = d * scale * level.
+std::vector<float> decode_iq4_xs_by_hand(const std::vector<uint8_t> &bytes) {
+    std::vector<float> out;
+    for (size_t b = 0; b + 136 <= bytes.size(); b += 136) {
+        const float d = half_at(bytes, b);
+        const unsigned scales_h = bytes[b + 2] | (bytes[b + 3] << 8);
+        for (int s = 0; s < 8; ++s) {
+            const unsigned low = (bytes[b + 4 + size_t(s / 2)] >> (4 * (s % 2))) & 15;
+            const unsigned high = (scales_h >> (2 * s)) & 3;
+            const int scale = int(low | (high << 4)) - 32;
+            float block[32];
+            for (int j = 0; j < 16; ++j) {
+                const uint8_t q = bytes[b + 8 + size_t(16 * s + j)];
+                block[j] = d * float(scale) * float(iq4_levels[q & 15]);
+                block[j + 16] = d * float(scale) * float(iq4_levels[q >> 4]);
+            }
+            out.insert(out.end(), block, block + 32);
+        }
+    }
+    return out;
+}
+
+// Random block bytes with a finite, moderate fp16 scale in the first two bytes of each block.
+std::vector<uint8_t> random_blocks(dtype t, int64_t blocks, uint32_t seed) {
+    const size_t bs = type_traits(t).type_size;
+    std::vector<uint8_t> bytes(bs * size_t(blocks));
+    std::mt19937 rng(seed);
+    for (auto &b : bytes) b = uint8_t(rng());
+    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+    for (int64_t i = 0; i < blocks; ++i) {
+        const fp16_t d = fp32_to_fp16(scale(rng));
+        bytes[size_t(i) * bs] = uint8_t(d & 0xFF);
+        bytes[size_t(i) * bs + 1] = uint8_t(d >> 8);
+    }
+    return bytes;
+}
+
+}  // namespace
+
+TEST(QuantReference, Iq4CodebookIsThePublishedOne) {
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(kvalues_iq4nl[i], iq4_levels[i]) << i;
+}
+
+// Known blocks: the quant layer's to_float against the decoders above, on odd numbers of blocks.
+TEST(QuantReference, Iq4NlAndXsDecodeAsTheLayoutSays) {
+    for (int64_t blocks : {1, 3, 7}) {
+        const auto nl = random_blocks(dtype::iq4_nl, blocks, uint32_t(blocks));
+        EXPECT_EQ(dequantize(dtype::iq4_nl, nl, blocks * 32), decode_iq4_nl_by_hand(nl)) << blocks;
+        const auto xs = random_blocks(dtype::iq4_xs, blocks, uint32_t(100 + blocks));
+        EXPECT_EQ(dequantize(dtype::iq4_xs, xs, blocks * 256), decode_iq4_xs_by_hand(xs)) << blocks;
+    }
+}
+
+// A block built by hand: d = 0.5, element j takes level j % 16 (low nibbles) and 15 - j % 16
+// (high nibbles); sub-block scales of iq4_xs spanning the whole six-bit range.
+TEST(QuantReference, Iq4BlocksByHand) {
+    block_iq4_nl nl;
+    nl.d = fp32_to_fp16(0.5f);
+    for (int j = 0; j < 16; ++j) nl.qs[j] = uint8_t(j | ((15 - j) << 4));
+    std::vector<float> got(32);
+    quant_traits_of(dtype::iq4_nl).to_float(&nl, got.data(), 32);
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(got[size_t(j)], 0.5f * float(iq4_levels[j])) << j;
+        EXPECT_EQ(got[size_t(j + 16)], 0.5f * float(iq4_levels[15 - j])) << j;
+    }
+
+    block_iq4_xs xs{};
+    xs.d = fp32_to_fp16(0.25f);
+    const int scales[8] = {-32, -1, 0, 1, 31, 17, -16, 5};  // stored as scale + 32 in six bits
+    for (int s = 0; s < 8; ++s) {
+        const int u = scales[s] + 32;
+        xs.scales_l[s / 2] = uint8_t(xs.scales_l[s / 2] | ((u & 15) << (4 * (s % 2))));
+        xs.scales_h = uint16_t(xs.scales_h | ((u >> 4) << (2 * s)));
+    }
+    for (int i = 0; i < 128; ++i) xs.qs[i] = uint8_t((i % 16) | ((i * 7 % 16) << 4));
+    got.resize(256);
+    quant_traits_of(dtype::iq4_xs).to_float(&xs, got.data(), 256);
+    for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 16; ++j) {
+            const int i = 16 * s + j;
+            EXPECT_EQ(got[size_t(32 * s + j)], 0.25f * float(scales[s]) * float(iq4_levels[i % 16])) << i;
+            EXPECT_EQ(got[size_t(32 * s + j + 16)], 0.25f * float(scales[s]) * float(iq4_levels[i * 7 % 16]))
+                << i;
+        }
+}
+
+// Values that lie exactly on the codebook times a power-of-two scale come back exactly; the
+// extreme value takes the lowest level (-127) as in the established quantizer.
+TEST(QuantReference, Iq4ValuesOnTheCodebookRoundTripExactly) {
+    std::vector<float> x(3 * 256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.125f * float(iq4_levels[(i * 5 + i / 32) % 16]);
+    for (size_t b = 0; b < x.size(); b += 32) x[b + 3] = -0.125f * 127;  // every block reaches -127
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs}) {
+        const auto q = quantize(t, x, int64_t(x.size()));
+        EXPECT_EQ(dequantize(t, q, int64_t(x.size())), x) << type_name(t);
+    }
+    block_iq4_nl b;
+    std::memcpy(&b, quantize(dtype::iq4_nl, x, 32).data(), sizeof b);
+    EXPECT_EQ(b.d, fp32_to_fp16(0.125f));
+}
+
+// Odd shapes (rows of 1, 3 and 5 blocks, 3 rows) go through quantize_rows and back within the
+// type's error, and rows are independent of each other.
+TEST(QuantReference, Iq4OddShapesRoundTrip) {
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs}) {
+        for (int64_t blocks : {1, 3, 5}) {
+            const int64_t n = row_length(t, blocks);
+            const auto x = normal_values(size_t(3 * n), uint32_t(blocks), 0.02f);
+            const auto q = quantize(t, x, n);
+            ASSERT_EQ(q.size(), 3 * row_size(t, n));
+            const auto back = dequantize(t, q, 3 * n);
+            EXPECT_LT(relative_rmse(back.data(), x.data(), x.size()), 0.12) << type_name(t) << " " << blocks;
+            const std::vector<float> row1(x.begin() + n, x.begin() + 2 * n);
+            const auto q1 = quantize(t, row1, n);
+            EXPECT_EQ(0, std::memcmp(q1.data(), q.data() + row_size(t, n), q1.size())) << type_name(t);
+        }
     }
 }

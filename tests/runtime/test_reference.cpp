@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,12 +105,17 @@ void check_against(const std::string &model_file, const std::string &reference_f
     const reference_run got = run_reference(*m, ref.prompt, ref.greedy.size());
     ASSERT_EQ(got.prompt_tokens, ref.prompt_tokens);
     ASSERT_EQ(got.prompt_logits.size(), ref.prompt_logits.size());
+    double worst = 0;
     for (size_t i = 0; i < ref.prompt_logits.size(); ++i) {
-        EXPECT_LE(nmse(got.prompt_logits[i].data(), ref.prompt_logits[i]), nmse_bound) << "position " << i;
+        const double e = nmse(got.prompt_logits[i].data(), ref.prompt_logits[i]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, nmse_bound) << "position " << i;
         EXPECT_EQ(argmax(got.prompt_logits[i].data(), ref.n_vocab),
                   argmax(ref.prompt_logits[i].data(), ref.n_vocab))
             << "position " << i;
     }
+    ::testing::Test::RecordProperty("max_nmse", std::to_string(worst));
+    std::printf("[ nmse     ] %s: worst prompt position %.3g\n", model_file.c_str(), worst);
     if (exact_greedy) {
         EXPECT_EQ(got.greedy, ref.greedy);
         EXPECT_EQ(hex_of(got.greedy_text), ref.greedy_text_hex);
@@ -138,9 +144,10 @@ TEST(Reference, Stories260KStartsTheKnownStory) {
 }
 
 const std::vector<std::string> tiny_models = {
-    "tiny-llama-F32",  "tiny-llama-F16",  "tiny-llama-Q8_0", "tiny-llama-Q4_0", "tiny-llama-Q4_1",
-    "tiny-llama-Q5_0", "tiny-llama-Q5_1", "tiny-llama-Q2_K", "tiny-llama-Q3_K", "tiny-llama-Q4_K",
-    "tiny-llama-Q5_K", "tiny-llama-Q6_K", "tiny-qwen2-F32",  "tiny-qwen2-Q8_0"};
+    "tiny-llama-F32",    "tiny-llama-F16",    "tiny-llama-Q8_0", "tiny-llama-Q4_0",
+    "tiny-llama-Q4_1",   "tiny-llama-Q5_0",   "tiny-llama-Q5_1", "tiny-llama-Q2_K",
+    "tiny-llama-Q3_K",   "tiny-llama-Q4_K",   "tiny-llama-Q5_K", "tiny-llama-Q6_K",
+    "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-qwen2-F32",  "tiny-qwen2-Q8_0"};
 
 class TinyModels : public ::testing::TestWithParam<std::string> {};
 
@@ -160,6 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models),
 // Fixtures of architectures and tensor types that weft does not run yet (the "more models"
 // issue): loading them must fail with a clear error, never crash or load something half-right.
 bool pending_fixture(const std::string &stem) {
+    if (stem == "tiny-llama-IQ4_NL" || stem == "tiny-llama-IQ4_XS") return false;  // implemented
     for (const char *prefix :
          {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-llama-moe", "tiny-gemma", "tiny-phi", "tiny-qwen2moe",
           "tiny-deepseek2", "tiny-starcoder2", "tiny-olmo2", "tiny-command-r", "tiny-granite", "tiny-bert"})
@@ -176,7 +184,15 @@ TEST(Reference, EveryTinyFixtureIsCovered) {
         if (stem.rfind("tiny-", 0) != 0) continue;
         if (pending_fixture(stem)) {
             SCOPED_TRACE(stem);
-            EXPECT_THROW(model::load(test::fixture("models/" + stem + ".gguf")), error);
+            try {
+                model::load(test::fixture("models/" + stem + ".gguf"));
+                ADD_FAILURE() << "loaded a fixture weft does not run yet";
+            } catch (const error &e) {
+                // The i-quant and ternary files are refused for their tensor types, by number.
+                if (test::fixture_has_unimplemented_types(stem + ".gguf")) {
+                    EXPECT_NE(std::string(e.what()).find("unknown type id"), std::string::npos) << e.what();
+                }
+            }
             continue;
         }
         EXPECT_NE(std::find(tiny_models.begin(), tiny_models.end(), stem), tiny_models.end()) << stem;

@@ -54,6 +54,12 @@ const recipe recipes[] = {
     {"Q5_K_S", 16, dtype::q5_k, "q5_K; output q6_K"},
     {"Q5_K_M", 17, dtype::q5_k, "q5_K; attn_v and ffn_down q6_K in the more-bits layers (*); output q6_K"},
     {"Q6_K", 18, dtype::q6_k, "q6_K everywhere"},
+    {"IQ4_NL", 25, dtype::iq4_nl,
+     "iq4_nl; attn_v q5_K when n_head/n_head_kv >= 4; ffn_down q5_K in the first 1/8 of the layers; "
+     "output q6_K"},
+    {"IQ4_XS", 30, dtype::iq4_xs,
+     "iq4_xs; attn_v q5_K when n_head/n_head_kv >= 4; ffn_down q5_K in the first 1/8 of the layers; "
+     "output q6_K"},
 };
 
 struct alias {
@@ -134,6 +140,9 @@ dtype fallback_for_row(dtype t, int64_t ne0) {
         case dtype::q3_k:
             t = dtype::q4_0;
             break;  // the established IQ4_NL is 4.5 bits too
+        case dtype::iq4_xs:
+            t = dtype::iq4_nl;
+            break;
         case dtype::q4_k:
             t = dtype::q5_0;
             break;
@@ -193,6 +202,8 @@ class type_chooser {
                 ty = dtype::q5_k;
             else if ((ft == 15 || ft == 17) && use_more_bits(i, m_.n_attention_wv))
                 ty = dtype::q6_k;
+            else if ((ft == 25 || ft == 30) && m_.n_gqa >= 4)
+                ty = dtype::q5_k;
             else if (ft == 14 && i < 4)
                 ty = dtype::q5_k;
         } else if (contains(name, "ffn_down")) {
@@ -206,6 +217,8 @@ class type_chooser {
                 ty = dtype::q5_k;
             else if ((ft == 15 || ft == 17) && use_more_bits(i, n))
                 ty = dtype::q6_k;
+            else if ((ft == 25 || ft == 30) && i < n / 8)  // the established rule without an imatrix
+                ty = dtype::q5_k;
             else if (ft == 14 && i < n / 8)
                 ty = dtype::q5_k;
         } else if (contains(name, "attn_output.weight")) {
@@ -310,7 +323,8 @@ std::string help_footer() {
         "  - (*) the more-bits layers are the first and last eighth and every third layer between\n"
         "    ((i - n/8) % 3 == 2), counted over the attn_v tensors / the layers;\n"
         "  - a row length that is not a multiple of the block size falls back: q2_K/q3_K -> q4_0,\n"
-        "    q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0, and f16 when that still does not divide;\n"
+        "    q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0, iq4_xs -> iq4_nl, and f16 when that still does\n"
+        "    not divide;\n"
         "  - --pure turns the mix and the output rule off (every converted tensor gets the base type);\n"
         "  - input tensors of any type are dequantized to f32 first; a tensor whose type does not\n"
         "    change is copied byte for byte.\n"

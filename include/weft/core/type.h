@@ -9,7 +9,7 @@
 namespace weft {
 
 // The ids are the on-disk GGUF type ids; holes are types that GGUF retired or that weft does not
-// know (e.g. the IQ* family). `count` sizes tables indexed by type.
+// know (most of the IQ* family, the ternary TQ* types). `count` sizes tables indexed by type.
 enum class dtype : int32_t {
     f32 = 0,
     f16 = 1,
@@ -25,6 +25,8 @@ enum class dtype : int32_t {
     q5_k = 13,
     q6_k = 14,
     q8_k = 15,
+    iq4_nl = 20,
+    iq4_xs = 23,
     i8 = 24,
     i16 = 25,
     i32 = 26,

@@ -18,6 +18,7 @@ inline constexpr int qk5_1 = 32;
 inline constexpr int qk8_0 = 32;
 inline constexpr int qk8_1 = 32;
 inline constexpr int qk_k = 256;
+inline constexpr int qk4_nl = 32;
 inline constexpr int k_scale_size = 12;  // 8 six-bit scales + 8 six-bit mins of q4_K / q5_K
 
 // x = d * (q - 8), q in [0, 15]; element j in the low nibble of qs[j], element j + 16 in the high.
@@ -117,6 +118,28 @@ struct block_q8_k {
     int16_t bsums[qk_k / 16];
 };
 
+// The non-linear 4-bit types share one codebook: a 4-bit index selects one of these 16 levels
+// (denser near zero, where most weights are), which is then multiplied by the block's scale.
+inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// x = d * kvalues_iq4nl[q], q in [0, 15]; same nibble order as q4_0 (element j in the low nibble
+// of qs[j], element j + 16 in the high one).
+struct block_iq4_nl {
+    fp16_t d;
+    uint8_t qs[qk4_nl / 2];
+};
+
+// 8 sub-blocks of 32: x = d * (scale - 32) * kvalues_iq4nl[q], with six-bit scales: the low nibble
+// of scale j in scales_l[j / 2] (low nibble for even j), its top two bits in bits 2j..2j+1 of
+// scales_h. Sub-block j's quants are qs[16 j .. 16 j + 15], nibbles ordered as in iq4_nl.
+struct block_iq4_xs {
+    fp16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[qk_k / 64];
+    uint8_t qs[qk_k / 2];
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
@@ -129,6 +152,8 @@ static_assert(sizeof(block_q4_k) == 144, "q4_K block is 144 bytes");
 static_assert(sizeof(block_q5_k) == 176, "q5_K block is 176 bytes");
 static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
 static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
+static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 
 // Sub-block j (< 8) of a q4_K / q5_K block: its six-bit scale and min. Bytes 0..3 hold scales
 // 0..3 (low six bits), bytes 4..7 mins 0..3; scales/mins 4..7 keep their low nibbles in bytes
@@ -147,6 +172,13 @@ inline void scale_min_k4(int j, const uint8_t *q, uint8_t *scale, uint8_t *min) 
 inline int scale_q3_k(int j, const uint8_t *scales) {
     const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
     const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+// Sub-block j (< 8) of an iq4_xs block: its signed scale in [-32, 31].
+inline int scale_iq4_xs(int j, const block_iq4_xs &b) {
+    const int low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    const int high = (b.scales_h >> (2 * j)) & 3;
     return (low | (high << 4)) - 32;
 }
 

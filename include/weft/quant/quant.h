@@ -26,7 +26,7 @@ struct quant_traits {
     vec_dot_fn vec_dot_ref = nullptr;        // scalar oracle
 };
 
-// Traits of any known type (f32, f16, bf16, the q* types); asserts on types without traits.
+// Traits of any known type (f32, f16, bf16, the q* and iq4_* types); asserts on types without traits.
 const quant_traits &quant_traits_of(dtype t);
 bool has_quant_traits(dtype t);
 

@@ -497,4 +497,42 @@ void from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
+// ---- iq4_nl, iq4_xs: a byte shuffle looks the 4-bit indices up in the codebook. Integer sums are
+// exact and each block ends in one std::fma into one float sum in block order, the reference's
+// own operations, so these give the reference's bits (not only its value within rounding).
+
+// 32 codebook levels (signed bytes) of 16 packed bytes, in element order.
+__m256i iq4_levels_32(const uint8_t *qs) {
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kvalues_iq4nl)));
+    return _mm256_shuffle_epi8(table, nibbles_32(qs));
+}
+
+void vec_dot_iq4_nl_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_iq4_nl *>(vx);
+    const auto *y = static_cast<const block_q8_0 *>(vy);
+    static_assert(qk4_nl == qk8_0);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk4_nl; ++i) {
+        const int sumi = hsum_i32x8(dot_i8_i8(iq4_levels_32(x[i].qs), load_32(y[i].qs)));
+        sum = std::fma(half(x[i].d) * half(y[i].d), float(sumi), sum);
+    }
+    *s = sum;
+}
+
+void vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_iq4_xs *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < qk_k / 32; ++j) {
+            const __m256i dots = dot_i8_i8(iq4_levels_32(x[i].qs + 16 * j), load_32(y[i].qs + 32 * j));
+            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(dots, _mm256_set1_epi32(scale_iq4_xs(j, x[i]))));
+        }
+        sum = std::fma(half(x[i].d) * y[i].d, float(hsum_i32x8(sumi)), sum);
+    }
+    *s = sum;
+}
+
 }  // namespace weft::cpu
