@@ -18,9 +18,7 @@ class arch_llama final : public architecture {
     }
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
-        create_llama_globals(tl, hp, w);
-        w.layers.resize(size_t(hp.n_layer));
-        for (int64_t il = 0; il < hp.n_layer; ++il) create_llama_block(tl, hp, il, w.layers[size_t(il)]);
+        create_llama_tensors(tl, hp, w);
     }
 
     graph_inputs build_graph(graph_builder &b) const override {
@@ -29,11 +27,7 @@ class arch_llama final : public architecture {
         tensor *x = b.build_inp_embd();
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
-            tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, cur, il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
-            cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
+            tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
             x = b.build_ffn_block(l, cur, x, il);
         }
         return b.finish(x);

@@ -37,5 +37,6 @@ std::span<const architecture_entry> architecture_registry();
 std::unique_ptr<architecture> make_arch_llama();
 std::unique_ptr<architecture> make_arch_qwen2();
 std::unique_ptr<architecture> make_arch_qwen3();
+std::unique_ptr<architecture> make_arch_granite();
 
 }  // namespace weft

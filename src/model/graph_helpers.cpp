@@ -149,15 +149,17 @@ tensor *graph_builder::build_ffn_swiglu(tensor *x, const layer_weights &l, int64
     return build_mm(l.ffn_down, act, nullptr, "ffn_out", il);
 }
 
-tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual,
-                                       int64_t il) {
+tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
+                                       float residual_scale) {
     if (il == hp.n_layer - 1) {  // only the rows that produce logits go on
         attn_out = select_outputs(attn_out);
         residual = select_outputs(residual);
     }
+    if (residual_scale != 1.0f) attn_out = named(scale(ctx, attn_out, residual_scale), "attn_out_scaled", il);
     tensor *ffn_inp = named(add(ctx, attn_out, residual), "ffn_inp", il);
     tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il);
     cur = build_ffn_swiglu(cur, l, il);
+    if (residual_scale != 1.0f) cur = named(scale(ctx, cur, residual_scale), "ffn_out_scaled", il);
     return named(add(ctx, cur, ffn_inp), "l_out", il);
 }
 
@@ -168,9 +170,14 @@ tensor *graph_builder::select_outputs(tensor *x) {
     return rows;
 }
 
-graph_inputs graph_builder::finish(tensor *x) {
+graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     tensor *cur = build_norm(x, w.output_norm, "result_norm", -1);
-    cur = named(mul_mat(ctx, w.output, cur), "result_output");
+    cur = mul_mat(ctx, w.output, cur);
+    if (logit_mult != 1.0f) {
+        named(cur, "result_output_raw");
+        cur = scale(ctx, cur, logit_mult);
+    }
+    cur = named(cur, "result_output");
     cur->flags |= tensor_flag_output;
     inputs_.logits = cur;
     build_forward_expand(gf, cur);
@@ -201,6 +208,20 @@ void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weig
     w.output = tl.create_optional("output.weight", {hp.n_embd, hp.n_vocab});
     if (!w.output) w.output = w.tok_embd;  // tied embeddings
     w.rope_freqs = tl.create_optional("rope_freqs.weight", {hp.n_rot / 2});
+}
+
+tensor *graph_builder::build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale) {
+    tensor *cur = build_norm(x, l.attn_norm, "attn_norm", il);
+    auto [q, k, v] = build_qkv(l, cur, il);
+    q = build_rope(q, "Qcur_rope", il);
+    k = build_rope(k, "Kcur_rope", il);
+    return build_attn(il, l.wo, q, k, v, kq_scale);
+}
+
+void create_llama_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) {
+    create_llama_globals(tl, hp, w);
+    w.layers.resize(size_t(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; ++il) create_llama_block(tl, hp, il, w.layers[size_t(il)]);
 }
 
 }  // namespace weft

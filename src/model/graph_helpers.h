@@ -48,16 +48,21 @@ class graph_builder {
     // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask:
     // softmax(q·kᵀ·kq_scale + mask)·v, then the output projection wo. Returns [n_embd, n_tokens].
     tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale);
+    // The Llama attention half of a block on the residual stream x: RMS norm, Q/K/V, RoPE on Q and
+    // K, attention and the output projection (the residual add is the caller's).
+    tensor *build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale);
     // down(silu(gate(x)) * up(x))
     tensor *build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il);
     // The second half of a pre-norm block: residual add (keeping only output rows after the last
-    // layer), FFN norm, SwiGLU FFN, residual add. Returns the layer output "l_out-<il>".
-    tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il);
+    // layer), FFN norm, SwiGLU FFN, residual add. Returns the layer output "l_out-<il>". A
+    // residual_scale other than 1 multiplies the attention and FFN outputs before their adds.
+    tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
+                            float residual_scale = 1.0f);
     // Keeps only the rows that produce output (a no-op when every row does).
     tensor *select_outputs(tensor *x);
-    // Final norm and output projection; marks the logits as the graph's output, expands the graph
-    // and returns the inputs.
-    graph_inputs finish(tensor *x);
+    // Final norm and output projection (the logits × logit_mult when it is not 1); marks the
+    // logits as the graph's output, expands the graph and returns the inputs.
+    graph_inputs finish(tensor *x, float logit_mult = 1.0f);
 
   private:
     graph_inputs inputs_;
@@ -69,5 +74,7 @@ class graph_builder {
 void create_llama_block(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l);
 // token_embd, output_norm, output (tied to token_embd when absent), optional rope_freqs.
 void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weights &w);
+// Every tensor of a Llama-shaped model: the globals and n_layer Llama blocks.
+void create_llama_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w);
 
 }  // namespace weft

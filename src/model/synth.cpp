@@ -161,8 +161,8 @@ void synth_check(const synth_spec &s) {
     auto require = [](bool ok, const std::string &what) {
         if (!ok) throw error(what);
     };
-    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3",
-            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3");
+    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "granite",
+            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3, granite");
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
             "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
     require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
@@ -196,6 +196,12 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (hd * s.n_head != s.n_embd) {
         w.set_u32(a + ".attention.key_length", uint32_t(hd));
         w.set_u32(a + ".attention.value_length", uint32_t(hd));
+    }
+    if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
+        w.set_f32(a + ".embedding_scale", 4.0f);
+        w.set_f32(a + ".residual_scale", 0.5f);
+        w.set_f32(a + ".attention.scale", 1.0f / float(hd));
+        w.set_f32(a + ".logit_scale", 2.0f);
     }
 
     const synth_vocab v = make_vocab(s.n_vocab);

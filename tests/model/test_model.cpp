@@ -45,7 +45,7 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
@@ -64,7 +64,7 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.n_vocab, 300);
         EXPECT_EQ(hp.n_embd_head_k, 16);
         EXPECT_EQ(hp.n_rot, 16);
-        EXPECT_EQ(hp.rope_mode, arch == "llama" ? rope_mode_normal : rope_mode_neox);
+        EXPECT_EQ(hp.rope_mode, arch == "llama" || arch == "granite" ? rope_mode_normal : rope_mode_neox);
         const layer_weights &l = m->weights().layers.at(2);
         EXPECT_EQ(l.bq != nullptr, arch == "qwen2");
         EXPECT_EQ(l.attn_q_norm != nullptr, arch == "qwen3");
@@ -96,6 +96,9 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
              {"attn_norm-0", "Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
         EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
+        // granite's multipliers: embeddings, both residual branches, logits
+        for (const char *name : {"inp_scaled", "attn_out_scaled-0", "ffn_out_scaled-2", "result_output_raw"})
+            EXPECT_EQ(has_node(name), arch == "granite") << name;
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
@@ -110,7 +113,7 @@ TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {
     copy_gguf(f.path(), broken.path(), e);
     const std::string msg = error_of([&] { model::load(broken.path()); });
     EXPECT_NE(msg.find("unknown architecture 'gptj'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("llama, qwen2, qwen3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite)"), std::string::npos) << msg;
     EXPECT_NE(msg.find(broken.path()), std::string::npos) << msg;
 }
 
@@ -237,6 +240,32 @@ TEST(ModelLoad, YarnRopeScaling) {
     copy_gguf(f.path(), bad.path(), e);
     const std::string msg = error_of([&] { model::load(bad.path()); });
     EXPECT_NE(msg.find("qwen2.rope.scaling.type: 'longrope' is not supported"), std::string::npos) << msg;
+}
+
+// Granite's four multipliers come from the metadata; logit_scale is required, the others are optional.
+TEST(ModelLoad, GraniteReadsItsScales) {
+    synth_file f("model-granite", spec_of("granite"));
+    auto m = model::load(f.path());
+    EXPECT_FLOAT_EQ(m->hparams().embedding_scale, 4.0f);
+    EXPECT_FLOAT_EQ(m->hparams().residual_scale, 0.5f);
+    EXPECT_FLOAT_EQ(m->hparams().attention_scale, 1.0f / 16.0f);
+    EXPECT_FLOAT_EQ(m->hparams().logit_scale, 2.0f);
+
+    temp_file optional("model-granite-optional");
+    gguf_edits keep_logit;
+    keep_logit.remove_keys = {"granite.embedding_scale", "granite.residual_scale", "granite.attention.scale"};
+    copy_gguf(f.path(), optional.path(), keep_logit);
+    auto plain = model::load(optional.path());
+    EXPECT_EQ(plain->hparams().embedding_scale, 0.0f);
+    EXPECT_EQ(plain->hparams().residual_scale, 0.0f);
+    EXPECT_EQ(plain->hparams().attention_scale, 0.0f);
+
+    temp_file bad("model-granite-bad");
+    gguf_edits e;
+    e.remove_keys = {"granite.logit_scale"};
+    copy_gguf(f.path(), bad.path(), e);
+    const std::string msg = error_of([&] { model::load(bad.path()); });
+    EXPECT_NE(msg.find("granite.logit_scale: missing (required)"), std::string::npos) << msg;
 }
 
 TEST(ModelLoad, MissingOutputTiesToTokenEmbeddings) {

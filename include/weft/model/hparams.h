@@ -36,6 +36,12 @@ struct model_hparams {
     float yarn_beta_fast = 32.0f;   // <arch>.rope.scaling.yarn_beta_fast
     float yarn_beta_slow = 1.0f;    // <arch>.rope.scaling.yarn_beta_slow
 
+    // Scalar multipliers (granite); 0 means "not used" and leaves the graph as Llama's.
+    float embedding_scale = 0.0f;  // <arch>.embedding_scale: token embeddings × s
+    float residual_scale = 0.0f;   // <arch>.residual_scale: block outputs × s before the residual adds
+    float attention_scale = 0.0f;  // <arch>.attention.scale: replaces 1/sqrt(head_k) as the KQ scale
+    float logit_scale = 0.0f;      // <arch>.logit_scale: logits ÷ s
+
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }
     int64_t n_ff(int64_t il = 0) const { return n_ff_arr.at(size_t(il)); }

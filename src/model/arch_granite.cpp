@@ -1,0 +1,75 @@
+// src/model/arch_granite.cpp — IBM Granite (3.x dense): the Llama block with four scalar multipliers
+// from the metadata: token embeddings × embedding_scale, attention.scale as the KQ scale, each
+// block's attention and FFN outputs × residual_scale before their residual adds, logits ÷ logit_scale.
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "model/architecture.h"
+#include "model/graph_helpers.h"
+#include "model/tensor_loader.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+
+namespace weft {
+
+namespace {
+
+// <arch>.<suffix> as a float; def when absent. Throws naming the key when it is not finite.
+float read_scale(const gguf_file &f, const model_hparams &hp, const char *suffix, std::optional<float> def) {
+    const std::string key = hp.arch + "." + suffix;
+    const auto v = f.get_float(key);
+    if (!v) {
+        if (!def) throw error(f.path() + ": " + key + ": missing (required)");
+        return *def;
+    }
+    if (!std::isfinite(*v)) throw error(f.path() + ": " + key + ": must be finite, is " + std::to_string(*v));
+    return float(*v);
+}
+
+class arch_granite final : public architecture {
+  public:
+    const char *name() const override { return "granite"; }
+
+    void adjust_hparams(const gguf_file &f, model_hparams &hp) const override {
+        hp.rope_mode = rope_mode_normal;
+        // 0 (or absent) leaves the corresponding part of the graph as Llama's.
+        hp.embedding_scale = read_scale(f, hp, "embedding_scale", 0.0f);
+        hp.residual_scale = read_scale(f, hp, "residual_scale", 0.0f);
+        hp.attention_scale = read_scale(f, hp, "attention.scale", 0.0f);
+        hp.logit_scale = read_scale(f, hp, "logit_scale", std::nullopt);
+        if (hp.logit_scale == 0.0f) throw error(f.path() + ": " + hp.arch + ".logit_scale: must not be 0");
+        // Granite reads rope.scaling.finetuned as "RoPE on" (default true); a file without RoPE
+        // would need a graph without rotation, which weft does not build.
+        if (!f.get_bool(hp.arch + ".rope.scaling.finetuned").value_or(true))
+            throw error(f.path() + ": " + hp.arch +
+                        ".rope.scaling.finetuned is false (no RoPE), which is not supported");
+    }
+
+    void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
+        create_llama_tensors(tl, hp, w);
+    }
+
+    graph_inputs build_graph(graph_builder &b) const override {
+        const model_hparams &hp = b.hp;
+        const float kq_scale =
+            hp.attention_scale != 0.0f ? hp.attention_scale : 1.0f / std::sqrt(float(hp.n_embd_head_k));
+        const float residual_scale = hp.residual_scale != 0.0f ? hp.residual_scale : 1.0f;
+        tensor *x = b.build_inp_embd();
+        if (hp.embedding_scale != 0.0f) x = b.named(scale(b.ctx, x, hp.embedding_scale), "inp_scaled");
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            const layer_weights &l = b.w.layers[size_t(il)];
+            tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
+            x = b.build_ffn_block(l, cur, x, il, residual_scale);
+        }
+        return b.finish(x, 1.0f / hp.logit_scale);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<architecture> make_arch_granite() {
+    return std::make_unique<arch_granite>();
+}
+
+}  // namespace weft
