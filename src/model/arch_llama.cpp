@@ -21,17 +21,7 @@ class arch_llama final : public architecture {
         create_llama_tensors(tl, hp, w);
     }
 
-    graph_inputs build_graph(graph_builder &b) const override {
-        const model_hparams &hp = b.hp;
-        const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
-        tensor *x = b.build_inp_embd();
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
-            const layer_weights &l = b.w.layers[size_t(il)];
-            tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
-            x = b.build_ffn_block(l, cur, x, il);
-        }
-        return b.finish(x);
-    }
+    graph_inputs build_graph(graph_builder &b) const override { return build_llama_graph(b); }
 };
 
 }  // namespace

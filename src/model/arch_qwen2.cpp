@@ -29,21 +29,7 @@ class arch_qwen2 final : public architecture {
         }
     }
 
-    graph_inputs build_graph(graph_builder &b) const override {
-        const model_hparams &hp = b.hp;
-        const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
-        tensor *x = b.build_inp_embd();
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
-            const layer_weights &l = b.w.layers[size_t(il)];
-            tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, cur, il);  // with the Q, K, V biases
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
-            cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
-            x = b.build_ffn_block(l, cur, x, il);
-        }
-        return b.finish(x);
-    }
+    graph_inputs build_graph(graph_builder &b) const override { return build_llama_graph(b); }
 };
 
 }  // namespace

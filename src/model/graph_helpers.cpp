@@ -1,5 +1,6 @@
 // src/model/graph_helpers.cpp — shared graph pieces: inputs, norm, QKV, rope, attention, SwiGLU FFN, output.
 #include "model/graph_helpers.h"
+#include <cmath>
 
 #include <string>
 
@@ -67,11 +68,15 @@ tensor *graph_builder::build_inp_pos() {
     return inputs_.pos;
 }
 
-tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, int64_t il) {
-    tensor *cur = rms_norm(ctx, x, hp.norm_rms_eps);
+tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias) {
+    tensor *cur = hp.layer_norm ? norm(ctx, x, hp.norm_eps) : rms_norm(ctx, x, hp.norm_rms_eps);
     if (weight) {
         named(cur, (std::string(name) + "_raw").c_str(), il);  // normalized, before the weight
         cur = mul(ctx, cur, weight);
+    }
+    if (bias) {
+        named(cur, (std::string(name) + "_nobias").c_str(), il);
+        cur = add(ctx, cur, bias);
     }
     return named(cur, name, il);
 }
@@ -108,7 +113,8 @@ tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
     return named(rope(ctx, x, build_inp_pos(), rp, w.rope_freqs), name, il);
 }
 
-tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale) {
+tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
+                                  tensor *bo) {
     const kv_layer &cache = params.kv[size_t(il)];
     const int64_t n_head = hp.n_head(il);
     const int64_t n_head_kv = hp.n_head_kv(il);
@@ -139,7 +145,7 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, inputs_.kq_mask, kq_scale), "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);
-    return build_mm(wo, cur, nullptr, "attn_out", il);
+    return build_mm(wo, cur, bo, "attn_out", il);
 }
 
 tensor *graph_builder::build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il) {
@@ -147,6 +153,12 @@ tensor *graph_builder::build_ffn_swiglu(tensor *x, const layer_weights &l, int64
     tensor *up = build_mm(l.ffn_up, x, nullptr, "ffn_up", il);
     tensor *act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);
     return build_mm(l.ffn_down, act, nullptr, "ffn_out", il);
+}
+
+tensor *graph_builder::build_ffn_gelu(tensor *x, const layer_weights &l, int64_t il) {
+    tensor *up = build_mm(l.ffn_up, x, l.ffn_up_b, "ffn_up", il);
+    tensor *act = named(gelu(ctx, up), "ffn_gelu", il);
+    return build_mm(l.ffn_down, act, l.ffn_down_b, "ffn_out", il);
 }
 
 tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
@@ -157,8 +169,8 @@ tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out,
     }
     if (residual_scale != 1.0f) attn_out = named(scale(ctx, attn_out, residual_scale), "attn_out_scaled", il);
     tensor *ffn_inp = named(add(ctx, attn_out, residual), "ffn_inp", il);
-    tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il);
-    cur = build_ffn_swiglu(cur, l, il);
+    tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il, l.ffn_norm_b);
+    cur = l.ffn_gate ? build_ffn_swiglu(cur, l, il) : build_ffn_gelu(cur, l, il);
     if (residual_scale != 1.0f) cur = named(scale(ctx, cur, residual_scale), "ffn_out_scaled", il);
     return named(add(ctx, cur, ffn_inp), "l_out", il);
 }
@@ -171,7 +183,7 @@ tensor *graph_builder::select_outputs(tensor *x) {
 }
 
 graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
-    tensor *cur = build_norm(x, w.output_norm, "result_norm", -1);
+    tensor *cur = build_norm(x, w.output_norm, "result_norm", -1, w.output_norm_b);
     cur = mul_mat(ctx, w.output, cur);
     if (logit_mult != 1.0f) {
         named(cur, "result_output_raw");
@@ -184,7 +196,8 @@ graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     return inputs_;
 }
 
-void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l) {
+void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        bool gated) {
     const int64_t n_embd = hp.n_embd;
     const int64_t n_q = hp.n_embd_head_k * hp.n_head(il);
     const int64_t n_k = hp.n_embd_k_gqa(il);
@@ -197,7 +210,7 @@ void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, 
     l.wv = tl.create(block_tensor_name(il, "attn_v"), {n_embd, n_v});
     l.wo = tl.create(block_tensor_name(il, "attn_output"), {n_attn_out, n_embd});
     l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
-    l.ffn_gate = tl.create(block_tensor_name(il, "ffn_gate"), {n_embd, n_ff});
+    if (gated) l.ffn_gate = tl.create(block_tensor_name(il, "ffn_gate"), {n_embd, n_ff});
     l.ffn_up = tl.create(block_tensor_name(il, "ffn_up"), {n_embd, n_ff});
     l.ffn_down = tl.create(block_tensor_name(il, "ffn_down"), {n_ff, n_embd});
 }
@@ -211,17 +224,29 @@ void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weig
 }
 
 tensor *graph_builder::build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale) {
-    tensor *cur = build_norm(x, l.attn_norm, "attn_norm", il);
+    tensor *cur = build_norm(x, l.attn_norm, "attn_norm", il, l.attn_norm_b);
     auto [q, k, v] = build_qkv(l, cur, il);
     q = build_rope(q, "Qcur_rope", il);
     k = build_rope(k, "Kcur_rope", il);
-    return build_attn(il, l.wo, q, k, v, kq_scale);
+    return build_attn(il, l.wo, q, k, v, kq_scale, l.bo);
 }
 
 void create_llama_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) {
     create_llama_globals(tl, hp, w);
     w.layers.resize(size_t(hp.n_layer));
     for (int64_t il = 0; il < hp.n_layer; ++il) create_llama_block(tl, hp, il, w.layers[size_t(il)]);
+}
+
+graph_inputs build_llama_graph(graph_builder &b) {
+    const model_hparams &hp = b.hp;
+    const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
+    tensor *x = b.build_inp_embd();
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const layer_weights &l = b.w.layers[size_t(il)];
+        tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
+        x = b.build_ffn_block(l, cur, x, il);
+    }
+    return b.finish(x);
 }
 
 }  // namespace weft

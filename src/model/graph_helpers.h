@@ -32,8 +32,8 @@ class graph_builder {
     // i32 [n_tokens]
     tensor *build_inp_pos();
 
-    // rms_norm(x) * weight
-    tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il);
+    // rms_norm(x) * weight, or layer_norm(x) * weight (+ bias) when hp.layer_norm
+    tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
     // weight · x (+ bias)
     tensor *build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
     // Q, K, V projections of x (with the layer's biases when it has them), split into heads:
@@ -46,16 +46,21 @@ class graph_builder {
     tensor *build_rope(tensor *x, const char *name, int64_t il);
     // Writes k, v (each [head_dim, n_head_kv, n_tokens]) into layer il's cache rows, attends q
     // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask:
-    // softmax(q·kᵀ·kq_scale + mask)·v, then the output projection wo. Returns [n_embd, n_tokens].
-    tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale);
-    // The Llama attention half of a block on the residual stream x: RMS norm, Q/K/V, RoPE on Q and
-    // K, attention and the output projection (the residual add is the caller's).
+    // softmax(q·kᵀ·kq_scale + mask)·v, then the output projection wo (+ bo). Returns [n_embd, n_tokens].
+    tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
+                       tensor *bo = nullptr);
+    // The Llama attention half of a block on the residual stream x: norm, Q/K/V, RoPE on Q and K,
+    // attention and the output projection, each with the layer's biases where it has them (the
+    // residual add is the caller's).
     tensor *build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale);
     // down(silu(gate(x)) * up(x))
     tensor *build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il);
+    // down(gelu(up(x) + up_b)) + down_b: the FFN of a layer without a gate
+    tensor *build_ffn_gelu(tensor *x, const layer_weights &l, int64_t il);
     // The second half of a pre-norm block: residual add (keeping only output rows after the last
-    // layer), FFN norm, SwiGLU FFN, residual add. Returns the layer output "l_out-<il>". A
-    // residual_scale other than 1 multiplies the attention and FFN outputs before their adds.
+    // layer), FFN norm, FFN (SwiGLU, or GELU when the layer has no gate), residual add. Returns the layer
+    // output "l_out-<il>". A residual_scale other than 1 multiplies the attention and FFN outputs before
+    // their adds.
     tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
                             float residual_scale = 1.0f);
     // Keeps only the rows that produce output (a no-op when every row does).
@@ -71,10 +76,16 @@ class graph_builder {
 
 // The Llama-family block weights every architecture here shares: attention norm, Q, K, V,
 // output projection, FFN norm, gate, up, down.
-void create_llama_block(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l);
+// gated false: no ffn_gate (a plain up / activation / down FFN).
+void create_llama_block(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        bool gated = true);
 // token_embd, output_norm, output (tied to token_embd when absent), optional rope_freqs.
 void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weights &w);
 // Every tensor of a Llama-shaped model: the globals and n_layer Llama blocks.
 void create_llama_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w);
+// The Llama-shaped layer stack and output on the token embeddings: per layer build_llama_attn and
+// build_ffn_block (which follow the layer's biases, norm kind and FFN kind), then finish. Llama,
+// Qwen2 and StarCoder2 are this graph with different weights and hparams.
+graph_inputs build_llama_graph(graph_builder &b);
 
 }  // namespace weft

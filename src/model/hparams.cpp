@@ -100,6 +100,7 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
                                            std::to_string(hp.n_embd_head_k) + "]");
 
     hp.norm_rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.norm_eps = r.float_or("attention.layer_norm_epsilon", 1e-5f);
     hp.rope_freq_base = r.float_or("rope.freq_base", 10000.0f);
 
     // Rope scaling: rope.scaling.type with rope.scaling.factor, or the older rope.scale_linear.

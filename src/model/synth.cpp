@@ -129,15 +129,18 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };  // unit-variance outputs
     std::vector<synth_tensor> ts;
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    const bool sc2 = s.arch == "starcoder2";  // LayerNorm biases, biases everywhere, no FFN gate
     ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (sc2) ts.push_back({"output_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
     if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, amp(s.n_embd)});
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        if (sc2) ts.push_back({p + "attn_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
         ts.push_back({p + "attn_q.weight", {s.n_embd, n_q}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "attn_k.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "attn_v.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
-        if (s.arch == "qwen2") {
+        if (s.arch == "qwen2" || sc2) {
             ts.push_back({p + "attn_q.bias", {n_q}, f32, 0.0f, 0.1f});
             ts.push_back({p + "attn_k.bias", {n_kv}, f32, 0.0f, 0.1f});
             ts.push_back({p + "attn_v.bias", {n_kv}, f32, 0.0f, 0.1f});
@@ -147,10 +150,14 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             ts.push_back({p + "attn_k_norm.weight", {hd}, f32, 1.0f, 0.2f});
         }
         ts.push_back({p + "attn_output.weight", {n_q, s.n_embd}, s.type, 0.0f, amp(n_q)});
+        if (sc2) ts.push_back({p + "attn_output.bias", {s.n_embd}, f32, 0.0f, 0.1f});
         ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
-        ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+        if (sc2) ts.push_back({p + "ffn_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
+        if (!sc2) ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "ffn_up.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+        if (sc2) ts.push_back({p + "ffn_up.bias", {s.n_ff}, f32, 0.0f, 0.1f});
         ts.push_back({p + "ffn_down.weight", {s.n_ff, s.n_embd}, s.type, 0.0f, amp(s.n_ff)});
+        if (sc2) ts.push_back({p + "ffn_down.bias", {s.n_embd}, f32, 0.0f, 0.1f});
     }
     return ts;
 }
@@ -161,8 +168,9 @@ void synth_check(const synth_spec &s) {
     auto require = [](bool ok, const std::string &what) {
         if (!ok) throw error(what);
     };
-    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "granite",
-            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3, granite");
+    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "granite" ||
+                s.arch == "starcoder2",
+            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3, granite, starcoder2");
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
             "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
     require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
@@ -190,7 +198,10 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
     w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
     w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head_kv));
-    w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
+    if (a == "starcoder2")  // LayerNorm
+        w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
+    else
+        w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
     w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
     w.set_u32(a + ".rope.dimension_count", uint32_t(hd));
     if (hd * s.n_head != s.n_embd) {

@@ -45,7 +45,7 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
@@ -66,7 +66,13 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.n_rot, 16);
         EXPECT_EQ(hp.rope_mode, arch == "llama" || arch == "granite" ? rope_mode_normal : rope_mode_neox);
         const layer_weights &l = m->weights().layers.at(2);
-        EXPECT_EQ(l.bq != nullptr, arch == "qwen2");
+        EXPECT_EQ(l.bq != nullptr, arch == "qwen2" || arch == "starcoder2");
+        EXPECT_EQ(hp.layer_norm, arch == "starcoder2");
+        // starcoder2: LayerNorm biases, output projection and FFN biases, no FFN gate
+        EXPECT_EQ(l.attn_norm_b != nullptr, arch == "starcoder2");
+        EXPECT_EQ(l.bo != nullptr, arch == "starcoder2");
+        EXPECT_EQ(l.ffn_gate == nullptr, arch == "starcoder2");
+        EXPECT_EQ(m->weights().output_norm_b != nullptr, arch == "starcoder2");
         EXPECT_EQ(l.attn_q_norm != nullptr, arch == "qwen3");
         EXPECT_NE(m->weights().output, m->weights().tok_embd);
 
@@ -99,6 +105,8 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         // granite's multipliers: embeddings, both residual branches, logits
         for (const char *name : {"inp_scaled", "attn_out_scaled-0", "ffn_out_scaled-2", "result_output_raw"})
             EXPECT_EQ(has_node(name), arch == "granite") << name;
+        EXPECT_EQ(has_node("ffn_gelu-1"), arch == "starcoder2");
+        EXPECT_EQ(has_node("ffn_swiglu-1"), arch != "starcoder2");
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
@@ -113,7 +121,7 @@ TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {
     copy_gguf(f.path(), broken.path(), e);
     const std::string msg = error_of([&] { model::load(broken.path()); });
     EXPECT_NE(msg.find("unknown architecture 'gptj'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite, starcoder2)"), std::string::npos) << msg;
     EXPECT_NE(msg.find(broken.path()), std::string::npos) << msg;
 }
 
@@ -266,6 +274,22 @@ TEST(ModelLoad, GraniteReadsItsScales) {
     copy_gguf(f.path(), bad.path(), e);
     const std::string msg = error_of([&] { model::load(bad.path()); });
     EXPECT_NE(msg.find("granite.logit_scale: missing (required)"), std::string::npos) << msg;
+}
+
+// StarCoder2's LayerNorm epsilon comes from attention.layer_norm_epsilon, which is required.
+TEST(ModelLoad, Starcoder2NeedsItsLayerNormEpsilon) {
+    synth_file f("model-starcoder2", spec_of("starcoder2"));
+    auto m = model::load(f.path());
+    EXPECT_TRUE(m->hparams().layer_norm);
+    EXPECT_FLOAT_EQ(m->hparams().norm_eps, 1e-5f);
+
+    temp_file bad("model-starcoder2-bad");
+    gguf_edits e;
+    e.remove_keys = {"starcoder2.attention.layer_norm_epsilon"};
+    copy_gguf(f.path(), bad.path(), e);
+    const std::string msg = error_of([&] { model::load(bad.path()); });
+    EXPECT_NE(msg.find("starcoder2.attention.layer_norm_epsilon: missing (required)"), std::string::npos)
+        << msg;
 }
 
 TEST(ModelLoad, MissingOutputTiesToTokenEmbeddings) {

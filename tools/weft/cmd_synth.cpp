@@ -26,7 +26,7 @@ int synth_main(int argc, char **argv) {
     s.n_vocab = 512;
     std::string out, type_text = "f32";
     app.add_option("output", out, "the GGUF file to write")->required();
-    app.add_option("--arch", s.arch, "llama, qwen2, qwen3 or granite")->capture_default_str();
+    app.add_option("--arch", s.arch, "llama, qwen2, qwen3, granite or starcoder2")->capture_default_str();
     app.add_option("--embd", s.n_embd, "embedding length")->capture_default_str();
     app.add_option("--layers", s.n_layer, "blocks")->capture_default_str();
     app.add_option("--heads", s.n_head, "attention heads")->capture_default_str();

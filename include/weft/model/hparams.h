@@ -25,6 +25,8 @@ struct model_hparams {
     int64_t n_embd_head_v = 0;           // <arch>.attention.value_length (default n_embd / n_head)
     int64_t n_rot = 0;                   // <arch>.rope.dimension_count (default n_embd_head_k)
     float norm_rms_eps = 1e-5f;          // <arch>.attention.layer_norm_rms_epsilon
+    float norm_eps = 1e-5f;              // <arch>.attention.layer_norm_epsilon (LayerNorm)
+    bool layer_norm = false;  // LayerNorm (mean and variance) instead of RMS norm (by architecture)
 
     int32_t rope_mode = 0;            // rope_mode_normal or rope_mode_neox (by architecture)
     float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base

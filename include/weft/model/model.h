@@ -47,26 +47,32 @@ struct model_params {
 // has none. Shapes use the ne[0]-innermost order; mul_mat(w, x) maps [k] to [m] for w [k, m].
 struct layer_weights {
     tensor *attn_norm = nullptr;    // [n_embd]
+    tensor *attn_norm_b = nullptr;  // [n_embd] LayerNorm bias (starcoder2)
     tensor *wq = nullptr;           // [n_embd, n_embd_head_k * n_head]
     tensor *wk = nullptr;           // [n_embd, n_embd_head_k * n_head_kv]
     tensor *wv = nullptr;           // [n_embd, n_embd_head_v * n_head_kv]
     tensor *wo = nullptr;           // [n_embd_head_v * n_head, n_embd]
+    tensor *bo = nullptr;           // [n_embd] (starcoder2)
     tensor *bq = nullptr;           // [n_embd_head_k * n_head] (qwen2)
     tensor *bk = nullptr;           // [n_embd_head_k * n_head_kv] (qwen2)
     tensor *bv = nullptr;           // [n_embd_head_v * n_head_kv] (qwen2)
     tensor *attn_q_norm = nullptr;  // [n_embd_head_k] per-head RMS norm weight (qwen3)
     tensor *attn_k_norm = nullptr;  // [n_embd_head_k] (qwen3)
     tensor *ffn_norm = nullptr;     // [n_embd]
-    tensor *ffn_gate = nullptr;     // [n_embd, n_ff]
+    tensor *ffn_norm_b = nullptr;   // [n_embd] (starcoder2)
+    tensor *ffn_gate = nullptr;     // [n_embd, n_ff]; absent: a plain GELU FFN down(gelu(up(x)))
     tensor *ffn_up = nullptr;       // [n_embd, n_ff]
     tensor *ffn_down = nullptr;     // [n_ff, n_embd]
+    tensor *ffn_up_b = nullptr;     // [n_ff] (starcoder2)
+    tensor *ffn_down_b = nullptr;   // [n_embd] (starcoder2)
 };
 
 struct model_weights {
-    tensor *tok_embd = nullptr;     // [n_embd, n_vocab]
-    tensor *output_norm = nullptr;  // [n_embd]
-    tensor *output = nullptr;       // [n_embd, n_vocab]; == tok_embd when tied
-    tensor *rope_freqs = nullptr;   // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
+    tensor *tok_embd = nullptr;       // [n_embd, n_vocab]
+    tensor *output_norm = nullptr;    // [n_embd]
+    tensor *output_norm_b = nullptr;  // [n_embd] LayerNorm bias (starcoder2)
+    tensor *output = nullptr;         // [n_embd, n_vocab]; == tok_embd when tied
+    tensor *rope_freqs = nullptr;     // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
     std::vector<layer_weights> layers;
 };
 
