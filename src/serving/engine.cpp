@@ -184,8 +184,11 @@ uint32_t engine::n_ctx_slot() const {
 std::shared_ptr<job> engine::submit(request r) {
     if (r.prompt.empty()) throw error("the prompt has no tokens");
     if (r.prompt.size() >= n_ctx_slot())
-        throw error("the prompt has " + std::to_string(r.prompt.size()) +
-                    " tokens but a slot's context holds " + std::to_string(n_ctx_slot()));
+        throw error("the prompt has " + std::to_string(r.prompt.size()) + " tokens, the context holds " +
+                    std::to_string(n_ctx_slot()) +
+                    (n_slots() > 1 ? " per slot (" + std::to_string(n_slots()) + " slots share " +
+                                         std::to_string(n_ctx()) + ")"
+                                   : std::string()));
     const int32_t n_vocab = ctx_->n_vocab();
     for (token t : r.prompt)
         if (t < 0 || t >= n_vocab)

@@ -106,9 +106,6 @@ int run_main(int argc, char **argv) {
             throw weft::error("the prompt is empty and the vocabulary has no BOS token");
         tokens.push_back(vocab.bos());
     }
-    if (tokens.size() >= ctx.n_ctx())
-        throw weft::error("the prompt has " + std::to_string(tokens.size()) + " tokens, the context holds " +
-                          std::to_string(ctx.n_ctx()) + " (raise -c)");
 
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
                  weft::make_sampler_chain(sp)->describe().c_str());

@@ -382,22 +382,13 @@ class server {
         res.set_content(body.dump(), "application/json");
     }
 
-    std::vector<token> checked_prompt(std::vector<token> tokens) const {
+    // An empty prompt starts from BOS; its length and token ids are checked by the engine's submit.
+    std::vector<token> prompt_or_bos(std::vector<token> tokens) const {
         if (tokens.empty()) {
             if (model_->vocab().bos() == token_null)
                 throw request_error("the prompt is empty and the model has no BOS token to start from");
             tokens.push_back(model_->vocab().bos());
         }
-        const uint32_t limit = engine_->n_ctx_slot();
-        if (tokens.size() >= limit)
-            throw request_error("the prompt has " + std::to_string(tokens.size()) +
-                                " tokens but the context holds " + std::to_string(limit) +
-                                " (shorten it, or restart the server with a larger -c or fewer slots -np)");
-        const int32_t n_vocab = model_->vocab().n_tokens();
-        for (token t : tokens)
-            if (t < 0 || t >= n_vocab)
-                throw request_error("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                                    std::to_string(n_vocab) + ")");
         return tokens;
     }
 
@@ -451,7 +442,7 @@ class server {
                         json_kind(p));
             }
         }
-        for (auto &t : out) t = checked_prompt(std::move(t));
+        for (auto &t : out) t = prompt_or_bos(std::move(t));
         return out;
     }
 
@@ -605,7 +596,7 @@ class server {
             } catch (const error &e) {
                 throw request_error(std::string("'messages': ") + e.what());
             }
-            p.prompts.push_back(checked_prompt(tokenize_text(prompt)));
+            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt)));
         } else {
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
