@@ -103,18 +103,34 @@ inline int64_t visible_cells(const float *m, int64_t n, int32_t *out) {
     constexpr uint32_t hidden_bits = 0xFF800000u;  // -INF
     int64_t count = 0, j = 0;
     for (; j + 16 <= n; j += 16) {
-        uint32_t any = 0;
+        int visible = 0;
         for (int i = 0; i < 16; ++i) {
             uint32_t bits;
             std::memcpy(&bits, m + j + i, sizeof bits);
-            any |= bits ^ hidden_bits;
+            visible += bits != hidden_bits;
         }
-        if (any == 0) continue;
+        if (visible == 0) continue;
+        if (visible == 16) {  // a run of visible cells (the causal part of a prompt)
+            for (int i = 0; i < 16; ++i) out[count + i] = int32_t(j + i);
+            count += 16;
+            continue;
+        }
         for (int64_t i = j; i < j + 16; ++i)
             if (m[i] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(i);
     }
     for (; j < n; ++j)
         if (m[j] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(j);
+    return count;
+}
+
+// How many cells of a mask row are not hidden, without listing them (vectorizable).
+inline int64_t count_visible(const float *m, int64_t n) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, m + j, sizeof bits);
+        count += bits != 0xFF800000u;
+    }
     return count;
 }
 
@@ -156,9 +172,12 @@ void run_attention_task(const attention_task &a) {
     // part of the cells): gathering when it converts and scores less than half as many values.
     int64_t shared_cost = needed * (head_k + head_v), gather_cost = 0;
     for (int64_t t = a.t0; t < a.t1; ++t) {
-        const int64_t n_visible = visible_cells(mask_row(t), needed, a.visible);
+        const float *m = mask_row(t);
+        const int64_t n_visible = count_visible(m, needed);
         if (n_visible == 0) continue;
-        const int64_t first = a.visible[0], last = a.visible[n_visible - 1] + 1;
+        int64_t first = 0;
+        while (m[first] == hidden) ++first;
+        const int64_t last = visible_end(m, needed, first);
         shared_cost += ((last + 15) / 16 * 16 - first / 16 * 16) * head_k;
         gather_cost += n_visible * (2 * head_k + head_v);
     }
