@@ -2,6 +2,7 @@
 #include "weft/core/ops.h"
 
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "weft/core/error.h"
@@ -38,6 +39,7 @@ constexpr auto op_table = std::to_array<op_info>({
     {op_kind::soft_max, "soft_max", "soft_max(x)", true, false},
     {op_kind::silu, "silu", "silu(x)", true, false},
     {op_kind::gelu, "gelu", "gelu(x)", true, false},
+    {op_kind::tanh, "tanh", "tanh(x)", true, false},
     {op_kind::glu, "glu", "glu(x,y)", true, false},
     {op_kind::cpy, "cpy", "x->y", false, false},
     {op_kind::cont, "cont", "cont(x)", false, false},
@@ -54,7 +56,7 @@ constexpr auto op_table = std::to_array<op_info>({
 });
 
 static_assert(op_table.size() == size_t(op_kind::count), "one op_table entry per op_kind");
-static_assert(size_t(op_kind::count) == 27, "op set changed: update op_table and the CPU kernel table");
+static_assert(size_t(op_kind::count) == 28, "op set changed: update op_table and the CPU kernel table");
 constexpr bool op_table_in_enum_order() {
     for (size_t i = 0; i < op_table.size(); ++i)
         if (size_t(op_table[i].op) != i || op_table[i].name == nullptr) return false;
@@ -232,6 +234,9 @@ tensor *silu(context &ctx, tensor *a) {
 tensor *gelu(context &ctx, tensor *a) {
     return unary(ctx, op_kind::gelu, a);
 }
+tensor *tanh(context &ctx, tensor *a) {
+    return unary(ctx, op_kind::tanh, a);
+}
 
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind) {
     const char *n = "glu";
@@ -380,7 +385,7 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask, float s) {
     return r;
 }
 
-tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale) {
+tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale, float softcap) {
     const char *n = "attention";
     require_tensor(n, "q", q);
     require_tensor(n, "k", k);
@@ -405,9 +410,11 @@ tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, f
     if (q->nb[0] != sizeof(float) || k->nb[0] != type_traits(k->type).type_size ||
         v->nb[0] != type_traits(v->type).type_size)
         fail(n, shapes + ": q, k and v rows must be contiguous");
+    if (!(softcap >= 0.0f) || !std::isfinite(softcap)) fail(n, "softcap must be finite and >= 0");
     tensor *r = record(ctx.new_tensor(dtype::f32, {v->ne[0], q->ne[2], q->ne[1]}), op_kind::attention,
                        {q, k, v, mask});
     r->set_param_f32(0, scale);
+    r->set_param_f32(1, softcap);
     return r;
 }
 

@@ -41,6 +41,7 @@ node_cost estimate_node_cost(const tensor &node) {
         case op_kind::rope:
         case op_kind::silu:
         case op_kind::gelu:
+        case op_kind::tanh:
         case op_kind::glu:
             c.flops = 5.0 * double(node.nelements());
             break;

@@ -15,18 +15,6 @@ namespace weft {
 
 namespace {
 
-// <arch>.<suffix> as a float; def when absent. Throws naming the key when it is not finite.
-float read_scale(const gguf_file &f, const model_hparams &hp, const char *suffix, std::optional<float> def) {
-    const std::string key = hp.arch + "." + suffix;
-    const auto v = f.get_float(key);
-    if (!v) {
-        if (!def) throw error(f.path() + ": " + key + ": missing (required)");
-        return *def;
-    }
-    if (!std::isfinite(*v)) throw error(f.path() + ": " + key + ": must be finite, is " + std::to_string(*v));
-    return float(*v);
-}
-
 class arch_granite final : public architecture {
   public:
     const char *name() const override { return "granite"; }
@@ -34,10 +22,10 @@ class arch_granite final : public architecture {
     void adjust_hparams(const gguf_file &f, model_hparams &hp) const override {
         hp.rope_mode = rope_mode_normal;
         // 0 (or absent) leaves the corresponding part of the graph as Llama's.
-        hp.embedding_scale = read_scale(f, hp, "embedding_scale", 0.0f);
-        hp.residual_scale = read_scale(f, hp, "residual_scale", 0.0f);
-        hp.attention_scale = read_scale(f, hp, "attention.scale", 0.0f);
-        hp.logit_scale = read_scale(f, hp, "logit_scale", std::nullopt);
+        hp.embedding_scale = read_hparam_float(f, hp, "embedding_scale", 0.0f);
+        hp.residual_scale = read_hparam_float(f, hp, "residual_scale", 0.0f);
+        hp.attention_scale = read_hparam_float(f, hp, "attention.scale", 0.0f);
+        hp.logit_scale = read_hparam_float(f, hp, "logit_scale", std::nullopt);
         if (hp.logit_scale == 0.0f) throw error(f.path() + ": " + hp.arch + ".logit_scale: must not be 0");
         // Granite reads rope.scaling.finetuned as "RoPE on" (default true); a file without RoPE
         // would need a graph without rotation, which weft does not build.
@@ -60,7 +48,7 @@ class arch_granite final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
-            x = b.build_ffn_block(l, cur, x, il, residual_scale);
+            x = b.build_ffn_block(l, cur, x, il, graph_builder::ffn_act::silu, residual_scale);
         }
         return b.finish(x, 1.0f / hp.logit_scale);
     }

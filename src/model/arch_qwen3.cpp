@@ -41,7 +41,7 @@ class arch_qwen3 final : public architecture {
             q = b.build_rope(q, "Qcur_rope", il);
             k = b.build_rope(k, "Kcur_rope", il);
             cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
-            x = b.build_ffn_block(l, cur, x, il);
+            x = b.build_ffn_block(l, cur, x, il, graph_builder::ffn_act::silu);
         }
         return b.finish(x);
     }

@@ -39,5 +39,11 @@ std::unique_ptr<architecture> make_arch_qwen2();
 std::unique_ptr<architecture> make_arch_qwen3();
 std::unique_ptr<architecture> make_arch_granite();
 std::unique_ptr<architecture> make_arch_starcoder2();
+std::unique_ptr<architecture> make_arch_gemma();
+std::unique_ptr<architecture> make_arch_gemma2();
+std::unique_ptr<architecture> make_arch_phi2();
+std::unique_ptr<architecture> make_arch_phi3();
+std::unique_ptr<architecture> make_arch_olmo2();
+std::unique_ptr<architecture> make_arch_command_r();
 
 }  // namespace weft

@@ -35,7 +35,6 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
     WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens && n_kv > 0);
     WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer);
     inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
-    inputs_.kq_mask = make_input(dtype::f32, {n_kv, n_tokens}, "inp_kq_mask");
     if (n_outputs < n_tokens) inputs_.out_ids = make_input(dtype::i32, {n_outputs}, "inp_out_ids");
 }
 
@@ -91,12 +90,23 @@ tensor *graph_builder::build_mm(tensor *weight, tensor *x, tensor *bias, const c
 }
 
 graph_builder::qkv graph_builder::build_qkv(const layer_weights &l, tensor *x, int64_t il) {
+    const int64_t head_k = hp.n_embd_head_k, head_v = hp.n_embd_head_v;
+    const int64_t n_head = hp.n_head(il), n_head_kv = hp.n_head_kv(il);
+    if (l.wqkv) {
+        // one product; Q, K and V are its rows [0, n_q), [n_q, n_q + n_k), [n_q + n_k, ...)
+        tensor *qkv = build_mm(l.wqkv, x, l.bqkv, "wqkv", il);
+        const size_t f = sizeof(float), row = qkv->nb[1];
+        const size_t k_offs = size_t(head_k * n_head) * f, v_offs = k_offs + size_t(head_k * n_head_kv) * f;
+        tensor *q = view_3d(ctx, qkv, head_k, n_head, n_tokens, size_t(head_k) * f, row, 0);
+        tensor *k = view_3d(ctx, qkv, head_k, n_head_kv, n_tokens, size_t(head_k) * f, row, k_offs);
+        tensor *v = view_3d(ctx, qkv, head_v, n_head_kv, n_tokens, size_t(head_v) * f, row, v_offs);
+        return {named(q, "Qcur", il), named(cont(ctx, k), "Kcur", il), named(cont(ctx, v), "Vcur", il)};
+    }
     tensor *q = build_mm(l.wq, x, l.bq, "Qcur", il);
     tensor *k = build_mm(l.wk, x, l.bk, "Kcur", il);
     tensor *v = build_mm(l.wv, x, l.bv, "Vcur", il);
-    return {reshape_3d(ctx, q, hp.n_embd_head_k, hp.n_head(il), n_tokens),
-            reshape_3d(ctx, k, hp.n_embd_head_k, hp.n_head_kv(il), n_tokens),
-            reshape_3d(ctx, v, hp.n_embd_head_v, hp.n_head_kv(il), n_tokens)};
+    return {reshape_3d(ctx, q, head_k, n_head, n_tokens), reshape_3d(ctx, k, head_k, n_head_kv, n_tokens),
+            reshape_3d(ctx, v, head_v, n_head_kv, n_tokens)};
 }
 
 tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
@@ -142,27 +152,44 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     // q [head_k, n_head, n_tokens] -> [head_k, n_tokens, n_head]; each query head attends over the
     // cells of its KV head; the result [head_v, n_head, n_tokens] is already in row order
     tensor *q_heads = permute(ctx, q, 0, 2, 1, 3);
-    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, inputs_.kq_mask, kq_scale), "kqv", il);
+    // the masks are inputs of the graphs that use them (a model with sliding windows on every
+    // layer has no use for the causal one)
+    const bool swa = hp.is_swa(il);
+    tensor *&mask = swa ? inputs_.kq_mask_swa : inputs_.kq_mask;
+    if (!mask) mask = make_input(dtype::f32, {n_kv, n_tokens}, swa ? "inp_kq_mask_swa" : "inp_kq_mask");
+    // a soft cap: cap * tanh(scores * kq_scale / cap)
+    const float softcap = hp.attn_softcap;
+    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, mask,
+                                  softcap > 0.0f ? kq_scale / softcap : kq_scale, softcap),
+                        "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);
     return build_mm(wo, cur, bo, "attn_out", il);
 }
 
-tensor *graph_builder::build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il) {
-    tensor *gate = build_mm(l.ffn_gate, x, nullptr, "ffn_gate", il);
-    tensor *up = build_mm(l.ffn_up, x, nullptr, "ffn_up", il);
-    tensor *act = named(swiglu(ctx, gate, up), "ffn_swiglu", il);
-    return build_mm(l.ffn_down, act, nullptr, "ffn_out", il);
-}
-
-tensor *graph_builder::build_ffn_gelu(tensor *x, const layer_weights &l, int64_t il) {
+tensor *graph_builder::build_ffn(tensor *x, const layer_weights &l, int64_t il, ffn_act act) {
+    const int64_t n_ff = hp.n_ff(il);
     tensor *up = build_mm(l.ffn_up, x, l.ffn_up_b, "ffn_up", il);
-    tensor *act = named(gelu(ctx, up), "ffn_gelu", il);
-    return build_mm(l.ffn_down, act, l.ffn_down_b, "ffn_out", il);
+    tensor *gate = nullptr;
+    if (l.ffn_gate) {
+        gate = build_mm(l.ffn_gate, x, nullptr, "ffn_gate", il);
+    } else if (up->ne[0] == 2 * n_ff) {  // fused: the gate rows, then the up rows
+        const int64_t rows = up->ne[1];  // tokens, or only the output rows in the last layer
+        gate = named(view_2d(ctx, up, n_ff, rows, up->nb[1], 0), "ffn_gate", il);
+        up = named(view_2d(ctx, up, n_ff, rows, up->nb[1], size_t(n_ff) * sizeof(float)), "ffn_up_half", il);
+    }
+    tensor *cur;
+    if (gate)
+        cur = act == ffn_act::silu ? named(swiglu(ctx, gate, up), "ffn_swiglu", il)
+                                   : named(glu(ctx, gate, up, glu_kind::geglu), "ffn_geglu", il);
+    else
+        cur = act == ffn_act::silu ? named(silu(ctx, up), "ffn_silu", il)
+                                   : named(gelu(ctx, up), "ffn_gelu", il);
+    return build_mm(l.ffn_down, cur, l.ffn_down_b, "ffn_out", il);
 }
 
 tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
-                                       float residual_scale) {
+                                       ffn_act act, float residual_scale) {
     if (il == hp.n_layer - 1) {  // only the rows that produce logits go on
         attn_out = select_outputs(attn_out);
         residual = select_outputs(residual);
@@ -170,7 +197,7 @@ tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out,
     if (residual_scale != 1.0f) attn_out = named(scale(ctx, attn_out, residual_scale), "attn_out_scaled", il);
     tensor *ffn_inp = named(add(ctx, attn_out, residual), "ffn_inp", il);
     tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il, l.ffn_norm_b);
-    cur = l.ffn_gate ? build_ffn_swiglu(cur, l, il) : build_ffn_gelu(cur, l, il);
+    cur = build_ffn(cur, l, il, act);
     if (residual_scale != 1.0f) cur = named(scale(ctx, cur, residual_scale), "ffn_out_scaled", il);
     return named(add(ctx, cur, ffn_inp), "l_out", il);
 }
@@ -184,10 +211,12 @@ tensor *graph_builder::select_outputs(tensor *x) {
 
 graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     tensor *cur = build_norm(x, w.output_norm, "result_norm", -1, w.output_norm_b);
-    cur = mul_mat(ctx, w.output, cur);
-    if (logit_mult != 1.0f) {
-        named(cur, "result_output_raw");
-        cur = scale(ctx, cur, logit_mult);
+    cur = build_mm(w.output, cur, w.output_b, "result_output_raw", -1);
+    if (logit_mult != 1.0f) cur = named(scale(ctx, cur, logit_mult), "result_output_scaled");
+    if (hp.final_softcap > 0.0f) {  // cap * tanh(logits / cap)
+        cur = named(scale(ctx, cur, 1.0f / hp.final_softcap), "result_output_div_cap");
+        cur = named(tanh(ctx, cur), "result_output_tanh");
+        cur = scale(ctx, cur, hp.final_softcap);
     }
     cur = named(cur, "result_output");
     cur->flags |= tensor_flag_output;
@@ -196,23 +225,49 @@ graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     return inputs_;
 }
 
-void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                        bool gated) {
+void create_attn_weights(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                         bool biases) {
     const int64_t n_embd = hp.n_embd;
     const int64_t n_q = hp.n_embd_head_k * hp.n_head(il);
     const int64_t n_k = hp.n_embd_k_gqa(il);
     const int64_t n_v = hp.n_embd_v_gqa(il);
-    const int64_t n_attn_out = hp.n_embd_head_v * hp.n_head(il);
-    const int64_t n_ff = hp.n_ff(il);
-    l.attn_norm = tl.create(block_tensor_name(il, "attn_norm"), {n_embd});
-    l.wq = tl.create(block_tensor_name(il, "attn_q"), {n_embd, n_q});
-    l.wk = tl.create(block_tensor_name(il, "attn_k"), {n_embd, n_k});
-    l.wv = tl.create(block_tensor_name(il, "attn_v"), {n_embd, n_v});
-    l.wo = tl.create(block_tensor_name(il, "attn_output"), {n_attn_out, n_embd});
-    l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
-    if (gated) l.ffn_gate = tl.create(block_tensor_name(il, "ffn_gate"), {n_embd, n_ff});
-    l.ffn_up = tl.create(block_tensor_name(il, "ffn_up"), {n_embd, n_ff});
+    auto bias = [&](const char *name, int64_t n) {
+        return biases ? tl.create(block_tensor_name(il, name, "bias"), {n}) : nullptr;
+    };
+    if (tl.has(block_tensor_name(il, "attn_qkv"))) {
+        l.wqkv = tl.create(block_tensor_name(il, "attn_qkv"), {n_embd, n_q + n_k + n_v});
+        l.bqkv = bias("attn_qkv", n_q + n_k + n_v);
+    } else {
+        l.wq = tl.create(block_tensor_name(il, "attn_q"), {n_embd, n_q});
+        l.wk = tl.create(block_tensor_name(il, "attn_k"), {n_embd, n_k});
+        l.wv = tl.create(block_tensor_name(il, "attn_v"), {n_embd, n_v});
+        l.bq = bias("attn_q", n_q);
+        l.bk = bias("attn_k", n_k);
+        l.bv = bias("attn_v", n_v);
+    }
+    l.wo = tl.create(block_tensor_name(il, "attn_output"), {hp.n_embd_head_v * hp.n_head(il), n_embd});
+}
+
+void create_ffn_weights(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        ffn_layout layout) {
+    const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff(il);
+    if (layout == ffn_layout::gated)
+        l.ffn_gate = tl.create(block_tensor_name(il, "ffn_gate"), {n_embd, n_ff});
+    l.ffn_up = tl.create(block_tensor_name(il, "ffn_up"),
+                         {n_embd, layout == ffn_layout::fused_gate_up ? 2 * n_ff : n_ff});
     l.ffn_down = tl.create(block_tensor_name(il, "ffn_down"), {n_ff, n_embd});
+}
+
+void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        bool gated) {
+    l.attn_norm = tl.create(block_tensor_name(il, "attn_norm"), {hp.n_embd});
+    create_attn_weights(tl, hp, il, l, /*biases=*/false);
+    l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {hp.n_embd});
+    create_ffn_weights(tl, hp, il, l, gated ? ffn_layout::gated : ffn_layout::plain);
+}
+
+tensor *create_norm(tensor_loader &tl, const model_hparams &hp, int64_t il, const char *name) {
+    return tl.create(block_tensor_name(il, name), {hp.n_embd});
 }
 
 void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weights &w) {
@@ -244,7 +299,9 @@ graph_inputs build_llama_graph(graph_builder &b) {
     for (int64_t il = 0; il < hp.n_layer; ++il) {
         const layer_weights &l = b.w.layers[size_t(il)];
         tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
-        x = b.build_ffn_block(l, cur, x, il);
+        // gated: SwiGLU (llama, qwen2); without a gate: GELU (starcoder2)
+        x = b.build_ffn_block(l, cur, x, il,
+                              l.ffn_gate ? graph_builder::ffn_act::silu : graph_builder::ffn_act::gelu);
     }
     return b.finish(x);
 }

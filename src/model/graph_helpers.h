@@ -36,7 +36,8 @@ class graph_builder {
     tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
     // weight · x (+ bias)
     tensor *build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
-    // Q, K, V projections of x (with the layer's biases when it has them), split into heads:
+    // Q, K, V projections of x (with the layer's biases when it has them; one fused product when
+    // the layer has wqkv), split into heads:
     // q [head_k, n_head, n_tokens], k [head_k, n_head_kv, n_tokens], v [head_v, n_head_kv, n_tokens].
     struct qkv {
         tensor *q, *k, *v;
@@ -45,28 +46,30 @@ class graph_builder {
     // x [head_dim, n_head, n_tokens] rotated by the positions input with the model's rope settings.
     tensor *build_rope(tensor *x, const char *name, int64_t il);
     // Writes k, v (each [head_dim, n_head_kv, n_tokens]) into layer il's cache rows, attends q
-    // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask:
-    // softmax(q·kᵀ·kq_scale + mask)·v, then the output projection wo (+ bo). Returns [n_embd, n_tokens].
+    // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask (the
+    // sliding-window one in hp.is_swa layers): softmax(q·kᵀ·kq_scale + mask)·v, the scores soft-capped
+    // when hp.attn_softcap > 0, then the output projection wo (+ bo). Returns [n_embd, n_tokens].
     tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
                        tensor *bo = nullptr);
     // The Llama attention half of a block on the residual stream x: norm, Q/K/V, RoPE on Q and K,
     // attention and the output projection, each with the layer's biases where it has them (the
     // residual add is the caller's).
     tensor *build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale);
-    // down(silu(gate(x)) * up(x))
-    tensor *build_ffn_swiglu(tensor *x, const layer_weights &l, int64_t il);
-    // down(gelu(up(x) + up_b)) + down_b: the FFN of a layer without a gate
-    tensor *build_ffn_gelu(tensor *x, const layer_weights &l, int64_t il);
+    // The FFN of layer il with the activation act (SiLU or GELU): gated, down(act(gate(x)) * up(x)),
+    // when the layer has ffn_gate or ffn_up holds the gate rows and the up rows (2 n_ff: fused),
+    // else down(act(up(x))); with the layer's up and down biases where it has them.
+    enum class ffn_act { silu, gelu };
+    tensor *build_ffn(tensor *x, const layer_weights &l, int64_t il, ffn_act act);
     // The second half of a pre-norm block: residual add (keeping only output rows after the last
-    // layer), FFN norm, FFN (SwiGLU, or GELU when the layer has no gate), residual add. Returns the layer
-    // output "l_out-<il>". A residual_scale other than 1 multiplies the attention and FFN outputs before
-    // their adds.
+    // layer), FFN norm, build_ffn with act, residual add. Returns the layer output "l_out-<il>". A
+    // residual_scale other than 1 multiplies the attention and FFN outputs before their adds.
     tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
-                            float residual_scale = 1.0f);
+                            ffn_act act, float residual_scale = 1.0f);
     // Keeps only the rows that produce output (a no-op when every row does).
     tensor *select_outputs(tensor *x);
-    // Final norm and output projection (the logits × logit_mult when it is not 1); marks the
-    // logits as the graph's output, expands the graph and returns the inputs.
+    // Final norm and output projection (+ output bias), the logits × logit_mult when it is not 1 and
+    // soft-capped when hp.final_softcap > 0; marks the logits as the graph's output, expands the
+    // graph and returns the inputs.
     graph_inputs finish(tensor *x, float logit_mult = 1.0f);
 
   private:
@@ -74,10 +77,21 @@ class graph_builder {
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
 
+// Q, K, V (or attn_qkv when the file has it fused) and the output projection of layer il; with
+// biases on Q, K, V (or QKV) when `biases`.
+void create_attn_weights(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                         bool biases);
+// The FFN matrices of layer il: up and down, with a gate (gated), without (plain), or with the
+// gate rows fused into ffn_up before the up rows (fused_gate_up: [n_embd, 2 n_ff]).
+enum class ffn_layout { gated, plain, fused_gate_up };
+void create_ffn_weights(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        ffn_layout layout);
+// A norm weight [n_embd] of layer il ("post_attention_norm" ...).
+tensor *create_norm(tensor_loader &tl, const model_hparams &hp, int64_t il, const char *name);
 // The Llama-family block weights every architecture here shares: attention norm, Q, K, V,
 // output projection, FFN norm, gate, up, down.
 // gated false: no ffn_gate (a plain up / activation / down FFN).
-void create_llama_block(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
                         bool gated = true);
 // token_embd, output_norm, output (tied to token_embd when absent), optional rope_freqs.
 void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weights &w);

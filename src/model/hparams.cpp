@@ -1,6 +1,7 @@
 // src/model/hparams.cpp — Llama-family hyper-parameters from arch-prefixed GGUF keys, with defaults.
 #include "weft/model/hparams.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -126,7 +127,27 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
     }
     hp.n_ctx_orig = r.int_or("rope.scaling.original_context_length", hp.n_ctx_train);
     hp.n_vocab = r.int_or("vocab_size", 0);  // usually absent: the vocabulary decides
+
+    hp.n_swa = r.int_or("attention.sliding_window", 0);
+    if (hp.n_swa < 0)
+        r.fail("attention.sliding_window", "must not be negative, is " + std::to_string(hp.n_swa));
+    hp.attn_softcap = read_hparam_float(f, hp, "attn_logit_softcapping", 0.0f);
+    hp.final_softcap = read_hparam_float(f, hp, "final_logit_softcapping", 0.0f);
+    if (hp.attn_softcap < 0.0f || hp.final_softcap < 0.0f)
+        throw error(f.path() + ": " + arch + ": soft caps must not be negative");
     return hp;
+}
+
+float read_hparam_float(const gguf_file &f, const model_hparams &hp, const char *suffix,
+                        std::optional<float> def) {
+    const std::string key = hp.arch + "." + suffix;
+    const auto v = f.get_float(key);
+    if (!v) {
+        if (!def) throw error(f.path() + ": " + key + ": missing (required)");
+        return *def;
+    }
+    if (!std::isfinite(*v)) throw error(f.path() + ": " + key + ": must be finite, is " + std::to_string(*v));
+    return float(*v);
 }
 
 }  // namespace weft

@@ -6,12 +6,18 @@
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 5> entries = {{
+    static const std::array<architecture_entry, 11> entries = {{
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
         {"granite", &make_arch_granite},
         {"starcoder2", &make_arch_starcoder2},
+        {"gemma", &make_arch_gemma},
+        {"gemma2", &make_arch_gemma2},
+        {"phi2", &make_arch_phi2},
+        {"phi3", &make_arch_phi3},
+        {"olmo2", &make_arch_olmo2},
+        {"command-r", &make_arch_command_r},
     }};
     return entries;
 }

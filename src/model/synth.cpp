@@ -122,42 +122,112 @@ void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbyt
     }
 }
 
+// What an architecture's files hold beyond the Llama set (attention and FFN norms, Q/K/V, output
+// projection, gated FFN, RMS norms).
+struct synth_arch {
+    const char *name;
+    bool layer_norm = false;     // LayerNorm (epsilon key) instead of RMS
+    bool norm_bias = false;      // LayerNorm biases
+    bool qkv_bias = false;       // biases on Q, K, V (or the fused QKV)
+    bool fused_qkv = false;      // attn_qkv instead of attn_q / attn_k / attn_v
+    bool out_bias = false;       // attn_output.bias
+    bool head_qk_norm = false;   // per-head Q/K RMS norms (qwen3)
+    bool row_qk_norm = false;    // whole-row Q/K RMS norms (olmo2)
+    bool attn_norm = true;       // a norm before the attention
+    bool ffn_norm = true;        // a norm before the FFN (absent: parallel or post-norm blocks)
+    bool post_norms = false;     // post_attention_norm and post_ffw_norm
+    bool ffn_gate = true;        // a separate ffn_gate
+    bool fused_gate_up = false;  // ffn_up holds the gate rows then the up rows
+    bool ffn_bias = false;       // biases on ffn_up and ffn_down
+    bool output_bias = false;    // output.bias
+    bool partial_rope = false;   // RoPE over half of each head
+};
+
+const synth_arch synth_archs[] = {
+    {.name = "llama"},
+    {.name = "qwen2", .qkv_bias = true},
+    {.name = "qwen3", .head_qk_norm = true},
+    {.name = "granite"},
+    {.name = "starcoder2",
+     .layer_norm = true,
+     .norm_bias = true,
+     .qkv_bias = true,
+     .out_bias = true,
+     .ffn_gate = false,
+     .ffn_bias = true},
+    {.name = "gemma"},
+    {.name = "gemma2", .post_norms = true},
+    {.name = "phi2",
+     .layer_norm = true,
+     .norm_bias = true,
+     .qkv_bias = true,
+     .fused_qkv = true,
+     .out_bias = true,
+     .ffn_norm = false,
+     .ffn_gate = false,
+     .ffn_bias = true,
+     .output_bias = true,
+     .partial_rope = true},
+    {.name = "phi3", .fused_qkv = true, .ffn_gate = false, .fused_gate_up = true},
+    {.name = "olmo2", .row_qk_norm = true, .attn_norm = false, .ffn_norm = false, .post_norms = true},
+    {.name = "command-r", .layer_norm = true, .ffn_norm = false},
+};
+
+const synth_arch *find_synth_arch(const std::string &name) {
+    for (const synth_arch &a : synth_archs)
+        if (name == a.name) return &a;
+    return nullptr;
+}
+
+std::string synth_arch_names() {
+    std::string names;
+    for (const synth_arch &a : synth_archs) names += std::string(names.empty() ? "" : ", ") + a.name;
+    return names;
+}
+
 std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
+    const synth_arch &a = *find_synth_arch(s.arch);
     const int64_t hd = head_dim_of(s);
     const int64_t n_q = hd * s.n_head, n_kv = hd * s.n_head_kv;
     const auto f32 = dtype::f32;
     auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };  // unit-variance outputs
     std::vector<synth_tensor> ts;
+    auto norm = [&](const std::string &name, int64_t n = 0) {
+        ts.push_back({name + ".weight", {n ? n : s.n_embd}, f32, 1.0f, 0.2f});
+        if (a.norm_bias) ts.push_back({name + ".bias", {n ? n : s.n_embd}, f32, 0.0f, 0.1f});
+    };
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out, bool bias) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in)});
+        if (bias) ts.push_back({name + ".bias", {out}, f32, 0.0f, 0.1f});
+    };
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
-    const bool sc2 = s.arch == "starcoder2";  // LayerNorm biases, biases everywhere, no FFN gate
-    ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
-    if (sc2) ts.push_back({"output_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
-    if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, amp(s.n_embd)});
+    norm("output_norm");
+    if (!s.tied) matrix("output", s.n_embd, s.n_vocab, a.output_bias);
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
-        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
-        if (sc2) ts.push_back({p + "attn_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
-        ts.push_back({p + "attn_q.weight", {s.n_embd, n_q}, s.type, 0.0f, amp(s.n_embd)});
-        ts.push_back({p + "attn_k.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
-        ts.push_back({p + "attn_v.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
-        if (s.arch == "qwen2" || sc2) {
-            ts.push_back({p + "attn_q.bias", {n_q}, f32, 0.0f, 0.1f});
-            ts.push_back({p + "attn_k.bias", {n_kv}, f32, 0.0f, 0.1f});
-            ts.push_back({p + "attn_v.bias", {n_kv}, f32, 0.0f, 0.1f});
+        if (a.attn_norm) norm(p + "attn_norm");
+        if (a.fused_qkv) {
+            matrix(p + "attn_qkv", s.n_embd, n_q + 2 * n_kv, a.qkv_bias);
+        } else {
+            matrix(p + "attn_q", s.n_embd, n_q, a.qkv_bias);
+            matrix(p + "attn_k", s.n_embd, n_kv, a.qkv_bias);
+            matrix(p + "attn_v", s.n_embd, n_kv, a.qkv_bias);
         }
-        if (s.arch == "qwen3") {
+        if (a.head_qk_norm) {
             ts.push_back({p + "attn_q_norm.weight", {hd}, f32, 1.0f, 0.2f});
             ts.push_back({p + "attn_k_norm.weight", {hd}, f32, 1.0f, 0.2f});
         }
-        ts.push_back({p + "attn_output.weight", {n_q, s.n_embd}, s.type, 0.0f, amp(n_q)});
-        if (sc2) ts.push_back({p + "attn_output.bias", {s.n_embd}, f32, 0.0f, 0.1f});
-        ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
-        if (sc2) ts.push_back({p + "ffn_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
-        if (!sc2) ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
-        ts.push_back({p + "ffn_up.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
-        if (sc2) ts.push_back({p + "ffn_up.bias", {s.n_ff}, f32, 0.0f, 0.1f});
-        ts.push_back({p + "ffn_down.weight", {s.n_ff, s.n_embd}, s.type, 0.0f, amp(s.n_ff)});
-        if (sc2) ts.push_back({p + "ffn_down.bias", {s.n_embd}, f32, 0.0f, 0.1f});
+        if (a.row_qk_norm) {
+            ts.push_back({p + "attn_q_norm.weight", {n_q}, f32, 1.0f, 0.2f});
+            ts.push_back({p + "attn_k_norm.weight", {n_kv}, f32, 1.0f, 0.2f});
+        }
+        matrix(p + "attn_output", n_q, s.n_embd, a.out_bias);
+        if (a.post_norms) norm(p + "post_attention_norm");
+        if (a.ffn_norm) norm(p + "ffn_norm");
+        if (a.ffn_gate) matrix(p + "ffn_gate", s.n_embd, s.n_ff, false);
+        matrix(p + "ffn_up", s.n_embd, a.fused_gate_up ? 2 * s.n_ff : s.n_ff, a.ffn_bias);
+        matrix(p + "ffn_down", s.n_ff, s.n_embd, a.ffn_bias);
+        if (a.post_norms) norm(p + "post_ffw_norm");
     }
     return ts;
 }
@@ -168,9 +238,8 @@ void synth_check(const synth_spec &s) {
     auto require = [](bool ok, const std::string &what) {
         if (!ok) throw error(what);
     };
-    require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "granite" ||
-                s.arch == "starcoder2",
-            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3, granite, starcoder2");
+    require(find_synth_arch(s.arch) != nullptr,
+            "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
             "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
     require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
@@ -198,12 +267,13 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
     w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
     w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head_kv));
-    if (a == "starcoder2")  // LayerNorm
+    const synth_arch &features = *find_synth_arch(a);
+    if (features.layer_norm)
         w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     else
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
     w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
-    w.set_u32(a + ".rope.dimension_count", uint32_t(hd));
+    w.set_u32(a + ".rope.dimension_count", uint32_t(features.partial_rope ? hd / 2 / 2 * 2 : hd));
     if (hd * s.n_head != s.n_embd) {
         w.set_u32(a + ".attention.key_length", uint32_t(hd));
         w.set_u32(a + ".attention.value_length", uint32_t(hd));
@@ -214,6 +284,12 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_f32(a + ".attention.scale", 1.0f / float(hd));
         w.set_f32(a + ".logit_scale", 2.0f);
     }
+    if (a == "command-r") w.set_f32(a + ".logit_scale", 0.5f);
+    if (a == "gemma2") {  // soft caps low enough to act, windows on the even layers
+        w.set_f32(a + ".attn_logit_softcapping", 20.0f);
+        w.set_f32(a + ".final_logit_softcapping", 10.0f);
+    }
+    if (a == "gemma2" || a == "phi3") w.set_u32(a + ".attention.sliding_window", 4);
 
     const synth_vocab v = make_vocab(s.n_vocab);
     w.set_string("tokenizer.ggml.model", "llama");

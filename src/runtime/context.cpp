@@ -244,12 +244,15 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         std::vector<int64_t> idx(cells.begin(), cells.end());
         write_input(in.kv_idxs, idx.data(), idx.size() * sizeof(int64_t));
     }
-    if (in.kq_mask) {
+    // the causal mask, and the sliding-window one when the graph has sliding-window layers
+    for (tensor *mask_input : {in.kq_mask, in.kq_mask_swa}) {
+        if (!mask_input) continue;
         const uint32_t n_kv = uint32_t(bg.shape.n_kv);
         std::vector<float> mask(size_t(n_kv) * size_t(n));
         kv_->fill_mask(mask.data(), n_kv, std::span<const llm_pos>(fb.pos).subspan(size_t(begin), size_t(n)),
-                       std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n)));
-        write_input(in.kq_mask, mask.data(), mask.size() * sizeof(float));
+                       std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n)),
+                       mask_input == in.kq_mask_swa ? model_.hparams().n_swa : 0);
+        write_input(mask_input, mask.data(), mask.size() * sizeof(float));
     }
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
 }

@@ -22,13 +22,15 @@ constexpr float hidden = -std::numeric_limits<float>::infinity();
 
 struct attention_case {
     tensor *q, *k, *v, *mask, *out;
+    float softcap = 0.0f;
 };
 
 // q [head_k, n_tokens, n_head] as attention's permuted view of [head_k, n_head, n_tokens]; k, v
 // f16 [head, n_kv, n_head_kv]; token t sees cells j <= visible_until[t], except every fifth.
 attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n_tokens, int64_t n_head,
-                         int64_t n_head_kv, int64_t n_kv, uint32_t seed) {
+                         int64_t n_head_kv, int64_t n_kv, uint32_t seed, float softcap = 0.0f) {
     attention_case c;
+    c.softcap = softcap;
     tensor *q_rows = ctx.new_tensor(dtype::f32, {head_k, n_head, n_tokens});
     fill_uniform(*q_rows, seed);
     c.q = permute(ctx, q_rows, 0, 2, 1, 3);
@@ -45,7 +47,7 @@ attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t j = 0; j < n_kv; ++j)
             m[t * n_kv + j] = (j <= t + n_kv / 2 && j % 5 != 3) ? 0.0f : hidden;
-    c.out = attention(ctx, c.q, c.k, c.v, c.mask, 0.125f);
+    c.out = attention(ctx, c.q, c.k, c.v, c.mask, softcap > 0.0f ? 0.125f / softcap : 0.125f, softcap);
     return c;
 }
 
@@ -58,7 +60,8 @@ double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
         if (m[j] == hidden) continue;
         double dot = 0;
         for (int64_t i = 0; i < head_k; ++i) dot += at(*c.q, i, t, h) * at(*c.k, i, j, g);
-        s[size_t(j)] = dot * 0.125 + m[j];
+        s[size_t(j)] =
+            (c.softcap > 0.0f ? c.softcap * std::tanh(dot * 0.125 / c.softcap) : dot * 0.125) + m[j];
         max = std::max(max, s[size_t(j)]);
     }
     double sum = 0, acc = 0;
@@ -95,6 +98,17 @@ TEST(CpuAttention, MatchesSoftmaxReferenceOnOddShapes) {
         limit_to_avx2(false);
         EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
     }
+}
+
+// Gemma 2's soft cap of the scores: softcap * tanh(q . k * scale / softcap), a cap low enough to act.
+TEST(CpuAttention, SoftCapMatchesTheReference) {
+    auto ctx = data_context();
+    const attention_case c = make_case(*ctx, 64, 64, 9, 4, 2, 31, 11, 0.5f);
+    const std::vector<float> simd = expect_matches_reference(
+        c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
+    force_scalar(true);
+    EXPECT_EQ(simd, run(c.out)) << "the scalar build differs from the SIMD build";
+    force_scalar(false);
 }
 
 TEST(CpuAttention, TokenWithNothingVisibleGetsZeros) {

@@ -45,7 +45,8 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma",
+                                               "gemma2", "phi2", "phi3", "olmo2", "command-r"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
@@ -63,17 +64,28 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.n_ff(0), 96);
         EXPECT_EQ(hp.n_vocab, 300);
         EXPECT_EQ(hp.n_embd_head_k, 16);
-        EXPECT_EQ(hp.n_rot, 16);
-        EXPECT_EQ(hp.rope_mode, arch == "llama" || arch == "granite" ? rope_mode_normal : rope_mode_neox);
+        auto one_of = [&](std::initializer_list<const char *> names) {
+            return std::any_of(names.begin(), names.end(), [&](const char *n) { return arch == n; });
+        };
+        EXPECT_EQ(hp.n_rot, arch == "phi2" ? 8 : 16);  // phi2: partial rotary
+        EXPECT_EQ(hp.rope_mode,
+                  one_of({"llama", "granite", "command-r"}) ? rope_mode_normal : rope_mode_neox);
         const layer_weights &l = m->weights().layers.at(2);
-        EXPECT_EQ(l.bq != nullptr, arch == "qwen2" || arch == "starcoder2");
-        EXPECT_EQ(hp.layer_norm, arch == "starcoder2");
-        // starcoder2: LayerNorm biases, output projection and FFN biases, no FFN gate
-        EXPECT_EQ(l.attn_norm_b != nullptr, arch == "starcoder2");
-        EXPECT_EQ(l.bo != nullptr, arch == "starcoder2");
-        EXPECT_EQ(l.ffn_gate == nullptr, arch == "starcoder2");
-        EXPECT_EQ(m->weights().output_norm_b != nullptr, arch == "starcoder2");
-        EXPECT_EQ(l.attn_q_norm != nullptr, arch == "qwen3");
+        EXPECT_EQ(l.bq != nullptr, one_of({"qwen2", "starcoder2"}));
+        EXPECT_EQ(l.wqkv != nullptr, one_of({"phi2", "phi3"}));  // fused Q/K/V
+        EXPECT_EQ(l.bqkv != nullptr, arch == "phi2");
+        EXPECT_EQ(hp.layer_norm, one_of({"starcoder2", "phi2", "command-r"}));
+        // LayerNorm biases, output projection and FFN biases, no FFN gate
+        EXPECT_EQ(l.attn_norm_b != nullptr, one_of({"starcoder2", "phi2"}));
+        EXPECT_EQ(l.bo != nullptr, one_of({"starcoder2", "phi2"}));
+        EXPECT_EQ(l.ffn_gate == nullptr, one_of({"starcoder2", "phi2", "phi3"}));  // phi3: fused up
+        EXPECT_EQ(m->weights().output_norm_b != nullptr, one_of({"starcoder2", "phi2"}));
+        EXPECT_EQ(m->weights().output_b != nullptr, arch == "phi2");
+        EXPECT_EQ(l.attn_q_norm != nullptr, one_of({"qwen3", "olmo2"}));
+        EXPECT_EQ(l.attn_post_norm != nullptr, one_of({"gemma2", "olmo2"}));
+        EXPECT_EQ(hp.is_swa(0), one_of({"gemma2", "phi3"}));  // gemma2: even layers only
+        EXPECT_EQ(hp.is_swa(1), arch == "phi3");
+        EXPECT_EQ(hp.final_softcap > 0.0f, arch == "gemma2");
         EXPECT_NE(m->weights().output, m->weights().tok_embd);
 
         // KV tensors need no data to record a graph.
@@ -92,21 +104,31 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(in.logits->ne[1], 2);
         EXPECT_EQ(g.nodes.back(), in.logits);
         ASSERT_NE(in.out_ids, nullptr);
-        EXPECT_EQ(in.kq_mask->ne[0], 64);
-        EXPECT_EQ(in.kq_mask->ne[1], 5);
+        // the causal mask, or the sliding-window one where every layer has a window
+        const tensor *mask = arch == "phi3" ? in.kq_mask_swa : in.kq_mask;
+        ASSERT_NE(mask, nullptr);
+        EXPECT_EQ(mask->ne[0], 64);
+        EXPECT_EQ(mask->ne[1], 5);
+        EXPECT_EQ(in.kq_mask_swa != nullptr, one_of({"gemma2", "phi3"}));
         auto has_node = [&](const std::string &name) {
             return std::any_of(g.nodes.begin(), g.nodes.end(),
                                [&](const tensor *t) { return name == t->name; });
         };
         for (const char *name :
-             {"attn_norm-0", "Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
+             {"Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
-        EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
+        EXPECT_EQ(has_node("attn_norm-0"), arch != "olmo2");
+        EXPECT_EQ(has_node("Qcur_norm-0"), one_of({"qwen3", "olmo2"}));
         // granite's multipliers: embeddings, both residual branches, logits
-        for (const char *name : {"inp_scaled", "attn_out_scaled-0", "ffn_out_scaled-2", "result_output_raw"})
+        for (const char *name : {"attn_out_scaled-0", "ffn_out_scaled-2"})
             EXPECT_EQ(has_node(name), arch == "granite") << name;
-        EXPECT_EQ(has_node("ffn_gelu-1"), arch == "starcoder2");
-        EXPECT_EQ(has_node("ffn_swiglu-1"), arch != "starcoder2");
+        EXPECT_EQ(has_node("inp_scaled"), one_of({"granite", "gemma", "gemma2"}));
+        // the logits before their scale (granite, command-r) or soft cap (gemma2)
+        EXPECT_EQ(has_node("result_output_raw"), one_of({"granite", "command-r", "gemma2"}));
+        EXPECT_EQ(has_node("result_output_tanh"), arch == "gemma2");
+        EXPECT_EQ(has_node("ffn_gelu-1"), one_of({"starcoder2", "phi2"}));
+        EXPECT_EQ(has_node("ffn_geglu-1"), one_of({"gemma", "gemma2"}));
+        EXPECT_EQ(has_node("ffn_swiglu-1"), !one_of({"starcoder2", "phi2", "gemma", "gemma2"}));
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
@@ -121,7 +143,11 @@ TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {
     copy_gguf(f.path(), broken.path(), e);
     const std::string msg = error_of([&] { model::load(broken.path()); });
     EXPECT_NE(msg.find("unknown architecture 'gptj'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite, starcoder2)"), std::string::npos) << msg;
+    EXPECT_NE(
+        msg.find("(supported: llama, qwen2, qwen3, granite, starcoder2, gemma, gemma2, phi2, phi3, olmo2, "
+                 "command-r)"),
+        std::string::npos)
+        << msg;
     EXPECT_NE(msg.find(broken.path()), std::string::npos) << msg;
 }
 

@@ -80,6 +80,22 @@ TEST_F(KvCache, MaskHidesOtherSequencesAndTheFuture) {
               (std::vector<float>{0, 0, -inf, 0, -inf, -inf}));
 }
 
+// A sliding window of w positions: a token at position p sees p - w + 1 ... p of its sequence.
+TEST_F(KvCache, WindowHidesCellsTooFarBack) {
+    kv_cache kv(*model_, 6, dtype::f16, 1);
+    const seq_id s0[] = {0};
+    for (uint32_t c = 0; c < 6; ++c) kv.assign(c, llm_pos(c), s0);
+    const std::vector<llm_pos> pos = {5, 2};
+    const std::vector<std::vector<seq_id>> seqs = {{0}, {0}};
+    std::vector<float> mask(6 * 2);
+    kv.fill_mask(mask.data(), 6, pos, seqs, 3);
+    const float inf = INFINITY;
+    EXPECT_EQ(std::vector<float>(mask.begin(), mask.begin() + 6),
+              (std::vector<float>{-inf, -inf, -inf, 0, 0, 0}));
+    EXPECT_EQ(std::vector<float>(mask.begin() + 6, mask.end()),
+              (std::vector<float>{0, 0, 0, -inf, -inf, -inf}));
+}
+
 TEST_F(KvCache, SequenceEditsAndPositions) {
     kv_cache kv(*model_, 8, dtype::f16, 3);
     const seq_id s0[] = {0};

@@ -24,6 +24,7 @@ tensor *div(context &ctx, tensor *a, tensor *b);
 tensor *scale(context &ctx, tensor *a, float s);  // p.f[0] = s
 tensor *silu(context &ctx, tensor *a);
 tensor *gelu(context &ctx, tensor *a);
+tensor *tanh(context &ctx, tensor *a);  // std::tanh of each element
 // act(gate) * up; gate and up have the same shape; p.i[0] = glu_kind
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
 inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) {
@@ -77,7 +78,10 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 
 // n_head_kv], v f16/f32 [head_v, n_kv, n_head_kv] (cells as rows: no transposed copy), mask f32 contiguous
 // [n_kv, >= n_tokens] (-INF hides a cell) -> f32 [head_v, n_head, n_tokens]. A token with no visible
 // cell gets zeros. src[] = {q, k, v, mask}; p.f[0] = scale.
-tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale);
+// softcap > 0 caps the scores first (Gemma 2): s = softcap * tanh(q . k * scale), then s + mask
+// (the caller folds 1/softcap into scale); p.f[1] = softcap.
+tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale,
+                  float softcap = 0.0f);
 
 // --- copies and layout
 // cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)

@@ -31,7 +31,8 @@ enum class op_kind : int32_t {
     rope,      // src0 [head_dim, n_head, n_tokens, 1], src1 i32 [n_tokens], src2 optional f32 freq factors
     soft_max,  // softmax over ne[0] of (src0 * scale + src1 mask (optional, f32 or f16, broadcast over rows))
     silu,
-    gelu,       // tanh approximation
+    gelu,  // tanh approximation
+    tanh,
     glu,        // p.i[0] = glu_kind; src0 gate, src1 up (same shape): act(gate) * up
     cpy,        // copy src0 into src1 (a view), converting type; result is a view of src1
     cont,       // contiguous copy of src0 (same type)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,19 @@ struct model_hparams {
     float embedding_scale = 0.0f;  // <arch>.embedding_scale: token embeddings × s
     float residual_scale = 0.0f;   // <arch>.residual_scale: block outputs × s before the residual adds
     float attention_scale = 0.0f;  // <arch>.attention.scale: replaces 1/sqrt(head_k) as the KQ scale
-    float logit_scale = 0.0f;      // <arch>.logit_scale: logits ÷ s
+    float logit_scale = 0.0f;      // <arch>.logit_scale: logits ÷ s (granite), logits × s (command-r)
+
+    // Sliding-window attention: a token at position p sees the cells at p - n_swa + 1 ... p in the
+    // layers marked in swa_layers (by architecture; empty: none).
+    int64_t n_swa = 0;  // <arch>.attention.sliding_window (0: none)
+    std::vector<bool> swa_layers;
+    // Soft caps (gemma2): cap · tanh(x / cap) of the attention scores and of the logits; 0: none.
+    float attn_softcap = 0.0f;   // <arch>.attn_logit_softcapping
+    float final_softcap = 0.0f;  // <arch>.final_logit_softcapping
+
+    bool is_swa(int64_t il) const {
+        return n_swa > 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)];
+    }
 
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }
@@ -55,5 +68,10 @@ struct model_hparams {
 // the established defaults; throws weft::error naming the file and the key on a missing required
 // key or an impossible value (zero heads, a head count not dividing n_embd ...).
 model_hparams read_hparams(const gguf_file &f, const std::string &arch);
+
+// <arch>.<suffix> as a finite float, def when absent; throws naming the file and key when it is
+// absent without a default or not finite.
+float read_hparam_float(const gguf_file &f, const model_hparams &hp, const char *suffix,
+                        std::optional<float> def);
 
 }  // namespace weft

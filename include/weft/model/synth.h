@@ -11,7 +11,7 @@ namespace weft {
 class gguf_writer;
 
 struct synth_spec {
-    std::string arch = "llama";  // llama, qwen2, qwen3, granite or starcoder2
+    std::string arch = "llama";  // any architecture weft runs except the expert (MoE) ones
     int64_t n_embd = 64;
     int64_t n_layer = 2;
     int64_t n_head = 4;

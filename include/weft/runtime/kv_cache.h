@@ -73,9 +73,10 @@ class kv_cache {
     void restore(std::vector<kv_cell> cells) { cells_ = std::move(cells); }
 
     // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
-    // (shares one of its sequences and holds a position <= its position), -INF elsewhere.
+    // (shares one of its sequences and holds a position <= its position), -INF elsewhere. A window
+    // w > 0 also hides the cells w or more positions before the token (sliding-window attention).
     void fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
-                   std::span<const std::vector<seq_id>> seqs) const;
+                   std::span<const std::vector<seq_id>> seqs, int64_t window = 0) const;
 
   private:
     dtype type_;

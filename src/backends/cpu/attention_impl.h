@@ -5,8 +5,10 @@
 // For a token t and query head h, over the cells j that its mask row shows (value != -INF), in cell
 // order (hidden cells are skipped, so the cache size and the batch around the token do not matter):
 //   s_j = (fma over d = 0, 1, ... of q_d * k_jd, from 0) * scale + mask_j;  M = max s_j;
-//   p_j = exp_canonical(s_j - M);  l = sum_canonical(p over the visible cells, in order);
-//   acc = fma(p_j, v_j, acc) over the visible cells in order;  out = acc * (1 / l)
+//   e_j = exp_canonical(s_j - M);  l = sum_canonical(e over the visible cells, in order);
+//   p_j = e_j * (1 / l);  out = fma(p_j, v_j, acc) over the visible cells in order, from 0
+// As in the reference engine's products with an f16 cache, q is rounded to f16 when K is f16 and
+// p_j when V is f16 (its matrix products convert the f32 operand to the f16 one's type).
 // The scores are computed 16 cells at a time from K transposed (no horizontal sums); each is its
 // own serial chain, so which cells share a vector does not matter.
 #pragma once
@@ -18,6 +20,7 @@
 #include <limits>
 
 #include "backends/cpu/canonical_math.h"
+#include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 
 namespace weft::cpu {
@@ -29,13 +32,15 @@ struct attention_task {
     const tensor *q, *k, *v, *mask;
     tensor *dst;
     float scale;
+    float softcap;   // 0: none; else s = softcap * tanh(dot * scale)
     int64_t t0, t1;  // tokens [t0, t1)
     int64_t g;       // the KV head
     // scratch: K of the head transposed as floats (head_k x n_kv rounded up to 16), V rows as floats
     // (n_kv x head_v), scores of every cell and of the visible ones, visible cells (n_kv each)
     float *kbuf, *vbuf, *scores, *visible_scores;
     int32_t *visible;
-    float *acc;  // head_v floats per head of a batch (attention_heads_per_pass)
+    float *acc;     // head_v floats per head of a batch (attention_heads_per_pass)
+    float *qround;  // head_k floats per head of a batch: q rounded to f16
     // gathering one token's cells: their K rows side by side (n_kv rows), and 0, 1, 2 ... (n_kv)
     char *kgather;
     int32_t *identity;
@@ -236,6 +241,11 @@ void run_attention_task(const attention_task &a) {
             for (int i = 0; i < nh; ++i) {
                 qs[i] = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
                                                         t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
+                if (k.type == dtype::f16) {
+                    float *rounded = a.qround + i * head_k;
+                    for (int64_t d = 0; d < head_k; ++d) rounded[d] = fp16_to_fp32(fp32_to_fp16(qs[i][d]));
+                    qs[i] = rounded;
+                }
                 scores[i] = a.scores + i * a.scores_stride;
                 probs[i] = a.visible_scores + i * a.scores_stride;
                 accs[i] = a.acc + i * a.acc_stride;
@@ -245,17 +255,23 @@ void run_attention_task(const attention_task &a) {
                 float max = hidden;
                 for (int64_t i = 0; i < n_visible; ++i) {
                     const int64_t j = a.visible[i];
-                    const float s = scores[h][gather ? i : j - first] * a.scale + m[j];
+                    const float dot = scores[h][gather ? i : j - first];
+                    const float s =
+                        (a.softcap > 0.0f ? a.softcap * std::tanh(dot * a.scale) : dot * a.scale) + m[j];
                     probs[h][i] = s;
                     max = std::max(max, s);
                 }
                 for (int64_t i = 0; i < n_visible; ++i) probs[h][i] = exp_canonical(probs[h][i] - max);
                 inv_l[h] = 1.0f / sum_canonical(probs[h], n_visible);
+                for (int64_t i = 0; i < n_visible; ++i) probs[h][i] *= inv_l[h];
+                if (v.type == dtype::f16)
+                    for (int64_t i = 0; i < n_visible; ++i)
+                        probs[h][i] = fp16_to_fp32(fp32_to_fp16(probs[h][i]));
             }
             Loops::weighted_sum_heads(probs, nh, rows, n_visible, a.vbuf, head_v, accs);
             for (int h = 0; h < nh; ++h) {
                 float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + h) * head_v;
-                for (int64_t d = 0; d < head_v; ++d) out[d] = accs[h][d] * inv_l[h];
+                for (int64_t d = 0; d < head_v; ++d) out[d] = accs[h][d];
             }
         }
     }

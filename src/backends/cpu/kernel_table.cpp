@@ -13,7 +13,7 @@ void compute_params::barrier() const {
 
 namespace {
 
-static_assert(size_t(op_kind::count) == 27, "op set changed: give the new op a CPU kernel below");
+static_assert(size_t(op_kind::count) == 28, "op set changed: give the new op a CPU kernel below");
 
 // A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
 constexpr op_kernel kernel_entry(op_kind op) {
@@ -46,6 +46,8 @@ constexpr op_kernel kernel_entry(op_kind op) {
             return {compute_silu, supports_unary, work_size_row_scratch};
         case op_kind::gelu:
             return {compute_gelu, supports_unary, work_size_row_scratch};
+        case op_kind::tanh:
+            return {compute_tanh, supports_unary, work_size_row_scratch};
         case op_kind::glu:
             return {compute_glu, supports_glu, work_size_row_scratch};
         case op_kind::cpy:

@@ -176,6 +176,7 @@ void compute_div(const compute_params &p, tensor &dst);
 void compute_scale(const compute_params &p, tensor &dst);
 void compute_silu(const compute_params &p, tensor &dst);
 void compute_gelu(const compute_params &p, tensor &dst);
+void compute_tanh(const compute_params &p, tensor &dst);
 void compute_glu(const compute_params &p, tensor &dst);
 bool supports_binary(const tensor &dst);
 bool supports_unary(const tensor &dst);  // a float source of dst's shape (also rms_norm, norm)

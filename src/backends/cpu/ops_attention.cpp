@@ -19,7 +19,7 @@ constexpr int64_t tokens_per_task = 64;
 
 struct attention_scratch {
     size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, kgather = 0,
-           identity = 0, per_thread = 0;
+           identity = 0, qround = 0, per_thread = 0;
     size_t scores_stride = 0, acc_stride = 0;  // floats
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
@@ -37,7 +37,8 @@ struct attention_scratch {
         acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
         kgather = acc + heads * acc_stride * sizeof(float);
         identity = kgather + pad_to_cache_line(n_kv * size_t(k.ne[0]) * type_traits(k.type).type_size);
-        per_thread = identity + pad_to_cache_line(n_kv * sizeof(int32_t));
+        qround = identity + pad_to_cache_line(n_kv * sizeof(int32_t));
+        per_thread = qround + pad_to_cache_line(heads * size_t(k.ne[0]) * sizeof(float));
     }
 };
 
@@ -93,6 +94,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
                         dst.src[3],
                         &dst,
                         dst.param_f32(0),
+                        dst.param_f32(1),
                         0,
                         0,
                         0,
@@ -102,6 +104,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
                         reinterpret_cast<float *>(mine + layout.visible_scores),
                         reinterpret_cast<int32_t *>(mine + layout.visible),
                         reinterpret_cast<float *>(mine + layout.acc),
+                        reinterpret_cast<float *>(mine + layout.qround),
                         reinterpret_cast<char *>(mine + layout.kgather),
                         reinterpret_cast<int32_t *>(mine + layout.identity)};
     task.scores_stride = int64_t(layout.scores_stride);

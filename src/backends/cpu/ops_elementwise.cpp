@@ -1,19 +1,34 @@
 // src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, glu.
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
+#include "weft/core/fp16.h"
 
 namespace weft::cpu {
 
 namespace {
 
-// The tanh approximation of GELU, as the established engine computes it.
-float gelu_f32(float x) {
+// The tanh approximation of GELU.
+float gelu_tanh(float x) {
     constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
     constexpr float coef_a = 0.044715f;
     return 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+}
+
+// GELU as the reference engine's CPU backend computes it: 0 at or below -10, x at or above 10, and
+// between them gelu_tanh of x rounded to f16, rounded to f16 (its table of every f16 input).
+float gelu_f32(float x) {
+    static const std::vector<fp16_t> table = [] {
+        std::vector<fp16_t> t(size_t(1) << 16);
+        for (size_t i = 0; i < t.size(); ++i) t[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp16_t(i))));
+        return t;
+    }();
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return fp16_to_fp32(table[fp32_to_fp16(x)]);
 }
 
 // dst = op(a, b) with b repeated over every dim where b.ne[i] < a.ne[i] (b.ne[i] divides a.ne[i]).
@@ -93,6 +108,9 @@ void compute_silu(const compute_params &p, tensor &dst) {
 }
 void compute_gelu(const compute_params &p, tensor &dst) {
     unary_op(p, dst, gelu_f32);
+}
+void compute_tanh(const compute_params &p, tensor &dst) {
+    unary_op(p, dst, [](float x) { return std::tanh(x); });
 }
 
 void compute_glu(const compute_params &p, tensor &dst) {

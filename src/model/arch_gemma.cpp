@@ -1,0 +1,86 @@
+// src/model/arch_gemma.cpp — Gemma and Gemma 2. Both: token embeddings × √n_embd, RMS norms, NeoX
+// RoPE, Q scaled before the scores, a GELU-gated FFN, the output tied to the embeddings. Gemma 2
+// adds RMS norms of the attention and FFN outputs before their residual adds, soft caps of the
+// attention scores and of the logits, and sliding-window attention on the even layers.
+#include <cmath>
+
+#include "model/architecture.h"
+#include "model/graph_helpers.h"
+#include "model/tensor_loader.h"
+
+namespace weft {
+
+namespace {
+
+class arch_gemma final : public architecture {
+  public:
+    explicit arch_gemma(bool v2) : v2_(v2) {}
+
+    const char *name() const override { return v2_ ? "gemma2" : "gemma"; }
+
+    void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
+        hp.rope_mode = rope_mode_neox;
+        if (v2_) {
+            hp.swa_layers.resize(size_t(hp.n_layer));
+            for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layers[size_t(il)] = il % 2 == 0;
+        }
+    }
+
+    void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
+        create_llama_globals(tl, hp, w);
+        w.layers.resize(size_t(hp.n_layer));
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            layer_weights &l = w.layers[size_t(il)];
+            l.attn_norm = create_norm(tl, hp, il, "attn_norm");
+            create_attn_weights(tl, hp, il, l, /*biases=*/false);
+            l.ffn_norm = create_norm(tl, hp, il, "ffn_norm");
+            create_ffn_weights(tl, hp, il, l, ffn_layout::gated);
+            if (v2_) {
+                l.attn_post_norm = create_norm(tl, hp, il, "post_attention_norm");
+                l.ffn_post_norm = create_norm(tl, hp, il, "post_ffw_norm");
+            }
+        }
+    }
+
+    graph_inputs build_graph(graph_builder &b) const override {
+        const model_hparams &hp = b.hp;
+        // Gemma 2 27B (46 layers) scales Q by 1/√(n_embd / n_head), the others by 1/√head_k
+        const float q_scale = 1.0f / std::sqrt(v2_ && hp.n_layer == 46 ? float(hp.n_embd / hp.n_head())
+                                                                       : float(hp.n_embd_head_k));
+        tensor *x = b.named(scale(b.ctx, b.build_inp_embd(), std::sqrt(float(hp.n_embd))), "inp_scaled");
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            const layer_weights &l = b.w.layers[size_t(il)];
+            tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
+            auto [q, k, v] = b.build_qkv(l, cur, il);
+            q = b.build_rope(q, "Qcur_rope", il);
+            k = b.build_rope(k, "Kcur_rope", il);
+            q = b.named(scale(b.ctx, q, q_scale), "Qcur_scaled", il);
+            cur = b.build_attn(il, l.wo, q, k, v, 1.0f);
+            if (l.attn_post_norm) cur = b.build_norm(cur, l.attn_post_norm, "attn_post_norm", il);
+            if (il == hp.n_layer - 1) {
+                cur = b.select_outputs(cur);
+                x = b.select_outputs(x);
+            }
+            tensor *sa_out = b.named(add(b.ctx, cur, x), "ffn_inp", il);
+            cur = b.build_norm(sa_out, l.ffn_norm, "ffn_norm", il);
+            cur = b.build_ffn(cur, l, il, graph_builder::ffn_act::gelu);
+            if (l.ffn_post_norm) cur = b.build_norm(cur, l.ffn_post_norm, "ffn_post_norm", il);
+            x = b.named(add(b.ctx, cur, sa_out), "l_out", il);
+        }
+        return b.finish(x);
+    }
+
+  private:
+    bool v2_;
+};
+
+}  // namespace
+
+std::unique_ptr<architecture> make_arch_gemma() {
+    return std::make_unique<arch_gemma>(false);
+}
+std::unique_ptr<architecture> make_arch_gemma2() {
+    return std::make_unique<arch_gemma>(true);
+}
+
+}  // namespace weft
