@@ -45,5 +45,6 @@ std::unique_ptr<architecture> make_arch_phi2();
 std::unique_ptr<architecture> make_arch_phi3();
 std::unique_ptr<architecture> make_arch_olmo2();
 std::unique_ptr<architecture> make_arch_command_r();
+std::unique_ptr<architecture> make_arch_bert();
 
 }  // namespace weft

@@ -209,6 +209,14 @@ tensor *graph_builder::select_outputs(tensor *x) {
     return rows;
 }
 
+graph_inputs graph_builder::finish_hidden(tensor *x) {
+    tensor *cur = named(select_outputs(x), "result_embd");
+    cur->flags |= tensor_flag_output;
+    inputs_.logits = cur;
+    build_forward_expand(gf, cur);
+    return inputs_;
+}
+
 graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     tensor *cur = build_norm(x, w.output_norm, "result_norm", -1, w.output_norm_b);
     cur = build_mm(w.output, cur, w.output_b, "result_output_raw", -1);

@@ -128,6 +128,11 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
     hp.n_ctx_orig = r.int_or("rope.scaling.original_context_length", hp.n_ctx_train);
     hp.n_vocab = r.int_or("vocab_size", 0);  // usually absent: the vocabulary decides
 
+    hp.causal_attn = f.get_bool(r.key("attention.causal")).value_or(true);
+    hp.pooling_type = int32_t(r.int_or("pooling_type", 0));
+    if (hp.pooling_type < 0 || hp.pooling_type > 3)
+        r.fail("pooling_type",
+               std::to_string(hp.pooling_type) + " is not supported (0 none, 1 mean, 2 cls, 3 last)");
     hp.n_swa = r.int_or("attention.sliding_window", 0);
     if (hp.n_swa < 0)
         r.fail("attention.sliding_window", "must not be negative, is " + std::to_string(hp.n_swa));

@@ -6,7 +6,7 @@
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 11> entries = {{
+    static const std::array<architecture_entry, 12> entries = {{
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
@@ -18,6 +18,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"phi3", &make_arch_phi3},
         {"olmo2", &make_arch_olmo2},
         {"command-r", &make_arch_command_r},
+        {"bert", &make_arch_bert},
     }};
     return entries;
 }

@@ -91,7 +91,9 @@ inference_context::inference_context(const weft::model &m, const inference_param
         params_.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
     if (params_.n_threads_batch <= 0) params_.n_threads_batch = params_.n_threads;
 
-    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, params_.kv_type, params_.n_seq_max);
+    // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
+    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.kv_type,
+                                     params_.n_seq_max);
 
     state_->cpu = std::make_unique<cpu_backend>(params_.n_threads);
     if (params_.abort_callback) state_->cpu->set_abort_callback(params_.abort_callback);
@@ -251,7 +253,8 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         std::vector<float> mask(size_t(n_kv) * size_t(n));
         kv_->fill_mask(mask.data(), n_kv, std::span<const llm_pos>(fb.pos).subspan(size_t(begin), size_t(n)),
                        std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n)),
-                       mask_input == in.kq_mask_swa ? model_.hparams().n_swa : 0);
+                       mask_input == in.kq_mask_swa ? model_.hparams().n_swa : 0,
+                       model_.hparams().causal_attn);
         write_input(mask_input, mask.data(), mask.size() * sizeof(float));
     }
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
@@ -293,8 +296,16 @@ int inference_context::decode_impl(const batch &b) {
         return decode_no_kv_space;
     }
 
-    // Output rows in batch order.
-    const int32_t n_vocab = this->n_vocab();
+    // An encoder's tokens see the whole sequence: all of them in one ubatch.
+    if (!model_.hparams().causal_attn && n > int32_t(params_.n_ubatch)) {
+        last_error_ = "the batch has " + std::to_string(n) +
+                      " tokens; this model attends both ways, so they must fit in one ubatch (" +
+                      std::to_string(params_.n_ubatch) + ")";
+        return decode_invalid;
+    }
+
+    // Output rows in batch order (n_vocab logits, or an encoder's n_embd hidden states).
+    const int32_t n_vocab = int32_t(model_.hparams().n_output());
     output_batch_index_.clear();
     batch_output_row_.assign(size_t(n), -1);
     for (int32_t i = 0; i < n; ++i)
@@ -372,14 +383,14 @@ const float *inference_context::get_logits_ith(int32_t i) const {
         if (j < 0)
             throw error("get_logits_ith(" + std::to_string(i) + "): the last decode produced " +
                         std::to_string(n_out) + " rows of logits");
-        return logits_.data() + size_t(j) * size_t(n_vocab());
+        return logits_.data() + size_t(j) * size_t(model_.hparams().n_output());
     }
     if (size_t(i) >= batch_output_row_.size())
         throw error("get_logits_ith(" + std::to_string(i) + "): the last batch had " +
                     std::to_string(batch_output_row_.size()) + " tokens");
     const int32_t row = batch_output_row_[size_t(i)];
     if (row < 0) throw error("get_logits_ith(" + std::to_string(i) + "): that token did not ask for logits");
-    return logits_.data() + size_t(row) * size_t(n_vocab());
+    return logits_.data() + size_t(row) * size_t(model_.hparams().n_output());
 }
 
 bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {

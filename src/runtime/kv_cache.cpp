@@ -191,7 +191,7 @@ void kv_cache::clear() {
 }
 
 void kv_cache::fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
-                         std::span<const std::vector<seq_id>> seqs, int64_t window) const {
+                         std::span<const std::vector<seq_id>> seqs, int64_t window, bool causal) const {
     WEFT_ASSERT(pos.size() == seqs.size() && n_kv <= cells_.size());
     const float hidden = -std::numeric_limits<float>::infinity();
     for (size_t t = 0; t < pos.size(); ++t) {
@@ -200,7 +200,7 @@ void kv_cache::fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> po
         float *row = mask + t * n_kv;
         for (uint32_t c = 0; c < n_kv; ++c) {
             const kv_cell &cell = cells_[c];
-            const bool visible = (cell.seq_mask & token_seqs) != 0 && cell.pos <= pos[t] &&
+            const bool visible = (cell.seq_mask & token_seqs) != 0 && (!causal || cell.pos <= pos[t]) &&
                                  (window <= 0 || int64_t(pos[t]) - int64_t(cell.pos) < window);
             row[c] = visible ? 0.0f : hidden;
         }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "common/fixtures.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/embeddings.h"
 
 namespace weft {
 namespace {
@@ -180,10 +182,62 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models),
 bool pending_fixture(const std::string &stem) {
     if (stem == "tiny-llama-IQ4_NL" || stem == "tiny-llama-IQ4_XS") return false;  // implemented
     for (const char *prefix :
-         {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-llama-moe", "tiny-qwen2moe", "tiny-deepseek2", "tiny-bert"})
+         {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-llama-moe", "tiny-qwen2moe", "tiny-deepseek2"})
         if (stem.rfind(prefix, 0) == 0) return true;
     return false;
 }
+
+// The embedding models: prompt tokens identical, every token row and the pooled vector within the
+// NMSE bound, cosine similarity >= 0.99999 pooled and >= 0.9999 per token.
+const std::vector<std::string> embedding_models = {"tiny-bert-F32", "tiny-bert-Q8_0"};
+
+double cosine(const std::vector<float> &a, const std::vector<float> &b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        ab += double(a[i]) * b[i];
+        aa += double(a[i]) * a[i];
+        bb += double(b[i]) * b[i];
+    }
+    return ab / std::sqrt(aa * bb);
+}
+
+class EmbeddingModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EmbeddingModels, MatchTheReference) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string name = GetParam();
+    std::ifstream in(test::fixture("reference/" + name + ".json"));
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    auto m = model::load(test::fixture("models/" + name + ".gguf"));
+    ASSERT_EQ(ref["pooling"].get<std::string>(), "mean");
+    EXPECT_EQ(pooling_kind(m->hparams().pooling_type), pooling_kind::mean);
+    const std::vector<token> tokens = m->vocab().tokenize(ref["prompt"].get<std::string>(), true, true);
+    ASSERT_EQ(tokens, ref["prompt_tokens"].get<std::vector<token>>());
+    inference_params ip;
+    ip.n_ctx = 64;
+    ip.n_threads = ip.n_threads_batch = 2;
+    inference_context ctx(*m, ip);
+    const embedding_result got = compute_embeddings(ctx, tokens, pooling_kind::mean, false);
+    const double bound = name.find("-F32") != std::string::npos ? 1e-6 : 1e-4;
+    const auto pooled = ref["pooled_embedding"].get<std::vector<float>>();
+    EXPECT_LE(nmse(got.pooled.data(), pooled), bound);
+    EXPECT_GE(cosine(got.pooled, pooled), 0.99999);
+    const auto rows = ref["token_embeddings"].get<std::vector<std::vector<float>>>();
+    ASSERT_EQ(got.token_embeddings.size(), rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+        EXPECT_LE(nmse(got.token_embeddings[i].data(), rows[i]), bound) << "token " << i;
+        EXPECT_GE(cosine(got.token_embeddings[i], rows[i]), 0.9999) << "token " << i;
+    }
+    // the same text again in the same context: the memory of the first does not leak in
+    EXPECT_EQ(compute_embeddings(ctx, tokens, pooling_kind::mean, false).pooled, got.pooled);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingModels, ::testing::ValuesIn(embedding_models),
+                         [](const auto &info) {
+                             std::string s = info.param;
+                             std::replace(s.begin(), s.end(), '-', '_');
+                             return s;
+                         });
 
 // Every tiny-*.json in the fixtures has a case above (a new fixture must not go untested), or is
 // pending and refused with a clear error.
@@ -205,7 +259,10 @@ TEST(Reference, EveryTinyFixtureIsCovered) {
             }
             continue;
         }
-        EXPECT_NE(std::find(tiny_models.begin(), tiny_models.end(), stem), tiny_models.end()) << stem;
+        EXPECT_TRUE(std::find(tiny_models.begin(), tiny_models.end(), stem) != tiny_models.end() ||
+                    std::find(embedding_models.begin(), embedding_models.end(), stem) !=
+                        embedding_models.end())
+            << stem;
     }
 }
 

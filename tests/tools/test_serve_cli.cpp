@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <vector>
 
 // the engine layer's text helpers (header-only, standard library only)
+#include "common/fixtures.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
@@ -868,6 +870,49 @@ TEST_F(ServeCli, EveryRequestIsLoggedAndSigtermStopsCleanly) {
     ASSERT_TRUE(other.healthy()) << other.log();
     EXPECT_TRUE(other.stop()) << other.log();
     EXPECT_NE(other.log().find("stopped"), std::string::npos) << other.log();
+}
+
+// An embedding model: /v1/embeddings gives one unit vector per input (the model's mean pooling of
+// `weft embed`), as floats or base64; completions are refused with a pointer to embeddings.
+TEST_F(ServeCli, EmbeddingsFromAnEmbeddingModel) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string bert = weft::test::fixture("models/tiny-bert-F32.gguf");
+    served_model srv(*dir_, {"-m", bert, "--port", "0", "-t", "1"});
+    ASSERT_TRUE(srv.healthy()) << srv.log();
+    auto cli = srv.client();
+    const std::string text = "Once upon a time, there was a little dog.";
+    auto res =
+        cli.Post("/v1/embeddings", json{{"input", json::array({text, "a dog"})}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json body = json::parse(res->body);
+    ASSERT_EQ(body["data"].size(), 2u);
+    EXPECT_EQ(body["data"][1].value("index", -1), 1);
+    EXPECT_EQ(body["usage"].value("prompt_tokens", 0), 13 + 4);
+    const auto v = body["data"][0]["embedding"].get<std::vector<float>>();
+    ASSERT_EQ(v.size(), 128u);
+    // the reference's mean pooling, scaled to unit length
+    std::ifstream in(weft::test::fixture("reference/tiny-bert-F32.json"));
+    auto ref = json::parse(in)["pooled_embedding"].get<std::vector<double>>();
+    double norm = 0, dot = 0;
+    for (double x : ref) norm += x * x;
+    for (size_t i = 0; i < ref.size(); ++i) dot += v[i] * ref[i] / std::sqrt(norm);
+    EXPECT_GT(dot, 0.99999);
+    // base64: the same floats, little-endian
+    res = cli.Post("/v1/embeddings", json{{"input", text}, {"encoding_format", "base64"}}.dump(),
+                   "application/json");
+    ASSERT_TRUE(res && res->status == 200);
+    const std::string b64 = json::parse(res->body)["data"][0]["embedding"].get<std::string>();
+    EXPECT_EQ(b64.size(), (128 * 4 + 2) / 3 * 4);
+    res = cli.Post("/v1/completions", json{{"prompt", "hi"}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400);
+    EXPECT_NE(res->body.find("/v1/embeddings"), std::string::npos) << res->body;
+    res = cli.Post("/v1/embeddings", json{{"input", 5}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    // and the generative model of the suite refuses embeddings clearly
+    expect_error(post("/v1/embeddings", {{"input", "hi"}}, 400), "does not produce embeddings");
 }
 
 TEST_F(ServeCli, BusyPortIsAnError) {

@@ -32,6 +32,7 @@
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/embeddings.h"
 #include "weft/runtime/sampling.h"
 #include "weft/serving/engine.h"
 #include "weft/serving/text.h"
@@ -222,6 +223,13 @@ class server {
         kind_ = kind;
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_path.empty() ? "stories260K" : m.name();
+        if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
+            inference_params ip;
+            ip.n_ctx = uint32_t(m.hparams().n_ctx_train);
+            ip.n_batch = ip.n_ubatch = ip.n_ctx;
+            ip.n_threads = ip.n_threads_batch = opt_.n_threads > 0 ? opt_.n_threads : 0;
+            embed_ctx_ = std::make_unique<inference_context>(m, ip);
+        }
         ready_ = true;
     }
 
@@ -312,11 +320,8 @@ class server {
                 guarded(res, [&] { generate(req, res, true); });
             });
         for (const char *path : {"/v1/embeddings", "/embeddings"})
-            svr.Post(path, [this](const httplib::Request &, httplib::Response &res) {
-                guarded(res, [&] {
-                    throw request_error("the model '" + model_id_ +
-                                        "' does not produce embeddings (generative models only for now)");
-                });
+            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] { embeddings(req, res); });
             });
         svr.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
             guarded(res, [&] { tokenize(req, res); });
@@ -335,6 +340,87 @@ class server {
     }
 
   private:
+    // POST /v1/embeddings: "input" a string, an array of strings, an array of token ids or an array
+    // of such arrays; one vector per input, pooled as the model says and scaled to unit length (as
+    // OpenAI's are); "encoding_format" "float" (default) or "base64" (little-endian float32).
+    void embeddings(const httplib::Request &req, httplib::Response &res) {
+        if (!embed_ctx_)
+            throw request_error("the model '" + model_id_ +
+                                "' does not produce embeddings (it generates text; embedding models: bert)");
+        const json body = parse_body(req);
+        const auto input = body.find("input");
+        if (input == body.end()) throw request_error("'input' is required");
+        std::vector<std::vector<token>> inputs;
+        auto tokens_of = [&](const json &item) -> std::vector<token> {
+            if (item.is_string()) return model_->vocab().tokenize(item.get<std::string>(), true, true);
+            if (item.is_array() &&
+                std::all_of(item.begin(), item.end(), [](const json &t) { return t.is_number_integer(); }))
+                return item.get<std::vector<token>>();
+            throw request_error(
+                "'input' must be a string, an array of strings, or token ids (arrays of integers)");
+        };
+        if (input->is_array() && !input->empty() && !input->front().is_number_integer()) {
+            for (const json &item : *input) inputs.push_back(tokens_of(item));
+        } else {
+            inputs.push_back(tokens_of(*input));
+        }
+        if (inputs.empty()) throw request_error("'input' is an empty array");
+        const std::string format = body.value("encoding_format", std::string("float"));
+        if (format != "float" && format != "base64")
+            throw request_error("'encoding_format' must be \"float\" or \"base64\", got \"" + format + "\"");
+        const pooling_kind pooling = pooling_kind(model_->hparams().pooling_type);
+        if (pooling == pooling_kind::none)
+            throw request_error("the model's pooling is 'none': it has no one vector per input");
+        json data = json::array();
+        int64_t n_tokens = 0;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            const std::vector<token> &t = inputs[i];
+            if (t.empty()) throw request_error("input " + std::to_string(i) + " has no tokens");
+            if (int64_t(t.size()) > int64_t(embed_ctx_->n_ctx()))
+                throw request_error("input " + std::to_string(i) + " has " + std::to_string(t.size()) +
+                                    " tokens; the model takes at most " +
+                                    std::to_string(embed_ctx_->n_ctx()));
+            for (token id : t)
+                if (id < 0 || id >= model_->hparams().n_vocab)
+                    throw request_error("input " + std::to_string(i) + ": token id " + std::to_string(id) +
+                                        " is outside the vocabulary");
+            std::vector<float> v;
+            {
+                std::lock_guard<std::mutex> lock(embed_mutex_);
+                v = compute_embeddings(*embed_ctx_, t, pooling, true).pooled;
+            }
+            n_tokens += int64_t(t.size());
+            json item = {{"object", "embedding"}, {"index", i}};
+            if (format == "base64")
+                item["embedding"] = base64_of(v.data(), v.size() * sizeof(float));
+            else
+                item["embedding"] = v;
+            data.push_back(std::move(item));
+        }
+        res.set_content(json{{"object", "list"},
+                             {"data", std::move(data)},
+                             {"model", model_id_},
+                             {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}
+                            .dump(),
+                        "application/json");
+    }
+
+    static std::string base64_of(const void *data, size_t n) {
+        static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const auto *p = static_cast<const unsigned char *>(data);
+        std::string out;
+        out.reserve((n + 2) / 3 * 4);
+        for (size_t i = 0; i < n; i += 3) {
+            const uint32_t b =
+                uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+            out += digits[b >> 18 & 63];
+            out += digits[b >> 12 & 63];
+            out += i + 1 < n ? digits[b >> 6 & 63] : '=';
+            out += i + 2 < n ? digits[b & 63] : '=';
+        }
+        return out;
+    }
+
     // Turns a refused request into its error response; any other failure into a 500.
     template <class Fn>
     void guarded(httplib::Response &res, Fn &&fn) {
@@ -707,6 +793,9 @@ class server {
     }
 
     void generate(const httplib::Request &req, httplib::Response &res, bool chat) {
+        if (embed_ctx_)
+            throw request_error("the model '" + model_id_ +
+                                "' produces embeddings, not text: use /v1/embeddings");
         const json body = parse_body(req);
         auto p = std::make_shared<parsed_request>(parse_request(body, chat));
         auto jobs = std::make_shared<std::vector<std::shared_ptr<serving::job>>>(submit_all(*p));
@@ -1018,6 +1107,8 @@ class server {
     std::string model_id_ = "loading";
     int64_t created_;
     http_counters counters_;
+    std::unique_ptr<inference_context> embed_ctx_;  // an embedding model's context, one request at a time
+    std::mutex embed_mutex_;
 };
 
 // SIGINT and SIGTERM stop the server from a thread that waits for them (a signal handler may not

@@ -53,6 +53,13 @@ struct model_hparams {
     float attn_softcap = 0.0f;   // <arch>.attn_logit_softcapping
     float final_softcap = 0.0f;  // <arch>.final_logit_softcapping
 
+    // Encoders (bert): attention over the whole sequence, and hidden states out instead of logits.
+    bool causal_attn = true;   // <arch>.attention.causal
+    bool encoder = false;      // by architecture: the output rows are n_embd hidden states
+    int32_t pooling_type = 0;  // <arch>.pooling_type: 0 none, 1 mean, 2 CLS (first token), 3 last
+    // The width of an output row: n_vocab logits, or n_embd for an encoder.
+    int64_t n_output() const { return encoder ? n_embd : n_vocab; }
+
     bool is_swa(int64_t il) const {
         return n_swa > 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)];
     }

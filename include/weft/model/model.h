@@ -46,29 +46,31 @@ struct model_params {
 // The weights of one block (layer). Optional tensors are null when the architecture or the file
 // has none. Shapes use the ne[0]-innermost order; mul_mat(w, x) maps [k] to [m] for w [k, m].
 struct layer_weights {
-    tensor *attn_norm = nullptr;       // [n_embd]
-    tensor *attn_norm_b = nullptr;     // [n_embd] LayerNorm bias (starcoder2)
-    tensor *wq = nullptr;              // [n_embd, n_embd_head_k * n_head]
-    tensor *wk = nullptr;              // [n_embd, n_embd_head_k * n_head_kv]
-    tensor *wv = nullptr;              // [n_embd, n_embd_head_v * n_head_kv]
-    tensor *wo = nullptr;              // [n_embd_head_v * n_head, n_embd]
-    tensor *bo = nullptr;              // [n_embd] (starcoder2)
-    tensor *bq = nullptr;              // [n_embd_head_k * n_head] (qwen2)
-    tensor *bk = nullptr;              // [n_embd_head_k * n_head_kv] (qwen2)
-    tensor *bv = nullptr;              // [n_embd_head_v * n_head_kv] (qwen2)
-    tensor *attn_q_norm = nullptr;     // [n_embd_head_k] per-head RMS norm weight (qwen3)
-    tensor *attn_k_norm = nullptr;     // [n_embd_head_k] (qwen3); olmo2: [n_embd_k_gqa], whole rows
-    tensor *wqkv = nullptr;            // [n_embd, n_q + n_k + n_v]: Q, K and V fused (phi2, phi3)
-    tensor *bqkv = nullptr;            // [n_q + n_k + n_v] (phi2)
-    tensor *attn_post_norm = nullptr;  // [n_embd] norm of the attention output (olmo2, gemma2)
-    tensor *ffn_norm = nullptr;        // [n_embd]
-    tensor *ffn_norm_b = nullptr;      // [n_embd] (starcoder2)
-    tensor *ffn_gate = nullptr;        // [n_embd, n_ff]; absent: a plain GELU FFN down(gelu(up(x)))
+    tensor *attn_norm = nullptr;         // [n_embd]
+    tensor *attn_norm_b = nullptr;       // [n_embd] LayerNorm bias (starcoder2)
+    tensor *wq = nullptr;                // [n_embd, n_embd_head_k * n_head]
+    tensor *wk = nullptr;                // [n_embd, n_embd_head_k * n_head_kv]
+    tensor *wv = nullptr;                // [n_embd, n_embd_head_v * n_head_kv]
+    tensor *wo = nullptr;                // [n_embd_head_v * n_head, n_embd]
+    tensor *bo = nullptr;                // [n_embd] (starcoder2)
+    tensor *bq = nullptr;                // [n_embd_head_k * n_head] (qwen2)
+    tensor *bk = nullptr;                // [n_embd_head_k * n_head_kv] (qwen2)
+    tensor *bv = nullptr;                // [n_embd_head_v * n_head_kv] (qwen2)
+    tensor *attn_q_norm = nullptr;       // [n_embd_head_k] per-head RMS norm weight (qwen3)
+    tensor *attn_k_norm = nullptr;       // [n_embd_head_k] (qwen3); olmo2: [n_embd_k_gqa], whole rows
+    tensor *wqkv = nullptr;              // [n_embd, n_q + n_k + n_v]: Q, K and V fused (phi2, phi3)
+    tensor *bqkv = nullptr;              // [n_q + n_k + n_v] (phi2)
+    tensor *attn_post_norm = nullptr;    // [n_embd] norm of the attention output (olmo2, gemma2, bert)
+    tensor *attn_post_norm_b = nullptr;  // [n_embd] (bert)
+    tensor *ffn_norm = nullptr;          // [n_embd]
+    tensor *ffn_norm_b = nullptr;        // [n_embd] (starcoder2)
+    tensor *ffn_gate = nullptr;          // [n_embd, n_ff]; absent: a plain GELU FFN down(gelu(up(x)))
     tensor *ffn_up = nullptr;      // [n_embd, n_ff]; phi3: [n_embd, 2 n_ff], the gate rows then the up rows
     tensor *ffn_down = nullptr;    // [n_ff, n_embd]
     tensor *ffn_up_b = nullptr;    // [n_ff] (starcoder2)
     tensor *ffn_down_b = nullptr;  // [n_embd] (starcoder2)
-    tensor *ffn_post_norm = nullptr;  // [n_embd] norm of the FFN output (olmo2, gemma2)
+    tensor *ffn_post_norm = nullptr;    // [n_embd] norm of the FFN output (olmo2, gemma2, bert)
+    tensor *ffn_post_norm_b = nullptr;  // [n_embd] (bert)
 };
 
 struct model_weights {
@@ -77,7 +79,11 @@ struct model_weights {
     tensor *output_norm_b = nullptr;  // [n_embd] LayerNorm bias (starcoder2)
     tensor *output = nullptr;         // [n_embd, n_vocab]; == tok_embd when tied
     tensor *output_b = nullptr;       // [n_vocab] (phi2)
-    tensor *rope_freqs = nullptr;     // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
+    tensor *type_embd = nullptr;      // [n_embd, n_types] token-type embeddings (bert; type 0 used)
+    tensor *pos_embd = nullptr;       // [n_embd, n_ctx_train] learned position embeddings (bert)
+    tensor *tok_norm = nullptr;       // [n_embd] norm of the input embeddings (bert)
+    tensor *tok_norm_b = nullptr;
+    tensor *rope_freqs = nullptr;  // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
     std::vector<layer_weights> layers;
 };
 
@@ -113,7 +119,7 @@ struct graph_inputs {
     tensor *kq_mask = nullptr;      // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
     tensor *kq_mask_swa = nullptr;  // the same within hparams.n_swa positions (sliding-window layers)
     tensor *out_ids = nullptr;      // i32 [n_outputs]: rows of the ubatch whose logits are computed
-    tensor *logits = nullptr;       // f32 [n_vocab, n_outputs] (output)
+    tensor *logits = nullptr;  // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]
 };
 
 class model {

@@ -88,6 +88,9 @@ class inference_context {
     // Logits of the last decode call. i is an index into that batch (negative: counted back from
     // the last output, -1 being the last); a token that did not ask for output throws weft::error.
     const float *get_logits_ith(int32_t i) const;
+    // An encoder's (bert) output row for batch index i: the last hidden state, n_embd floats (the
+    // same rows get_logits_ith returns for such a model).
+    const float *get_embeddings_ith(int32_t i) const { return get_logits_ith(i); }
     // All rows of the last decode call, in batch order of the tokens that asked for them.
     const float *get_logits() const { return logits_.data(); }
     int32_t n_outputs() const { return int32_t(output_batch_index_.size()); }

@@ -74,9 +74,10 @@ class kv_cache {
 
     // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
     // (shares one of its sequences and holds a position <= its position), -INF elsewhere. A window
-    // w > 0 also hides the cells w or more positions before the token (sliding-window attention).
+    // w > 0 also hides the cells w or more positions before the token (sliding-window attention);
+    // causal false shows the later positions too (an encoder's attention).
     void fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
-                   std::span<const std::vector<seq_id>> seqs, int64_t window = 0) const;
+                   std::span<const std::vector<seq_id>> seqs, int64_t window = 0, bool causal = true) const;
 
   private:
     dtype type_;
