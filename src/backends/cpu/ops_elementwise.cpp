@@ -1,4 +1,4 @@
-// src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, glu.
+// src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, sigmoid, glu.
 #include <cmath>
 
 #include "backends/cpu/activations.h"
@@ -93,6 +93,9 @@ void compute_silu(const compute_params &p, tensor &dst) {
 }
 void compute_gelu(const compute_params &p, tensor &dst) {
     unary_op(p, dst, gelu_f32);
+}
+void compute_sigmoid(const compute_params &p, tensor &dst) {
+    unary_op(p, dst, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 void compute_glu(const compute_params &p, tensor &dst) {
