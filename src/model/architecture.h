@@ -39,5 +39,6 @@ std::unique_ptr<architecture> make_arch_qwen2();
 std::unique_ptr<architecture> make_arch_qwen3();
 std::unique_ptr<architecture> make_arch_granite();
 std::unique_ptr<architecture> make_arch_starcoder2();
+std::unique_ptr<architecture> make_arch_qwen2moe();
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "model/graph_moe.h"
 #include "model/tensor_loader.h"
 #include "weft/core/error.h"
 
@@ -170,7 +171,10 @@ tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out,
     if (residual_scale != 1.0f) attn_out = named(scale(ctx, attn_out, residual_scale), "attn_out_scaled", il);
     tensor *ffn_inp = named(add(ctx, attn_out, residual), "ffn_inp", il);
     tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il, l.ffn_norm_b);
-    cur = l.ffn_gate ? build_ffn_swiglu(cur, l, il) : build_ffn_gelu(cur, l, il);
+    if (l.ffn_gate_inp)
+        cur = build_moe_ffn(*this, cur, l, il);
+    else
+        cur = l.ffn_gate ? build_ffn_swiglu(cur, l, il) : build_ffn_gelu(cur, l, il);
     if (residual_scale != 1.0f) cur = named(scale(ctx, cur, residual_scale), "ffn_out_scaled", il);
     return named(add(ctx, cur, ffn_inp), "l_out", il);
 }
@@ -196,19 +200,30 @@ graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
     return inputs_;
 }
 
-void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                        bool gated) {
+void create_llama_attn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l) {
     const int64_t n_embd = hp.n_embd;
     const int64_t n_q = hp.n_embd_head_k * hp.n_head(il);
     const int64_t n_k = hp.n_embd_k_gqa(il);
     const int64_t n_v = hp.n_embd_v_gqa(il);
     const int64_t n_attn_out = hp.n_embd_head_v * hp.n_head(il);
-    const int64_t n_ff = hp.n_ff(il);
     l.attn_norm = tl.create(block_tensor_name(il, "attn_norm"), {n_embd});
     l.wq = tl.create(block_tensor_name(il, "attn_q"), {n_embd, n_q});
     l.wk = tl.create(block_tensor_name(il, "attn_k"), {n_embd, n_k});
     l.wv = tl.create(block_tensor_name(il, "attn_v"), {n_embd, n_v});
     l.wo = tl.create(block_tensor_name(il, "attn_output"), {n_attn_out, n_embd});
+}
+
+void create_qkv_biases(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l) {
+    l.bq = tl.create(block_tensor_name(il, "attn_q", "bias"), {hp.n_embd_head_k * hp.n_head(il)});
+    l.bk = tl.create(block_tensor_name(il, "attn_k", "bias"), {hp.n_embd_k_gqa(il)});
+    l.bv = tl.create(block_tensor_name(il, "attn_v", "bias"), {hp.n_embd_v_gqa(il)});
+}
+
+void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                        bool gated) {
+    const int64_t n_embd = hp.n_embd;
+    const int64_t n_ff = hp.n_ff(il);
+    create_llama_attn(tl, hp, il, l);
     l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
     if (gated) l.ffn_gate = tl.create(block_tensor_name(il, "ffn_gate"), {n_embd, n_ff});
     l.ffn_up = tl.create(block_tensor_name(il, "ffn_up"), {n_embd, n_ff});

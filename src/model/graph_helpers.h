@@ -58,7 +58,8 @@ class graph_builder {
     // down(gelu(up(x) + up_b)) + down_b: the FFN of a layer without a gate
     tensor *build_ffn_gelu(tensor *x, const layer_weights &l, int64_t il);
     // The second half of a pre-norm block: residual add (keeping only output rows after the last
-    // layer), FFN norm, FFN (SwiGLU, or GELU when the layer has no gate), residual add. Returns the layer
+    // layer), FFN norm, FFN (mixture of experts when the layer has a router, else SwiGLU, or GELU
+    // when the layer has no gate), residual add. Returns the layer
     // output "l_out-<il>". A residual_scale other than 1 multiplies the attention and FFN outputs before
     // their adds.
     tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
@@ -74,6 +75,10 @@ class graph_builder {
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
 
+// The attention half of a Llama block's weights: attention norm, Q, K, V, output projection.
+void create_llama_attn(class tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l);
+// The Q, K and V biases (qwen2, qwen2moe).
+void create_qkv_biases(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l);
 // The Llama-family block weights every architecture here shares: attention norm, Q, K, V,
 // output projection, FFN norm, gate, up, down.
 // gated false: no ffn_gate (a plain up / activation / down FFN).

@@ -6,12 +6,13 @@
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 5> entries = {{
+    static const std::array<architecture_entry, 6> entries = {{
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
         {"granite", &make_arch_granite},
         {"starcoder2", &make_arch_starcoder2},
+        {"qwen2moe", &make_arch_qwen2moe},
     }};
     return entries;
 }

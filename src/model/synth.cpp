@@ -93,6 +93,20 @@ synth_vocab make_vocab(int64_t n_vocab) {
     return v;
 }
 
+// The experts of a spec: none (a dense FFN), or n_expert of which n_used per token.
+struct synth_moe {
+    int64_t n_expert = 0, n_used = 0;
+    bool shared = false;  // a shared expert with its sigmoid gate (qwen2moe)
+};
+
+synth_moe moe_of(const synth_spec &s) {
+    synth_moe m;
+    m.shared = s.arch == "qwen2moe";
+    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared ? 4 : 0);
+    if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
+    return m;
+}
+
 // One tensor to write: its shape and how its values are drawn.
 struct synth_tensor {
     std::string name;
@@ -130,6 +144,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     std::vector<synth_tensor> ts;
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
     const bool sc2 = s.arch == "starcoder2";  // LayerNorm biases, biases everywhere, no FFN gate
+    const synth_moe moe = moe_of(s);
     ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
     if (sc2) ts.push_back({"output_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
     if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, amp(s.n_embd)});
@@ -140,7 +155,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         ts.push_back({p + "attn_q.weight", {s.n_embd, n_q}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "attn_k.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "attn_v.weight", {s.n_embd, n_kv}, s.type, 0.0f, amp(s.n_embd)});
-        if (s.arch == "qwen2" || sc2) {
+        if (s.arch == "qwen2" || s.arch == "qwen2moe" || sc2) {
             ts.push_back({p + "attn_q.bias", {n_q}, f32, 0.0f, 0.1f});
             ts.push_back({p + "attn_k.bias", {n_kv}, f32, 0.0f, 0.1f});
             ts.push_back({p + "attn_v.bias", {n_kv}, f32, 0.0f, 0.1f});
@@ -153,6 +168,19 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         if (sc2) ts.push_back({p + "attn_output.bias", {s.n_embd}, f32, 0.0f, 0.1f});
         ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
         if (sc2) ts.push_back({p + "ffn_norm.bias", {s.n_embd}, f32, 0.0f, 0.1f});
+        if (moe.n_expert > 0) {  // a router, the experts and the shared expert
+            const int64_t ne = moe.n_expert;
+            ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, ne}, s.type, 0.0f, amp(s.n_ff)});
+            if (!moe.shared) continue;
+            ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_gate_shexp.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_up_shexp.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_down_shexp.weight", {s.n_ff, s.n_embd}, s.type, 0.0f, amp(s.n_ff)});
+            continue;
+        }
         if (!sc2) ts.push_back({p + "ffn_gate.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
         ts.push_back({p + "ffn_up.weight", {s.n_embd, s.n_ff}, s.type, 0.0f, amp(s.n_embd)});
         if (sc2) ts.push_back({p + "ffn_up.bias", {s.n_ff}, f32, 0.0f, 0.1f});
@@ -169,8 +197,14 @@ void synth_check(const synth_spec &s) {
         if (!ok) throw error(what);
     };
     require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "granite" ||
-                s.arch == "starcoder2",
-            "synth: architecture '" + s.arch + "' is not one of llama, qwen2, qwen3, granite, starcoder2");
+                s.arch == "starcoder2" || s.arch == "qwen2moe",
+            "synth: architecture '" + s.arch +
+                "' is not one of llama, qwen2, qwen3, granite, starcoder2, qwen2moe");
+    require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
+    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe",
+            "synth: experts are for llama and qwen2moe only");
+    require(moe_of(s).n_used <= moe_of(s).n_expert,
+            "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
             "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
     require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
@@ -207,6 +241,14 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (hd * s.n_head != s.n_embd) {
         w.set_u32(a + ".attention.key_length", uint32_t(hd));
         w.set_u32(a + ".attention.value_length", uint32_t(hd));
+    }
+    if (const synth_moe moe = moe_of(s); moe.n_expert > 0) {
+        w.set_u32(a + ".expert_count", uint32_t(moe.n_expert));
+        w.set_u32(a + ".expert_used_count", uint32_t(moe.n_used));
+        if (moe.shared) {
+            w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+            w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
+        }
     }
     if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
         w.set_f32(a + ".embedding_scale", 4.0f);

@@ -45,7 +45,8 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "qwen2moe"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
@@ -66,12 +67,15 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.n_rot, 16);
         EXPECT_EQ(hp.rope_mode, arch == "llama" || arch == "granite" ? rope_mode_normal : rope_mode_neox);
         const layer_weights &l = m->weights().layers.at(2);
-        EXPECT_EQ(l.bq != nullptr, arch == "qwen2" || arch == "starcoder2");
+        const bool moe = arch == "qwen2moe";
+        EXPECT_EQ(l.bq != nullptr, arch == "qwen2" || arch == "starcoder2" || moe);
         EXPECT_EQ(hp.layer_norm, arch == "starcoder2");
         // starcoder2: LayerNorm biases, output projection and FFN biases, no FFN gate
         EXPECT_EQ(l.attn_norm_b != nullptr, arch == "starcoder2");
         EXPECT_EQ(l.bo != nullptr, arch == "starcoder2");
-        EXPECT_EQ(l.ffn_gate == nullptr, arch == "starcoder2");
+        EXPECT_EQ(l.ffn_gate == nullptr, arch == "starcoder2" || moe);
+        EXPECT_EQ(l.ffn_gate_exps != nullptr, moe);
+        EXPECT_EQ(l.ffn_gate_inp_shexp != nullptr, moe);
         EXPECT_EQ(m->weights().output_norm_b != nullptr, arch == "starcoder2");
         EXPECT_EQ(l.attn_q_norm != nullptr, arch == "qwen3");
         EXPECT_NE(m->weights().output, m->weights().tok_embd);
@@ -99,14 +103,17 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
                                [&](const tensor *t) { return name == t->name; });
         };
         for (const char *name :
-             {"attn_norm-0", "Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
+             {"attn_norm-0", "Qcur_rope-1", "kqv-2", "l_out-2", "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
+        EXPECT_EQ(has_node("ffn_out-2"), !moe);
+        for (const char *name : {"ffn_moe_topk-0", "ffn_moe_down-1", "ffn_shexp_out-2", "ffn_moe_out-2"})
+            EXPECT_EQ(has_node(name), moe) << name;
         EXPECT_EQ(has_node("Qcur_norm-0"), arch == "qwen3");
         // granite's multipliers: embeddings, both residual branches, logits
         for (const char *name : {"inp_scaled", "attn_out_scaled-0", "ffn_out_scaled-2", "result_output_raw"})
             EXPECT_EQ(has_node(name), arch == "granite") << name;
         EXPECT_EQ(has_node("ffn_gelu-1"), arch == "starcoder2");
-        EXPECT_EQ(has_node("ffn_swiglu-1"), arch != "starcoder2");
+        EXPECT_EQ(has_node("ffn_swiglu-1"), arch != "starcoder2" && !moe);
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
@@ -121,7 +128,8 @@ TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {
     copy_gguf(f.path(), broken.path(), e);
     const std::string msg = error_of([&] { model::load(broken.path()); });
     EXPECT_NE(msg.find("unknown architecture 'gptj'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite, starcoder2)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(supported: llama, qwen2, qwen3, granite, starcoder2, qwen2moe)"), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find(broken.path()), std::string::npos) << msg;
 }
 
@@ -367,6 +375,52 @@ TEST(ModelLoad, Stories260KHyperParameters) {
     EXPECT_EQ(hp.n_ctx_train, 2048);
     EXPECT_FALSE(m->chat_template().has_value());
     EXPECT_NE(m->describe().find("5 layers"), std::string::npos);
+}
+
+// A Mixtral-style llama: the expert counts come from the metadata, the picked weights are
+// renormalized, and the counts are checked (used experts in [1, expert_count]).
+TEST(ModelLoad, LlamaWithExpertsReadsAndChecksItsExpertCounts) {
+    synth_spec s = spec_of("llama");
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    synth_file f("model-llama-moe", s);
+    auto m = model::load(f.path());
+    EXPECT_EQ(m->hparams().n_expert, 4);
+    EXPECT_EQ(m->hparams().n_expert_used, 2);
+    EXPECT_EQ(m->hparams().n_ff_exp, 96);
+    EXPECT_TRUE(m->hparams().expert_weights_norm);
+    EXPECT_NE(m->weights().layers.at(1).ffn_up_exps, nullptr);
+    EXPECT_EQ(m->weights().layers.at(1).ffn_up, nullptr);
+
+    temp_file no_used("model-llama-moe-no-used");
+    gguf_edits e;
+    e.remove_keys = {"llama.expert_used_count"};
+    copy_gguf(f.path(), no_used.path(), e);
+    std::string msg = error_of([&] { model::load(no_used.path()); });
+    EXPECT_NE(msg.find("llama.expert_used_count: must be in [1, expert_count = 4], is 0"), std::string::npos)
+        << msg;
+
+    temp_file no_count("model-llama-moe-no-count");
+    e.remove_keys = {"llama.expert_count"};
+    copy_gguf(f.path(), no_count.path(), e);
+    msg = error_of([&] { model::load(no_count.path()); });
+    EXPECT_NE(msg.find("llama.expert_used_count: is 2 but the model has no experts"), std::string::npos)
+        << msg;
+}
+
+TEST(ModelLoad, Qwen2MoeNeedsExperts) {
+    synth_file f("model-qwen2moe", spec_of("qwen2moe"));
+    auto m = model::load(f.path());
+    EXPECT_EQ(m->hparams().n_expert, 4);
+    EXPECT_EQ(m->hparams().n_ff_shexp, 96);
+    EXPECT_FALSE(m->hparams().expert_weights_norm);
+
+    temp_file bad("model-qwen2moe-bad");
+    gguf_edits e;
+    e.remove_keys = {"qwen2moe.expert_count", "qwen2moe.expert_used_count"};
+    copy_gguf(f.path(), bad.path(), e);
+    const std::string msg = error_of([&] { model::load(bad.path()); });
+    EXPECT_NE(msg.find("qwen2moe.expert_count: missing or 0"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -144,11 +144,12 @@ TEST(Reference, Stories260KStartsTheKnownStory) {
 }
 
 const std::vector<std::string> tiny_models = {
-    "tiny-llama-F32",    "tiny-llama-F16",    "tiny-llama-Q8_0",     "tiny-llama-Q4_0",
-    "tiny-llama-Q4_1",   "tiny-llama-Q5_0",   "tiny-llama-Q5_1",     "tiny-llama-Q2_K",
-    "tiny-llama-Q3_K",   "tiny-llama-Q4_K",   "tiny-llama-Q5_K",     "tiny-llama-Q6_K",
-    "tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-qwen2-F32",      "tiny-qwen2-Q8_0",
-    "tiny-granite-F32",  "tiny-granite-Q8_0", "tiny-starcoder2-F32", "tiny-starcoder2-Q8_0"};
+    "tiny-llama-F32",     "tiny-llama-F16",      "tiny-llama-Q8_0",     "tiny-llama-Q4_0",
+    "tiny-llama-Q4_1",    "tiny-llama-Q5_0",     "tiny-llama-Q5_1",     "tiny-llama-Q2_K",
+    "tiny-llama-Q3_K",    "tiny-llama-Q4_K",     "tiny-llama-Q5_K",     "tiny-llama-Q6_K",
+    "tiny-llama-IQ4_NL",  "tiny-llama-IQ4_XS",   "tiny-qwen2-F32",      "tiny-qwen2-Q8_0",
+    "tiny-granite-F32",   "tiny-granite-Q8_0",   "tiny-starcoder2-F32", "tiny-starcoder2-Q8_0",
+    "tiny-llama-moe-F32", "tiny-llama-moe-Q8_0", "tiny-qwen2moe-F32",   "tiny-qwen2moe-Q8_0"};
 
 class TinyModels : public ::testing::TestWithParam<std::string> {};
 
@@ -169,9 +170,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models),
 // issue): loading them must fail with a clear error, never crash or load something half-right.
 bool pending_fixture(const std::string &stem) {
     if (stem == "tiny-llama-IQ4_NL" || stem == "tiny-llama-IQ4_XS") return false;  // implemented
-    for (const char *prefix :
-         {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-llama-moe", "tiny-gemma", "tiny-phi", "tiny-qwen2moe",
-          "tiny-deepseek2", "tiny-olmo2", "tiny-command-r", "tiny-bert"})
+    for (const char *prefix : {"tiny-llama-IQ", "tiny-llama-TQ", "tiny-gemma", "tiny-phi", "tiny-deepseek2",
+                               "tiny-olmo2", "tiny-command-r", "tiny-bert"})
         if (stem.rfind(prefix, 0) == 0) return true;
     return false;
 }

@@ -95,7 +95,8 @@ TEST(RunCli, UnknownArchitectureIsAnError) {
     const run_result r = weft("run -m " + q(broken.path()) + " -p hi -n 2");
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(
-        r.err.find("unknown architecture 'mamba' (supported: llama, qwen2, qwen3, granite, starcoder2)"),
+        r.err.find(
+            "unknown architecture 'mamba' (supported: llama, qwen2, qwen3, granite, starcoder2, qwen2moe)"),
         std::string::npos)
         << r.err;
 }
