@@ -68,7 +68,8 @@ node_cost estimate_node_cost(const tensor &node) {
 }
 
 std::string profile_type_of(const tensor &node) {
-    if ((node.op == op_kind::mul_mat || node.op == op_kind::get_rows) && node.src[0])
+    if ((node.op == op_kind::mul_mat || node.op == op_kind::mul_mat_id || node.op == op_kind::get_rows) &&
+        node.src[0])
         return type_name(node.src[0]->type);
     return "-";
 }

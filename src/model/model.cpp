@@ -94,12 +94,13 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     m->arch_->create_tensors(tl, m->hparams_, m->weights_);
     tl.check_all_used(*arch_name);
     if (params.repack) {
-        // only the matrices that nothing but mul_mat reads (the token embedding is also read by
-        // get_rows, so a tied output matrix stays in the mapping)
+        // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
+        // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
         for (const layer_weights &l : m->weights_.layers)
-            for (tensor *t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp,
-                              l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
+            for (tensor *t :
+                 {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp, l.ffn_gate_exps,
+                  l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
                 matrices.push_back(t);
         if (m->weights_.output != m->weights_.tok_embd) matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 
+#include "backends/cpu/float_mm.h"
+#include "backends/cpu/interleaved.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/error.h"
 #include "weft/quant/quant.h"
@@ -138,6 +141,62 @@ TEST(CpuMoe, MulMatIdIsBatchInvariant) {
                                               batch.begin() + (t + 1) * n_used * m);
             EXPECT_EQ(alone, in_batch) << "token " << t;
         }
+    }
+}
+
+namespace {
+
+// Repacks t as the model loader does (interleaved quants, grouped floats) into memory of its own,
+// kept alive by the returned holder.
+std::shared_ptr<std::vector<uint8_t>> repack(tensor &t) {
+    const bool quant = cpu::can_interleave(t);
+    EXPECT_TRUE(quant || cpu::can_group_float(t)) << type_name(t.type) << " " << t.shape_str();
+    auto memory = std::make_shared<std::vector<uint8_t>>(quant ? cpu::interleaved_size(t) : t.nbytes());
+    if (quant)
+        cpu::interleave_tensor(t, t.data, memory->data());
+    else
+        cpu::group_float_tensor(t, t.data, memory->data());
+    t.data = memory->data();
+    return memory;
+}
+
+}  // namespace
+
+// Experts repacked at load, a stack of repacked matrices: each pick equals, bit for bit, the
+// product of its expert repacked on its own, and stays close to the plain layout's result.
+TEST(CpuMoe, RepackedExpertsEqualTheirRepackedMatrices) {
+    for (dtype type : {dtype::f32, dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k}) {
+        SCOPED_TRACE(type_name(type));
+        const int64_t k = 256, m = 32, n_expert = 3, n_used = 2, n_tokens = 5;
+        auto ctx = data_context();
+        std::vector<float> w;
+        tensor *experts = make_weights(*ctx, type, k, m, n_expert, 1, 60, w);
+        const std::vector<uint8_t> plain(static_cast<uint8_t *>(experts->data),
+                                         static_cast<uint8_t *>(experts->data) + experts->nbytes());
+        tensor *b = ctx->new_tensor(dtype::f32, {k, 1, n_tokens});
+        fill_uniform(*b, 61);
+        tensor *ids = make_ids(*ctx, n_expert, n_used, n_tokens, 62);
+        tensor *out = mul_mat_id(*ctx, experts, b, ids);
+        const std::vector<float> from_plain = compute(out, 2);
+        const auto holder = repack(*experts);
+        const std::vector<float> got = compute(out, 3);
+        EXPECT_EQ(got, compute(out, 1));
+        const std::vector<double> plain_d(from_plain.begin(), from_plain.end());
+        EXPECT_LE(normalized_error(got, plain_d), bound_for(type));
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t i = 0; i < n_used; ++i) {
+                auto one = data_context();
+                tensor *a = one->new_tensor(type, {k, m});
+                std::memcpy(a->data, plain.data() + size_t(id_at(*ids, i, t)) * experts->nb[2], a->nbytes());
+                const auto a_holder = repack(*a);
+                tensor *x = one->new_tensor(dtype::f32, {k, 1});
+                std::memcpy(x->data, static_cast<const char *>(b->data) + size_t(t) * b->nb[2],
+                            size_t(k) * sizeof(float));
+                const std::vector<float> single = compute(mul_mat(*one, a, x), 1);
+                const std::vector<float> pick(got.begin() + (t * n_used + i) * m,
+                                              got.begin() + (t * n_used + i + 1) * m);
+                ASSERT_EQ(pick, single) << "pick " << i << " of token " << t;
+            }
     }
 }
 

@@ -5,13 +5,15 @@
 // matrix and runs the ordinary mul_mat kernel (compute_mul_mat) on the expert's [k, m] slice and
 // those columns. mul_mat computes every element in one fixed order whatever the columns beside it
 // and the thread count, so a pick's result is bit for bit the mul_mat of its expert and its column,
-// in any batch: the same guarantee, from the same code.
+// in any batch: the same guarantee, from the same code. Experts repacked at load (interleaved.h,
+// float_mm.h) are read through the same layouts as repacked 2-D weights.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 
+#include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
 
@@ -30,18 +32,24 @@ void make_f32_matrix(tensor &t, int64_t ne0, int64_t ne1, float *data) {
     t.data = data;
 }
 
-// The mul_mat node of one expert: its [k, m] slice of the experts, n_cols gathered f32 columns x,
-// the result [m, n_cols] at out. Holds pointers to its own members: neither copied nor moved.
+// Bytes of one expert's matrix: repacked stacks keep the matrices one after the other too.
+size_t expert_bytes(const tensor &experts) {
+    if (interleaved_layout_of(experts)) return interleaved_size(experts) / size_t(experts.ne[2]);
+    return experts.nb[2];
+}
+
+// The mul_mat node of one expert: its [k, m] slice of the experts (in their layout, plain or
+// repacked), n_cols gathered f32 columns x, the result [m, n_cols] at out. Holds pointers to its
+// own members: neither copied nor moved.
 struct expert_product {
     tensor a, b, dst;
 
     expert_product(const tensor &experts, int64_t expert, float *x, int64_t n_cols, float *out) : a(experts) {
         a.ne[2] = 1;
         a.nb[2] = a.nb[3] = a.nb[1] * size_t(a.ne[1]);
-        a.data = static_cast<char *>(experts.data) + size_t(expert) * experts.nb[2];
+        a.data = static_cast<char *>(experts.data) + size_t(expert) * expert_bytes(experts);
         a.op = op_kind::none;
         a.view_src = nullptr;
-        a.extra = nullptr;
         std::fill(std::begin(a.src), std::end(a.src), nullptr);
         make_f32_matrix(b, experts.ne[0], n_cols, x);
         make_f32_matrix(dst, experts.ne[1], n_cols, out);
@@ -164,8 +172,7 @@ bool supports_mul_mat_id(const tensor &dst) {
     const tensor *b = dst.src[1];
     const tensor *ids = dst.src[2];
     if (!experts || !b || !ids || ids->type != dtype::i32 || b->type != dtype::f32 ||
-        dst.type != dtype::f32 || !dst.is_contiguous() ||
-        experts->extra != nullptr)  // repacked weights are 2-D only
+        dst.type != dtype::f32 || !dst.is_contiguous())
         return false;
     const int64_t n_used = ids->ne[0], n_tokens = ids->ne[1];
     if (dst.ne[0] != experts->ne[1] || dst.ne[1] != n_used || dst.ne[2] != n_tokens || dst.ne[3] != 1 ||
