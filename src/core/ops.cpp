@@ -49,6 +49,9 @@ constexpr auto op_table = std::to_array<op_info>({
     {op_kind::sum_rows, "sum_rows", "sum_rows(x)", false, false},
     {op_kind::mean, "mean", "mean(x)", false, false},
     {op_kind::attention, "attention", "attention(q,k,v)", false, false},
+    {op_kind::mul_mat_id, "mul_mat_id", "X[ids]", false, false},
+    {op_kind::top_k, "top_k", "top_k(x)", false, false},
+    {op_kind::sigmoid, "sigmoid", "sigmoid(x)", true, false},
     {op_kind::view, "view", "view(x)", false, true},
     {op_kind::reshape, "reshape", "reshape(x)", false, true},
     {op_kind::permute, "permute", "permute(x)", false, true},
@@ -56,7 +59,7 @@ constexpr auto op_table = std::to_array<op_info>({
 });
 
 static_assert(op_table.size() == size_t(op_kind::count), "one op_table entry per op_kind");
-static_assert(size_t(op_kind::count) == 28, "op set changed: update op_table and the CPU kernel table");
+static_assert(size_t(op_kind::count) == 31, "op set changed: update op_table and the CPU kernel table");
 constexpr bool op_table_in_enum_order() {
     for (size_t i = 0; i < op_table.size(); ++i)
         if (size_t(op_table[i].op) != i || op_table[i].name == nullptr) return false;
@@ -237,6 +240,9 @@ tensor *gelu(context &ctx, tensor *a) {
 tensor *tanh(context &ctx, tensor *a) {
     return unary(ctx, op_kind::tanh, a);
 }
+tensor *sigmoid(context &ctx, tensor *a) {
+    return unary(ctx, op_kind::sigmoid, a);
+}
 
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind) {
     const char *n = "glu";
@@ -274,6 +280,44 @@ tensor *mul_mat(context &ctx, tensor *a, tensor *b) {
     require_type(n, "b", *b, dtype::f32);
     return record(ctx.new_tensor(dtype::f32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}), op_kind::mul_mat,
                   {a, b});
+}
+
+// --- mixture of experts ------------------------------------------------------------------------
+
+tensor *mul_mat_id(context &ctx, tensor *experts, tensor *b, tensor *ids) {
+    const char *n = "mul_mat_id";
+    require_tensor(n, "experts", experts);
+    require_tensor(n, "b", b);
+    require_tensor(n, "ids", ids);
+    require_type(n, "b", *b, dtype::f32);
+    require_type(n, "ids", *ids, dtype::i32);
+    const std::string shapes =
+        "experts is " + experts->shape_str() + ", b is " + b->shape_str() + ", ids is " + ids->shape_str();
+    if (experts->ne[0] != b->ne[0]) fail(n, shapes + ": ne[0] of experts and b must match");
+    if (experts->ne[3] != 1 || b->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1)
+        fail(n, shapes + ": experts and b have at most 3 dimensions, ids at most 2");
+    if (ids->ne[1] != b->ne[2]) fail(n, shapes + ": ids.ne[1] must equal b.ne[2] (one id list per token)");
+    if (b->ne[1] != 1 && b->ne[1] != ids->ne[0])
+        fail(n, shapes + ": b.ne[1] must be 1 or ids.ne[0] (one column per token, or one per pick)");
+    if (experts->is_transposed()) fail(n, shapes + ": experts must not be transposed (nb[0] > nb[1])");
+    return record(ctx.new_tensor(dtype::f32, {experts->ne[1], ids->ne[0], ids->ne[1]}), op_kind::mul_mat_id,
+                  {experts, b, ids});
+}
+
+tensor *top_k(context &ctx, tensor *a, int64_t k) {
+    const char *n = "top_k";
+    require_tensor(n, "a", a);
+    require_type(n, "a", *a, dtype::f32);
+    if (k < 1 || k > a->ne[0])
+        fail(n, "a is " + a->shape_str() + ", k is " + std::to_string(k) + ": must be in [1, a.ne[0]]");
+    tensor *r = record(ctx.new_tensor(dtype::i32, {k, a->ne[1], a->ne[2], a->ne[3]}), op_kind::top_k, {a});
+    r->set_param_i32(0, int32_t(k));
+    return r;
+}
+
+tensor *argsort_desc(context &ctx, tensor *a) {
+    require_tensor("top_k", "a", a);
+    return top_k(ctx, a, a->ne[0]);
 }
 
 // --- rows --------------------------------------------------------------------------------------

@@ -18,6 +18,15 @@ node_cost estimate_node_cost(const tensor &node) {
             // dst [m, n, B2, B3] = each of m rows of k elements against each of n * B2 * B3 columns
             c.flops = 2.0 * double(node.src[0]->ne[0]) * double(node.nelements());
             break;
+        case op_kind::mul_mat_id: {
+            // dst [m, n_used, n_tokens]: one product of k per element; of the experts, at most the
+            // n_used * n_tokens picked ones are read
+            const tensor &experts = *node.src[0];
+            c.flops = 2.0 * double(experts.ne[0]) * double(node.nelements());
+            const double picked = std::min(double(experts.ne[2]), double(node.ne[1] * node.ne[2]));
+            c.bytes_read += (picked / double(experts.ne[2]) - 1.0) * double(experts.nbytes());
+            break;
+        }
         case op_kind::set_rows:
             // writes src1's rows into src0 (in place): src0 is not read, only src1's rows are written
             c.bytes_read = double(node.src[1]->nbytes()) + double(node.src[2]->nbytes());
@@ -42,6 +51,7 @@ node_cost estimate_node_cost(const tensor &node) {
         case op_kind::silu:
         case op_kind::gelu:
         case op_kind::tanh:
+        case op_kind::sigmoid:
         case op_kind::glu:
             c.flops = 5.0 * double(node.nelements());
             break;
@@ -59,7 +69,8 @@ node_cost estimate_node_cost(const tensor &node) {
 }
 
 std::string profile_type_of(const tensor &node) {
-    if ((node.op == op_kind::mul_mat || node.op == op_kind::get_rows) && node.src[0])
+    if ((node.op == op_kind::mul_mat || node.op == op_kind::mul_mat_id || node.op == op_kind::get_rows) &&
+        node.src[0])
         return type_name(node.src[0]->type);
     return "-";
 }

@@ -1,8 +1,11 @@
-// src/model/arch_llama.cpp — Llama (2/3, Mistral, TinyLlama, SmolLM): RMSNorm, GQA + RoPE, SwiGLU.
+// src/model/arch_llama.cpp — Llama (2/3, Mistral, TinyLlama, SmolLM): RMSNorm, GQA + RoPE, SwiGLU;
+// with llama.expert_count > 0 (Mixtral) the FFN is a mixture of SwiGLU experts whose picked
+// weights are renormalized to sum 1.
 #include <cmath>
 
 #include "model/architecture.h"
 #include "model/graph_helpers.h"
+#include "model/graph_moe.h"
 #include "model/tensor_loader.h"
 
 namespace weft {
@@ -15,10 +18,18 @@ class arch_llama final : public architecture {
 
     void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
         hp.rope_mode = rope_mode_normal;
+        hp.expert_weights_norm = true;
+        if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff(0);
     }
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
-        create_llama_tensors(tl, hp, w);
+        if (hp.n_expert == 0) return create_llama_tensors(tl, hp, w);
+        create_llama_globals(tl, hp, w);
+        w.layers.resize(size_t(hp.n_layer));
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            create_llama_attn(tl, hp, il, w.layers[size_t(il)]);
+            create_moe_ffn(tl, hp, il, w.layers[size_t(il)], false);
+        }
     }
 
     graph_inputs build_graph(graph_builder &b) const override { return build_llama_graph(b); }

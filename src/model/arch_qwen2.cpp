@@ -22,10 +22,9 @@ class arch_qwen2 final : public architecture {
         w.layers.resize(size_t(hp.n_layer));
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             layer_weights &l = w.layers[size_t(il)];
-            create_llama_block(tl, hp, il, l);
-            l.bq = tl.create(block_tensor_name(il, "attn_q", "bias"), {hp.n_embd_head_k * hp.n_head(il)});
-            l.bk = tl.create(block_tensor_name(il, "attn_k", "bias"), {hp.n_embd_k_gqa(il)});
-            l.bv = tl.create(block_tensor_name(il, "attn_v", "bias"), {hp.n_embd_v_gqa(il)});
+            create_llama_attn(tl, hp, il, l, /*biases=*/true);
+            l.ffn_norm = create_norm(tl, hp, il, "ffn_norm");
+            create_ffn_weights(tl, hp, il, l, ffn_layout::gated);
         }
     }
 

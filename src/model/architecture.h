@@ -46,5 +46,6 @@ std::unique_ptr<architecture> make_arch_phi3();
 std::unique_ptr<architecture> make_arch_olmo2();
 std::unique_ptr<architecture> make_arch_command_r();
 std::unique_ptr<architecture> make_arch_bert();
+std::unique_ptr<architecture> make_arch_qwen2moe();
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "model/graph_moe.h"
 #include "model/tensor_loader.h"
 #include "weft/core/error.h"
 
@@ -197,7 +198,7 @@ tensor *graph_builder::build_ffn_block(const layer_weights &l, tensor *attn_out,
     if (residual_scale != 1.0f) attn_out = named(scale(ctx, attn_out, residual_scale), "attn_out_scaled", il);
     tensor *ffn_inp = named(add(ctx, attn_out, residual), "ffn_inp", il);
     tensor *cur = build_norm(ffn_inp, l.ffn_norm, "ffn_norm", il, l.ffn_norm_b);
-    cur = build_ffn(cur, l, il, act);
+    cur = l.ffn_gate_inp ? build_moe_ffn(*this, cur, l, il) : build_ffn(cur, l, il, act);
     if (residual_scale != 1.0f) cur = named(scale(ctx, cur, residual_scale), "ffn_out_scaled", il);
     return named(add(ctx, cur, ffn_inp), "l_out", il);
 }
@@ -266,11 +267,16 @@ void create_ffn_weights(tensor_loader &tl, const model_hparams &hp, int64_t il, 
     l.ffn_down = tl.create(block_tensor_name(il, "ffn_down"), {n_ff, n_embd});
 }
 
+void create_llama_attn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                       bool biases) {
+    l.attn_norm = create_norm(tl, hp, il, "attn_norm");
+    create_attn_weights(tl, hp, il, l, biases);
+}
+
 void create_llama_block(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
                         bool gated) {
-    l.attn_norm = tl.create(block_tensor_name(il, "attn_norm"), {hp.n_embd});
-    create_attn_weights(tl, hp, il, l, /*biases=*/false);
-    l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {hp.n_embd});
+    create_llama_attn(tl, hp, il, l);
+    l.ffn_norm = create_norm(tl, hp, il, "ffn_norm");
     create_ffn_weights(tl, hp, il, l, gated ? ffn_layout::gated : ffn_layout::plain);
 }
 

@@ -61,8 +61,9 @@ class graph_builder {
     enum class ffn_act { silu, gelu };
     tensor *build_ffn(tensor *x, const layer_weights &l, int64_t il, ffn_act act);
     // The second half of a pre-norm block: residual add (keeping only output rows after the last
-    // layer), FFN norm, build_ffn with act, residual add. Returns the layer output "l_out-<il>". A
-    // residual_scale other than 1 multiplies the attention and FFN outputs before their adds.
+    // layer), FFN norm, FFN (a mixture of experts when the layer has a router, else build_ffn with
+    // act), residual add. Returns the layer output "l_out-<il>". A residual_scale other than 1
+    // multiplies the attention and FFN outputs before their adds.
     tensor *build_ffn_block(const layer_weights &l, tensor *attn_out, tensor *residual, int64_t il,
                             ffn_act act, float residual_scale = 1.0f);
     // Keeps only the rows that produce output (a no-op when every row does).
@@ -90,6 +91,9 @@ void create_ffn_weights(tensor_loader &tl, const model_hparams &hp, int64_t il, 
                         ffn_layout layout);
 // A norm weight [n_embd] of layer il ("post_attention_norm" ...).
 tensor *create_norm(tensor_loader &tl, const model_hparams &hp, int64_t il, const char *name);
+// The attention half of a Llama block's weights: attention norm, then create_attn_weights.
+void create_llama_attn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                       bool biases = false);
 // The Llama-family block weights every architecture here shares: attention norm, Q, K, V,
 // output projection, FFN norm, gate, up, down.
 // gated false: no ffn_gate (a plain up / activation / down FFN).

@@ -56,6 +56,26 @@ class hparam_reader {
     std::string prefix_;
 };
 
+void read_expert_hparams(const hparam_reader &r, model_hparams &hp) {
+    hp.n_expert = r.int_or("expert_count", 0);
+    hp.n_expert_used = r.int_or("expert_used_count", 0);
+    hp.n_ff_exp = r.int_or("expert_feed_forward_length", 0);
+    hp.n_ff_shexp = r.int_or("expert_shared_feed_forward_length", 0);
+    if (hp.n_expert < 0 || hp.n_expert > 4096)
+        r.fail("expert_count", "must be in [0, 4096], is " + std::to_string(hp.n_expert));
+    if (hp.n_expert == 0 && hp.n_expert_used != 0)
+        r.fail("expert_used_count",
+               "is " + std::to_string(hp.n_expert_used) + " but the model has no experts");
+    if (hp.n_expert > 0 && (hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert))
+        r.fail("expert_used_count", "must be in [1, expert_count = " + std::to_string(hp.n_expert) +
+                                        "], is " + std::to_string(hp.n_expert_used));
+    if (hp.n_ff_exp < 0)
+        r.fail("expert_feed_forward_length", "must not be negative, is " + std::to_string(hp.n_ff_exp));
+    if (hp.n_ff_shexp < 0)
+        r.fail("expert_shared_feed_forward_length",
+               "must not be negative, is " + std::to_string(hp.n_ff_shexp));
+}
+
 }  // namespace
 
 model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
@@ -126,6 +146,7 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
         r.fail("rope.scaling.type", "'" + type + "' is not supported (none, linear, yarn)");
     }
     hp.n_ctx_orig = r.int_or("rope.scaling.original_context_length", hp.n_ctx_train);
+    read_expert_hparams(r, hp);
     hp.n_vocab = r.int_or("vocab_size", 0);  // usually absent: the vocabulary decides
 
     hp.causal_attn = f.get_bool(r.key("attention.causal")).value_or(true);

@@ -94,11 +94,13 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     m->arch_->create_tensors(tl, m->hparams_, m->weights_);
     tl.check_all_used(*arch_name);
     if (params.repack) {
-        // only the matrices that nothing but mul_mat reads (the token embedding is also read by
-        // get_rows, so a tied output matrix stays in the mapping)
+        // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
+        // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
         for (const layer_weights &l : m->weights_.layers)
-            for (tensor *t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down})
+            for (tensor *t :
+                 {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp, l.ffn_gate_exps,
+                  l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
                 matrices.push_back(t);
         if (m->weights_.output != m->weights_.tok_embd) matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done
@@ -157,15 +159,23 @@ std::string model::describe() const {
     }
     // the most common weight type of the blocks, e.g. "Q4_0"
     std::string type = "?";
-    if (!weights_.layers.empty() && weights_.layers[0].ffn_down)
-        type = type_name(weights_.layers[0].ffn_down->type);
-    std::snprintf(
-        buf, sizeof buf,
-        "%s, %lld layers, n_embd %lld, %lld heads (%lld KV), head size %lld, n_ff %lld, vocab %lld, "
-        "%.2f M params, %s, %.1f MiB",
-        hp.arch.c_str(), (long long)hp.n_layer, (long long)hp.n_embd, (long long)hp.n_head(0),
-        (long long)hp.n_head_kv(0), (long long)hp.n_embd_head_k, (long long)hp.n_ff(0), (long long)hp.n_vocab,
-        double(n_params()) / 1e6, type.c_str(), double(n_weight_bytes()) / (1024.0 * 1024.0));
+    if (!weights_.layers.empty()) {
+        const layer_weights &l = weights_.layers[0];
+        if (const tensor *down = l.ffn_down ? l.ffn_down : l.ffn_down_exps) type = type_name(down->type);
+    }
+    // "n_ff 14336" or, with experts, "8 experts (2 used) of n_ff 14336"
+    char ffn[96];
+    if (hp.n_expert > 0)
+        std::snprintf(ffn, sizeof ffn, "%lld experts (%lld used) of n_ff %lld", (long long)hp.n_expert,
+                      (long long)hp.n_expert_used, (long long)hp.n_ff_exp);
+    else
+        std::snprintf(ffn, sizeof ffn, "n_ff %lld", (long long)hp.n_ff(0));
+    std::snprintf(buf, sizeof buf,
+                  "%s, %lld layers, n_embd %lld, %lld heads (%lld KV), head size %lld, %s, vocab %lld, "
+                  "%.2f M params, %s, %.1f MiB",
+                  hp.arch.c_str(), (long long)hp.n_layer, (long long)hp.n_embd, (long long)hp.n_head(0),
+                  (long long)hp.n_head_kv(0), (long long)hp.n_embd_head_k, ffn, (long long)hp.n_vocab,
+                  double(n_params()) / 1e6, type.c_str(), double(n_weight_bytes()) / (1024.0 * 1024.0));
     return buf;
 }
 
@@ -176,7 +186,10 @@ graph_inputs model::build_graph(context &ctx, graph &g, const graph_build_params
 }
 
 size_t model::graph_tensor_budget() const {
-    return size_t(hparams_.n_layer) * 64 + 256;
+    // a mixture-of-experts FFN adds its router, picking, three expert products, the weighting and one
+    // view and add per used expert
+    const int64_t per_layer = 64 + (hparams_.n_expert > 0 ? 48 + 2 * hparams_.n_expert_used : 0);
+    return size_t(hparams_.n_layer * per_layer) + 256;
 }
 
 }  // namespace weft

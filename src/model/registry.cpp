@@ -6,7 +6,7 @@
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 12> entries = {{
+    static const std::array<architecture_entry, 13> entries = {{
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
@@ -19,6 +19,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"olmo2", &make_arch_olmo2},
         {"command-r", &make_arch_command_r},
         {"bert", &make_arch_bert},
+        {"qwen2moe", &make_arch_qwen2moe},
     }};
     return entries;
 }

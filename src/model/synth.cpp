@@ -93,6 +93,20 @@ synth_vocab make_vocab(int64_t n_vocab) {
     return v;
 }
 
+// The experts of a spec: none (a dense FFN), or n_expert of which n_used per token.
+struct synth_moe {
+    int64_t n_expert = 0, n_used = 0;
+    bool shared = false;  // a shared expert with its sigmoid gate (qwen2moe)
+};
+
+synth_moe moe_of(const synth_spec &s) {
+    synth_moe m;
+    m.shared = s.arch == "qwen2moe";
+    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared ? 4 : 0);
+    if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
+    return m;
+}
+
 // One tensor to write: its shape and how its values are drawn.
 struct synth_tensor {
     std::string name;
@@ -171,6 +185,7 @@ const synth_arch synth_archs[] = {
     {.name = "phi3", .fused_qkv = true, .ffn_gate = false, .fused_gate_up = true},
     {.name = "olmo2", .row_qk_norm = true, .attn_norm = false, .ffn_norm = false, .post_norms = true},
     {.name = "command-r", .layer_norm = true, .ffn_norm = false},
+    {.name = "qwen2moe", .qkv_bias = true},
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -201,6 +216,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         if (bias) ts.push_back({name + ".bias", {out}, f32, 0.0f, 0.1f});
     };
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    const synth_moe moe = moe_of(s);
     norm("output_norm");
     if (!s.tied) matrix("output", s.n_embd, s.n_vocab, a.output_bias);
     for (int64_t il = 0; il < s.n_layer; ++il) {
@@ -224,6 +240,19 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         matrix(p + "attn_output", n_q, s.n_embd, a.out_bias);
         if (a.post_norms) norm(p + "post_attention_norm");
         if (a.ffn_norm) norm(p + "ffn_norm");
+        if (moe.n_expert > 0) {  // a router, the experts and the shared expert
+            const int64_t ne = moe.n_expert;
+            ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, ne}, s.type, 0.0f, amp(s.n_ff)});
+            if (!moe.shared) continue;
+            ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
+            matrix(p + "ffn_gate_shexp", s.n_embd, s.n_ff, false);
+            matrix(p + "ffn_up_shexp", s.n_embd, s.n_ff, false);
+            matrix(p + "ffn_down_shexp", s.n_ff, s.n_embd, false);
+            continue;
+        }
         if (a.ffn_gate) matrix(p + "ffn_gate", s.n_embd, s.n_ff, false);
         matrix(p + "ffn_up", s.n_embd, a.fused_gate_up ? 2 * s.n_ff : s.n_ff, a.ffn_bias);
         matrix(p + "ffn_down", s.n_ff, s.n_embd, a.ffn_bias);
@@ -240,6 +269,11 @@ void synth_check(const synth_spec &s) {
     };
     require(find_synth_arch(s.arch) != nullptr,
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
+    require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
+    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe",
+            "synth: experts are for llama and qwen2moe only");
+    require(moe_of(s).n_used <= moe_of(s).n_expert,
+            "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
             "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
     require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
@@ -277,6 +311,14 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (hd * s.n_head != s.n_embd) {
         w.set_u32(a + ".attention.key_length", uint32_t(hd));
         w.set_u32(a + ".attention.value_length", uint32_t(hd));
+    }
+    if (const synth_moe moe = moe_of(s); moe.n_expert > 0) {
+        w.set_u32(a + ".expert_count", uint32_t(moe.n_expert));
+        w.set_u32(a + ".expert_used_count", uint32_t(moe.n_used));
+        if (moe.shared) {
+            w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+            w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
+        }
     }
     if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
         w.set_f32(a + ".embedding_scale", 4.0f);

@@ -1,5 +1,5 @@
-// tests/backends/cpu_testing.h — helpers of the CPU backend tests: random tensors, element readers,
-// running one graph with 1, 2 and 3 threads, and the normalized error against a reference.
+// tests/backends/cpu_testing.h — helpers of the CPU backend tests: random tensors and weights, element
+// readers, running one graph with 1, 2 and 3 threads, and the normalized error against a reference.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
 #include "weft/core/tensor.h"
+#include "weft/quant/quant.h"
 
 namespace weft::test {
 
@@ -33,6 +34,23 @@ inline void fill_uniform(tensor &t, uint32_t seed, float lo = -1.0f, float hi = 
         for (int64_t i2 = 0; i2 < t.ne[2]; ++i2)
             for (int64_t i1 = 0; i1 < t.ne[1]; ++i1)
                 for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) tensor_set_f32(t, dist(rng), i0, i1, i2, i3);
+}
+
+// a [k, m, a2, a3] of `type` from normal random values; `dequantized` receives its rows as floats.
+inline tensor *make_weights(context &ctx, dtype type, int64_t k, int64_t m, int64_t a2, int64_t a3,
+                            uint32_t seed, std::vector<float> &dequantized) {
+    tensor *a = ctx.new_tensor(type, {k, m, a2, a3});
+    const int64_t rows = m * a2 * a3;
+    std::vector<float> values(size_t(k * rows));
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist;
+    for (auto &v : values) v = dist(rng);
+    quantize_rows(type, values.data(), a->data, rows, k);
+    dequantized.resize(values.size());
+    for (int64_t r = 0; r < rows; ++r)
+        quant_traits_of(type).to_float(static_cast<const char *>(a->data) + size_t(r) * a->nb[1],
+                                       &dequantized[size_t(r * k)], k);
+    return a;
 }
 
 inline double at(const tensor &t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {

@@ -87,7 +87,9 @@ TEST(CpuInterleaved, WhichWeightsQualify) {
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q3_k, {256, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::bf16, {256, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::f16, {64, 16})));
-    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2})));  // a stack (experts)
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 8, 2})));  // 8 rows per matrix
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2, 2})));
 }
 
 TEST(CpuInterleaved, LayoutRoundTrips) {

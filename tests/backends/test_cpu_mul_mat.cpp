@@ -61,23 +61,6 @@ tensor *make_activations(context &ctx, int64_t k, int64_t n, int64_t b2, int64_t
     return b;
 }
 
-// a [k, m, a2, a3] of `type` from normal random values; `dequantized` receives its rows as floats.
-tensor *make_weights(context &ctx, dtype type, int64_t k, int64_t m, int64_t a2, int64_t a3, uint32_t seed,
-                     std::vector<float> &dequantized) {
-    tensor *a = ctx.new_tensor(type, {k, m, a2, a3});
-    const int64_t rows = m * a2 * a3;
-    std::vector<float> values(size_t(k * rows));
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist;
-    for (auto &v : values) v = dist(rng);
-    quantize_rows(type, values.data(), a->data, rows, k);
-    dequantized.resize(values.size());
-    for (int64_t r = 0; r < rows; ++r)
-        quant_traits_of(type).to_float(static_cast<const char *>(a->data) + size_t(r) * a->nb[1],
-                                       &dequantized[size_t(r * k)], k);
-    return a;
-}
-
 void check_mul_mat(dtype type, int64_t k, int64_t m, int64_t n, int64_t a2, int64_t a3, int64_t b2,
                    int64_t b3, b_layout l) {
     auto ctx = data_context();

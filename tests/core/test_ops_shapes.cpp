@@ -439,13 +439,13 @@ TEST(OpTables, EveryOpHasANameSymbolAndFlags) {
     EXPECT_STREQ(op_symbol(op_kind::mul_mat), "X");
     EXPECT_STREQ(op_symbol(op_kind::add), "x+y");
 
-    for (op_kind op :
-         {op_kind::add, op_kind::sub, op_kind::mul, op_kind::div, op_kind::scale, op_kind::silu,
-          op_kind::gelu, op_kind::glu, op_kind::rms_norm, op_kind::norm, op_kind::soft_max, op_kind::rope})
+    for (op_kind op : {op_kind::add, op_kind::sub, op_kind::mul, op_kind::div, op_kind::scale, op_kind::silu,
+                       op_kind::gelu, op_kind::sigmoid, op_kind::glu, op_kind::rms_norm, op_kind::norm,
+                       op_kind::soft_max, op_kind::rope})
         EXPECT_TRUE(op_can_inplace(op)) << op_name(op);
-    for (op_kind op :
-         {op_kind::none, op_kind::mul_mat, op_kind::get_rows, op_kind::cont, op_kind::cpy, op_kind::concat,
-          op_kind::set_rows, op_kind::argmax, op_kind::sum_rows, op_kind::mean, op_kind::view})
+    for (op_kind op : {op_kind::none, op_kind::mul_mat, op_kind::get_rows, op_kind::cont, op_kind::cpy,
+                       op_kind::concat, op_kind::set_rows, op_kind::argmax, op_kind::sum_rows, op_kind::mean,
+                       op_kind::mul_mat_id, op_kind::top_k, op_kind::view})
         EXPECT_FALSE(op_can_inplace(op)) << op_name(op);
 
     for (op_kind op : {op_kind::view, op_kind::reshape, op_kind::permute, op_kind::transpose})

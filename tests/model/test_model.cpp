@@ -45,8 +45,9 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma",
-                                               "gemma2", "phi2", "phi3", "olmo2", "command-r", "bert"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma", "gemma2",
+                                        "phi2", "phi3", "olmo2", "command-r", "bert", "qwen2moe"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
@@ -72,14 +73,18 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.rope_mode,
                   one_of({"llama", "granite", "command-r"}) ? rope_mode_normal : rope_mode_neox);
         const layer_weights &l = m->weights().layers.at(2);
-        EXPECT_EQ(l.bq != nullptr, one_of({"qwen2", "starcoder2"}));
+        const bool moe = arch == "qwen2moe";
+        EXPECT_EQ(l.bq != nullptr, one_of({"qwen2", "starcoder2", "qwen2moe"}));
         EXPECT_EQ(l.wqkv != nullptr, one_of({"phi2", "phi3"}));  // fused Q/K/V
         EXPECT_EQ(l.bqkv != nullptr, arch == "phi2");
         EXPECT_EQ(hp.layer_norm, one_of({"starcoder2", "phi2", "command-r"}));
         // LayerNorm biases, output projection and FFN biases, no FFN gate
         EXPECT_EQ(l.attn_norm_b != nullptr, one_of({"starcoder2", "phi2"}));
         EXPECT_EQ(l.bo != nullptr, one_of({"starcoder2", "phi2"}));
-        EXPECT_EQ(l.ffn_gate == nullptr, one_of({"starcoder2", "phi2", "phi3"}));  // phi3: fused up
+        EXPECT_EQ(l.ffn_gate == nullptr,
+                  one_of({"starcoder2", "phi2", "phi3", "qwen2moe"}));  // phi3: fused up
+        EXPECT_EQ(l.ffn_gate_exps != nullptr, moe);
+        EXPECT_EQ(l.ffn_gate_inp_shexp != nullptr, moe);
         EXPECT_EQ(m->weights().output_norm_b != nullptr, one_of({"starcoder2", "phi2"}));
         EXPECT_EQ(m->weights().output_b != nullptr, arch == "phi2");
         EXPECT_EQ(l.attn_q_norm != nullptr, one_of({"qwen3", "olmo2"}));
@@ -115,9 +120,11 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
             return std::any_of(g.nodes.begin(), g.nodes.end(),
                                [&](const tensor *t) { return name == t->name; });
         };
-        for (const char *name :
-             {"Qcur_rope-1", "kqv-2", "ffn_out-2", "l_out-2", "result_norm", "result_output"})
+        for (const char *name : {"Qcur_rope-1", "kqv-2", "l_out-2", "result_norm", "result_output"})
             EXPECT_TRUE(has_node(name)) << name;
+        EXPECT_EQ(has_node("ffn_out-2"), !moe);
+        for (const char *name : {"ffn_moe_topk-0", "ffn_moe_down-1", "ffn_shexp_out-2", "ffn_moe_out-2"})
+            EXPECT_EQ(has_node(name), moe) << name;
         EXPECT_EQ(has_node("attn_norm-0"), arch != "olmo2");
         EXPECT_EQ(has_node("Qcur_norm-0"), one_of({"qwen3", "olmo2"}));
         // granite's multipliers: embeddings, both residual branches, logits
@@ -129,7 +136,7 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(has_node("result_output_tanh"), arch == "gemma2");
         EXPECT_EQ(has_node("ffn_gelu-1"), one_of({"starcoder2", "phi2"}));
         EXPECT_EQ(has_node("ffn_geglu-1"), one_of({"gemma", "gemma2"}));
-        EXPECT_EQ(has_node("ffn_swiglu-1"), !one_of({"starcoder2", "phi2", "gemma", "gemma2"}));
+        EXPECT_EQ(has_node("ffn_swiglu-1"), !one_of({"starcoder2", "phi2", "gemma", "gemma2", "qwen2moe"}));
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
@@ -392,6 +399,52 @@ TEST(ModelLoad, Stories260KHyperParameters) {
     EXPECT_EQ(hp.n_ctx_train, 2048);
     EXPECT_FALSE(m->chat_template().has_value());
     EXPECT_NE(m->describe().find("5 layers"), std::string::npos);
+}
+
+// A Mixtral-style llama: the expert counts come from the metadata, the picked weights are
+// renormalized, and the counts are checked (used experts in [1, expert_count]).
+TEST(ModelLoad, LlamaWithExpertsReadsAndChecksItsExpertCounts) {
+    synth_spec s = spec_of("llama");
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    synth_file f("model-llama-moe", s);
+    auto m = model::load(f.path());
+    EXPECT_EQ(m->hparams().n_expert, 4);
+    EXPECT_EQ(m->hparams().n_expert_used, 2);
+    EXPECT_EQ(m->hparams().n_ff_exp, 96);
+    EXPECT_TRUE(m->hparams().expert_weights_norm);
+    EXPECT_NE(m->weights().layers.at(1).ffn_up_exps, nullptr);
+    EXPECT_EQ(m->weights().layers.at(1).ffn_up, nullptr);
+
+    temp_file no_used("model-llama-moe-no-used");
+    gguf_edits e;
+    e.remove_keys = {"llama.expert_used_count"};
+    copy_gguf(f.path(), no_used.path(), e);
+    std::string msg = error_of([&] { model::load(no_used.path()); });
+    EXPECT_NE(msg.find("llama.expert_used_count: must be in [1, expert_count = 4], is 0"), std::string::npos)
+        << msg;
+
+    temp_file no_count("model-llama-moe-no-count");
+    e.remove_keys = {"llama.expert_count"};
+    copy_gguf(f.path(), no_count.path(), e);
+    msg = error_of([&] { model::load(no_count.path()); });
+    EXPECT_NE(msg.find("llama.expert_used_count: is 2 but the model has no experts"), std::string::npos)
+        << msg;
+}
+
+TEST(ModelLoad, Qwen2MoeNeedsExperts) {
+    synth_file f("model-qwen2moe", spec_of("qwen2moe"));
+    auto m = model::load(f.path());
+    EXPECT_EQ(m->hparams().n_expert, 4);
+    EXPECT_EQ(m->hparams().n_ff_shexp, 96);
+    EXPECT_FALSE(m->hparams().expert_weights_norm);
+
+    temp_file bad("model-qwen2moe-bad");
+    gguf_edits e;
+    e.remove_keys = {"qwen2moe.expert_count", "qwen2moe.expert_used_count"};
+    copy_gguf(f.path(), bad.path(), e);
+    const std::string msg = error_of([&] { model::load(bad.path()); });
+    EXPECT_NE(msg.find("qwen2moe.expert_count: missing or 0"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // tests/runtime/test_batch_invariance.cpp — a sequence's logits are the same bits however it is
 // computed: its tokens decoded one at a time, in one ubatch, in ubatches of 3, or beside another
 // sequence in the same ubatches; with 1, 2 or 3 threads. For every weight type (the interleaved
-// q4_0 / q8_0 / q4_K / q6_K products, the float tiles, the other quant types' dot products) and
-// for the fused attention.
+// q4_0 / q8_0 / q4_K / q6_K products, the float tiles, the other quant types' dot products), for
+// the fused attention, and for mixtures of experts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -69,9 +69,7 @@ void expect_same_bits(const rows &want, const rows &got, const std::string &how)
             << how << ": logits of position " << i << " differ";
 }
 
-class EveryWeightType : public ::testing::TestWithParam<dtype> {};
-
-TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
+synth_spec spec_of(dtype type) {
     synth_spec s;
     s.n_embd = 256;  // a K-quant super-block per row
     s.n_layer = 2;
@@ -79,8 +77,12 @@ TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
     s.n_head_kv = 2;
     s.n_ff = 512;
     s.n_vocab = 300;
-    s.type = GetParam();
-    synth_file f(std::string("batch-invariance-") + type_name(GetParam()), s);
+    s.type = type;
+    return s;
+}
+
+void expect_batch_and_thread_invariant(const synth_spec &s, const std::string &stem) {
+    synth_file f(stem, s);
     auto m = model::load(f.path());
     const auto a = tokens_of(13, 1), other = tokens_of(9, 2);
 
@@ -91,6 +93,29 @@ TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
     expect_same_bits(alone, decode_together(*m, a, 5, 3, &other),
                      "beside another sequence, ubatches of 5, 3 threads");
     expect_same_bits(alone, decode_one_by_one(*m, a, 1), "one thread");
+}
+
+class EveryWeightType : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
+    expect_batch_and_thread_invariant(spec_of(GetParam()),
+                                      std::string("batch-invariance-") + type_name(GetParam()));
+}
+
+// Mixtures of experts: which tokens share an expert changes with the batch, each token's products
+// must not (llama with 8 experts, 3 used; qwen2moe with its shared expert).
+TEST(MixtureOfExperts, LogitsAreBatchAndThreadInvariant) {
+    for (const char *arch : {"llama", "qwen2moe"})
+        for (dtype type : {dtype::f32, dtype::q8_0, dtype::q4_k}) {
+            SCOPED_TRACE(std::string(arch) + " " + type_name(type));
+            synth_spec s = spec_of(type);
+            s.arch = arch;
+            s.n_ff = 256;
+            s.n_expert = 8;
+            s.n_expert_used = 3;
+            expect_batch_and_thread_invariant(
+                s, std::string("batch-invariance-moe-") + arch + "-" + type_name(type));
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EveryWeightType,

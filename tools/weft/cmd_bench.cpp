@@ -46,13 +46,19 @@ stats summarize(const std::vector<double> &v) {
 }
 
 // Bytes read from memory to generate one token at cache position `pos`: every weight matrix once
-// (the token embedding contributes one row unless it doubles as the output matrix) plus the K and
-// V cache rows attended over.
+// (the token embedding contributes one row unless it doubles as the output matrix; of a mixture's
+// experts only the n_expert_used picked ones) plus the K and V cache rows attended over.
 double bytes_per_generated_token(const weft::model &m, const weft::inference_context &ctx, double pos) {
     const auto &w = m.weights();
     double bytes = double(m.n_weight_bytes());
     if (w.tok_embd != nullptr && w.output != w.tok_embd)
         bytes -= double(w.tok_embd->nbytes()) - double(w.tok_embd->nb[1]);
+    if (const auto &hp = m.hparams(); hp.n_expert > 0) {
+        const double unused = 1.0 - double(hp.n_expert_used) / double(hp.n_expert);
+        for (const auto &l : w.layers)
+            for (const weft::tensor *t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
+                if (t) bytes -= unused * double(t->nbytes());
+    }
     const double kv_row_bytes = double(ctx.kv_bytes()) / double(ctx.n_ctx());  // all layers, K and V
     return bytes + kv_row_bytes * pos;
 }

@@ -24,7 +24,8 @@ tensor *div(context &ctx, tensor *a, tensor *b);
 tensor *scale(context &ctx, tensor *a, float s);  // p.f[0] = s
 tensor *silu(context &ctx, tensor *a);
 tensor *gelu(context &ctx, tensor *a);
-tensor *tanh(context &ctx, tensor *a);  // std::tanh of each element
+tensor *tanh(context &ctx, tensor *a);     // std::tanh of each element
+tensor *sigmoid(context &ctx, tensor *a);  // 1 / (1 + e^-a)
 // act(gate) * up; gate and up have the same shape; p.i[0] = glu_kind
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
 inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) {
@@ -38,6 +39,20 @@ tensor *norm(context &ctx, tensor *a, float eps);
 // --- matrix product: a [k, m, A2, A3] any type, b [k, n, B2, B3] f32 -> f32 [m, n, B2, B3];
 // B2 % A2 == 0 and B3 % A3 == 0 (a is broadcast: grouped-query attention needs no copies)
 tensor *mul_mat(context &ctx, tensor *a, tensor *b);
+
+// --- mixture of experts: each token's columns against the matrices its ids pick.
+// experts [k, m, n_expert] any type mul_mat takes (one [k, m] matrix per expert), b f32
+// [k, n_b, n_tokens] with n_b 1 (every pick reads the token's one column) or n_used (pick i reads
+// column i), ids i32 [n_used, n_tokens] with values in [0, n_expert) (checked when computed)
+// -> f32 [m, n_used, n_tokens]: dst[:, i, t] = mul_mat(experts[:, :, ids[i, t]], b[:, i % n_b, t]),
+// equal bit for bit to that mul_mat. src[] = {experts, b, ids}.
+tensor *mul_mat_id(context &ctx, tensor *experts, tensor *b, tensor *ids);
+// Indices of the k largest values of each row of a f32 [n, rows...] -> i32 [k, rows...], largest
+// first; equal values keep their order (the lower index first), NaN ranks as -infinity.
+// p.i[0] = k (1 <= k <= n).
+tensor *top_k(context &ctx, tensor *a, int64_t k);
+// Every index of each row, sorted by value, descending (top_k with k = n).
+tensor *argsort_desc(context &ctx, tensor *a);
 
 // --- rows
 // a [n_embd, n_rows, A2, A3] any type, ids i32 [n, A2, A3] -> f32 [n_embd, n, A2, A3]

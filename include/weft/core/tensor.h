@@ -42,7 +42,12 @@ enum class op_kind : int32_t {
     sum_rows,   // src0 [n, ...] -> [1, ...]
     mean,       // src0 [n, ...] -> [1, ...]
     attention,  // softmax(q k^T * scale + mask) v per head, fused; see ops.h
-    view,       // no data of its own: view_src + view_offs
+    // mixture of experts
+    mul_mat_id,  // src0 experts [k, m, n_expert], src1 f32 [k, 1 or n_used, n_tokens], src2 ids i32 [n_used,
+                 // n_tokens]
+    top_k,  // src0 f32 [n, rows...] -> i32 [k, rows...]: indices of the k largest, descending; p.i[0] = k
+    sigmoid,
+    view,  // no data of its own: view_src + view_offs
     reshape,
     permute,
     transpose,

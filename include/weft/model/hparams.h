@@ -64,6 +64,13 @@ struct model_hparams {
         return n_swa > 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)];
     }
 
+    // Mixture of experts (0 experts: a dense FFN). The architecture sets what the file leaves out.
+    int64_t n_expert = 0;              // <arch>.expert_count
+    int64_t n_expert_used = 0;         // <arch>.expert_used_count (1 .. n_expert when n_expert > 0)
+    int64_t n_ff_exp = 0;              // <arch>.expert_feed_forward_length (0: absent)
+    int64_t n_ff_shexp = 0;            // <arch>.expert_shared_feed_forward_length (0: absent)
+    bool expert_weights_norm = false;  // the picked experts' weights renormalized to sum 1 (by architecture)
+
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }
     int64_t n_ff(int64_t il = 0) const { return n_ff_arr.at(size_t(il)); }

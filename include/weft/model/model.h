@@ -71,6 +71,15 @@ struct layer_weights {
     tensor *ffn_down_b = nullptr;  // [n_embd] (starcoder2)
     tensor *ffn_post_norm = nullptr;    // [n_embd] norm of the FFN output (olmo2, gemma2, bert)
     tensor *ffn_post_norm_b = nullptr;  // [n_embd] (bert)
+    // mixture of experts (in place of ffn_gate / ffn_up / ffn_down; see graph_moe.h)
+    tensor *ffn_gate_inp = nullptr;        // [n_embd, n_expert] the router
+    tensor *ffn_gate_exps = nullptr;       // [n_embd, n_ff_exp, n_expert]
+    tensor *ffn_up_exps = nullptr;         // [n_embd, n_ff_exp, n_expert]
+    tensor *ffn_down_exps = nullptr;       // [n_ff_exp, n_embd, n_expert]
+    tensor *ffn_gate_inp_shexp = nullptr;  // [n_embd] the shared expert's gate (qwen2moe)
+    tensor *ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shexp]
+    tensor *ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]
+    tensor *ffn_down_shexp = nullptr;      // [n_ff_shexp, n_embd]
 };
 
 struct model_weights {

@@ -73,7 +73,7 @@ void cpu_backend::impl::check_graph(const graph &g) const {
                             src->shape_str() + " has no data");
             const tensor *owner = src->view_src ? src->view_src : src;
             if ((cpu::interleaved_layout_of(*owner) || cpu::is_grouped_float(*owner)) &&
-                (node->op != op_kind::mul_mat || i != 0 || src != owner))
+                ((node->op != op_kind::mul_mat && node->op != op_kind::mul_mat_id) || i != 0 || src != owner))
                 throw error("[cpu] node " + node_label(*node) + ": source '" + src->name +
                             "' is a weight repacked for mul_mat; no other op can read it (load the model "
                             "without repacking)");

@@ -55,8 +55,8 @@ const int float_group_marker = 0;
 }  // namespace
 
 bool can_group_float(const tensor &t) {
-    return is_float_weight(t.type) && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % float_group_rows == 0 &&
-           t.is_contiguous() && !t.is_view() && t.extra == nullptr;
+    return is_float_weight(t.type) && t.ne[3] == 1 && t.ne[1] % float_group_rows == 0 && t.is_contiguous() &&
+           !t.is_view() && t.extra == nullptr;
 }
 
 bool is_grouped_float(const tensor &t) {
@@ -72,7 +72,7 @@ void group_float_tensor(tensor &t, const void *src, void *dst) {
         using E = decltype(element);
         const auto *src_e = reinterpret_cast<const E *>(in);
         auto *dst_e = reinterpret_cast<E *>(out);
-        for (int64_t g = 0; g < t.ne[1] / float_group_rows; ++g)
+        for (int64_t g = 0; g < t.nrows() / float_group_rows; ++g)  // a stack's matrices one after the other
             for (int64_t r = 0; r < float_group_rows; ++r) {
                 const E *row = src_e + (g * float_group_rows + r) * k;
                 E *col = dst_e + g * k * float_group_rows + r;

@@ -260,13 +260,13 @@ const interleaved_layout *interleaved_layout_of(const tensor &t) {
 
 bool can_interleave(const tensor &t) {
     const interleaved_layout *l = layout_for(t.type);
-    return l != nullptr && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % interleave_rows == 0 &&
-           t.ne[0] % l->block == 0 && t.is_contiguous() && !t.is_view() && t.extra == nullptr;
+    return l != nullptr && t.ne[3] == 1 && t.ne[1] % interleave_rows == 0 && t.ne[0] % l->block == 0 &&
+           t.is_contiguous() && !t.is_view() && t.extra == nullptr;
 }
 
 size_t interleaved_size(const tensor &t) {
     const interleaved_layout &l = *layout_for(t.type);
-    return size_t(t.ne[1] / interleave_rows) * size_t(t.ne[0] / l.block) * l.block_bytes;
+    return size_t(t.nrows() / interleave_rows) * size_t(t.ne[0] / l.block) * l.block_bytes;
 }
 
 namespace {
@@ -319,7 +319,7 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
     const size_t block_size = type_traits(t.type).type_size;
     const auto *in = static_cast<const uint8_t *>(src);
     auto *out = static_cast<uint8_t *>(dst);
-    for (int64_t g = 0; g < t.ne[1] / interleave_rows; ++g) {
+    for (int64_t g = 0; g < t.nrows() / interleave_rows; ++g) {  // a stack's matrices one after the other
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t *block = out + (size_t(g) * size_t(nb) + size_t(b)) * l.block_bytes;
             if (l.k_quant()) {

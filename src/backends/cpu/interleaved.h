@@ -88,10 +88,11 @@ struct interleaved_layout {
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a 2-D contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q2_K ... q6_K matrix whose
-// rows come in 16s) can be
-// repacked, and the bytes it then takes (the plain size, q4_K 64 bytes more per 16 rows and 256
-// values: its six-bit scales are stored a byte each).
+// Whether t (a contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q2_K ... q6_K matrix whose rows come
+// in 16s, or a stack of them [k, m, n], e.g. a mixture's experts: each matrix repacked after the
+// previous one, interleaved_size(t) / n bytes each) can be repacked, and the bytes it then takes
+// (the plain size, q4_K 64 bytes more per 16 rows and 256 values: its six-bit scales are stored a
+// byte each). A repacked stack is read only by mul_mat_id, one matrix at a time.
 bool can_interleave(const tensor &t);
 size_t interleaved_size(const tensor &t);
 // Writes t's data (plain layout, at src) repacked to dst (interleaved_size(t) bytes) and marks t

@@ -13,7 +13,7 @@ void compute_params::barrier() const {
 
 namespace {
 
-static_assert(size_t(op_kind::count) == 28, "op set changed: give the new op a CPU kernel below");
+static_assert(size_t(op_kind::count) == 31, "op set changed: give the new op a CPU kernel below");
 
 // A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
 constexpr op_kernel kernel_entry(op_kind op) {
@@ -66,6 +66,12 @@ constexpr op_kernel kernel_entry(op_kind op) {
             return {compute_mean, supports_sum_rows, nullptr};
         case op_kind::attention:
             return {compute_attention, supports_attention, work_size_attention};
+        case op_kind::mul_mat_id:
+            return {compute_mul_mat_id, supports_mul_mat_id, work_size_mul_mat_id};
+        case op_kind::top_k:
+            return {compute_top_k, supports_top_k, work_size_top_k};
+        case op_kind::sigmoid:
+            return {compute_sigmoid, supports_unary, work_size_row_scratch};
         // views share their source's memory: nothing to compute
         case op_kind::view:
         case op_kind::reshape:

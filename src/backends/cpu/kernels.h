@@ -177,6 +177,7 @@ void compute_scale(const compute_params &p, tensor &dst);
 void compute_silu(const compute_params &p, tensor &dst);
 void compute_gelu(const compute_params &p, tensor &dst);
 void compute_tanh(const compute_params &p, tensor &dst);
+void compute_sigmoid(const compute_params &p, tensor &dst);
 void compute_glu(const compute_params &p, tensor &dst);
 bool supports_binary(const tensor &dst);
 bool supports_unary(const tensor &dst);  // a float source of dst's shape (also rms_norm, norm)
@@ -217,6 +218,14 @@ size_t work_size_cpy(const tensor &dst, int n_threads);
 void compute_attention(const compute_params &p, tensor &dst);
 bool supports_attention(const tensor &dst);
 size_t work_size_attention(const tensor &dst, int n_threads);
+
+// ops_moe.cpp
+void compute_mul_mat_id(const compute_params &p, tensor &dst);
+bool supports_mul_mat_id(const tensor &dst);
+size_t work_size_mul_mat_id(const tensor &dst, int n_threads);
+void compute_top_k(const compute_params &p, tensor &dst);
+bool supports_top_k(const tensor &dst);
+size_t work_size_top_k(const tensor &dst, int n_threads);
 
 // ops_reduce.cpp
 void compute_argmax(const compute_params &p, tensor &dst);

@@ -1,4 +1,4 @@
-// src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, glu.
+// src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, sigmoid, glu.
 #include <cmath>
 #include <vector>
 
@@ -111,6 +111,9 @@ void compute_gelu(const compute_params &p, tensor &dst) {
 }
 void compute_tanh(const compute_params &p, tensor &dst) {
     unary_op(p, dst, [](float x) { return std::tanh(x); });
+}
+void compute_sigmoid(const compute_params &p, tensor &dst) {
+    unary_op(p, dst, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 void compute_glu(const compute_params &p, tensor &dst) {

@@ -1,0 +1,222 @@
+// src/backends/cpu/ops_moe.cpp — the ops of mixture-of-experts layers: mul_mat_id (each token's
+// columns against the expert matrices its ids pick) and top_k (the picking).
+//
+// mul_mat_id groups the (pick, token) pairs by expert, gathers each expert's columns into one
+// matrix and runs the ordinary mul_mat kernel (compute_mul_mat) on the expert's [k, m] slice and
+// those columns. mul_mat computes every element in one fixed order whatever the columns beside it
+// and the thread count, so a pick's result is bit for bit the mul_mat of its expert and its column,
+// in any batch: the same guarantee, from the same code. Experts repacked at load (interleaved.h,
+// float_mm.h) are read through the same layouts as repacked 2-D weights.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "backends/cpu/interleaved.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/rows.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// A plain f32 matrix [ne0, ne1] over memory the caller owns.
+void make_f32_matrix(tensor &t, int64_t ne0, int64_t ne1, float *data) {
+    t.type = dtype::f32;
+    t.ne[0] = ne0;
+    t.ne[1] = ne1;
+    t.nb[0] = sizeof(float);
+    t.nb[1] = sizeof(float) * size_t(ne0);
+    t.nb[2] = t.nb[3] = t.nb[1] * size_t(ne1);
+    t.data = data;
+}
+
+// Bytes of one expert's matrix: repacked stacks keep the matrices one after the other too.
+size_t expert_bytes(const tensor &experts) {
+    if (interleaved_layout_of(experts)) return interleaved_size(experts) / size_t(experts.ne[2]);
+    return experts.nb[2];
+}
+
+// The mul_mat node of one expert: its [k, m] slice of the experts (in their layout, plain or
+// repacked), n_cols gathered f32 columns x, the result [m, n_cols] at out. Holds pointers to its
+// own members: neither copied nor moved.
+struct expert_product {
+    tensor a, b, dst;
+
+    expert_product(const tensor &experts, int64_t expert, float *x, int64_t n_cols, float *out) : a(experts) {
+        a.ne[2] = 1;
+        a.nb[2] = a.nb[3] = a.nb[1] * size_t(a.ne[1]);
+        a.data = static_cast<char *>(experts.data) + size_t(expert) * expert_bytes(experts);
+        a.op = op_kind::none;
+        a.view_src = nullptr;
+        std::fill(std::begin(a.src), std::end(a.src), nullptr);
+        make_f32_matrix(b, experts.ne[0], n_cols, x);
+        make_f32_matrix(dst, experts.ne[1], n_cols, out);
+        dst.op = op_kind::mul_mat;
+        dst.src[0] = &a;
+        dst.src[1] = &b;
+    }
+    expert_product(const expert_product &) = delete;
+    expert_product &operator=(const expert_product &) = delete;
+};
+
+// Byte offsets of mul_mat_id's work memory: a failure slot, the pairs ordered by expert, each
+// expert's first pair in that order (and a fill cursor), the gathered columns, their results, and
+// the work memory of the inner mul_mat.
+struct mul_mat_id_work {
+    size_t order = 0, start = 0, cursor = 0, columns = 0, results = 0, inner = 0;
+
+    explicit mul_mat_id_work(const tensor &dst) {
+        const tensor &experts = *dst.src[0];
+        const size_t n_pairs = size_t(dst.ne[1] * dst.ne[2]), n_expert = size_t(experts.ne[2]);
+        order = cache_line;
+        start = order + pad_to_cache_line(n_pairs * sizeof(int32_t));
+        cursor = start + pad_to_cache_line((n_expert + 1) * sizeof(int64_t));
+        columns = cursor + pad_to_cache_line(n_expert * sizeof(int64_t));
+        results = columns + pad_to_cache_line(n_pairs * size_t(experts.ne[0]) * sizeof(float));
+        inner = results + pad_to_cache_line(n_pairs * size_t(experts.ne[1]) * sizeof(float));
+    }
+};
+
+template <class T>
+T *work_at(const compute_params &p, size_t offset) {
+    return reinterpret_cast<T *>(p.wdata + offset);
+}
+
+int32_t pick_of(const tensor &ids, int64_t i, int64_t t) {
+    int32_t id;
+    std::memcpy(&id, element_at(ids, i, t, 0, 0), sizeof id);
+    return id;
+}
+
+// By thread 0: the pairs (pair = t * n_used + i) grouped by expert, in pair order within an expert.
+// Returns the first pair whose id is out of range, or -1.
+int64_t group_pairs_by_expert(const tensor &ids, int64_t n_expert, int32_t *order, int64_t *start,
+                              int64_t *cursor) {
+    const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
+    std::fill(start, start + n_expert + 1, 0);
+    for (int64_t pair = 0; pair < n_pairs; ++pair) {
+        const int32_t id = pick_of(ids, pair % n_used, pair / n_used);
+        if (id < 0 || id >= n_expert) return pair;
+        ++start[id + 1];
+    }
+    std::partial_sum(start, start + n_expert + 1, start);
+    std::copy(start, start + n_expert, cursor);
+    for (int64_t pair = 0; pair < n_pairs; ++pair)
+        order[cursor[pick_of(ids, pair % n_used, pair / n_used)]++] = int32_t(pair);
+    return -1;
+}
+
+// NaN ranks as -infinity; equal ranks keep index order.
+float rank_of(float v) {
+    return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+}
+
+}  // namespace
+
+void compute_mul_mat_id(const compute_params &p, tensor &dst) {
+    const tensor &experts = *dst.src[0];  // [k, m, n_expert]
+    const tensor &b = *dst.src[1];        // f32 [k, 1 or n_used, n_tokens]
+    const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
+    const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
+    const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
+    const mul_mat_id_work w(dst);
+    auto *bad_pair = work_at<int64_t>(p, 0);
+    auto *order = work_at<int32_t>(p, w.order);
+    auto *start = work_at<int64_t>(p, w.start);
+    auto *columns = work_at<float>(p, w.columns);
+    auto *results = work_at<float>(p, w.results);
+
+    if (p.ith == 0)
+        *bad_pair = group_pairs_by_expert(ids, n_expert, order, start, work_at<int64_t>(p, w.cursor));
+    p.barrier();
+    if (*bad_pair >= 0) {  // every thread sees it and leaves together
+        if (p.ith == 0) {
+            const int64_t i = *bad_pair % n_used, t = *bad_pair / n_used;
+            p.fail("[mul_mat_id] ids[" + std::to_string(i) + ", " + std::to_string(t) + "] is " +
+                   std::to_string(pick_of(ids, i, t)) + ": must be in [0, " + std::to_string(n_expert) + ")");
+        }
+        return;
+    }
+
+    // 1. the columns, grouped by expert
+    const index_range mine = split_range(n_pairs, p.ith, p.nth);
+    for (int64_t j = mine.begin; j < mine.end; ++j) {
+        const int64_t pair = order[j], i = pair % n_used, t = pair / n_used;
+        load_row(b.type, row_at(b, b.ne[1] == 1 ? 0 : i, t, 0), b.nb[0], k, columns + j * k);
+    }
+    p.barrier();
+
+    // 2. one ordinary product per expert that has columns (every thread takes part in each)
+    compute_params inner = p;
+    inner.wdata = p.wdata + w.inner;
+    inner.wsize = p.wsize - w.inner;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const int64_t n_cols = start[e + 1] - start[e];
+        if (n_cols == 0) continue;
+        expert_product product(experts, e, columns + start[e] * k, n_cols, results + start[e] * m);
+        compute_mul_mat(inner, product.dst);
+        p.barrier();  // the inner work memory is reused by the next expert
+    }
+
+    // 3. the results to their (pick, token) rows
+    for (int64_t j = mine.begin; j < mine.end; ++j) {
+        const int64_t pair = order[j];
+        std::memcpy(row_at(dst, pair % n_used, pair / n_used, 0), results + j * m, size_t(m) * sizeof(float));
+    }
+}
+
+bool supports_mul_mat_id(const tensor &dst) {
+    const tensor *experts = dst.src[0];
+    const tensor *b = dst.src[1];
+    const tensor *ids = dst.src[2];
+    if (!experts || !b || !ids || ids->type != dtype::i32 || b->type != dtype::f32 ||
+        dst.type != dtype::f32 || !dst.is_contiguous())
+        return false;
+    const int64_t n_used = ids->ne[0], n_tokens = ids->ne[1];
+    if (dst.ne[0] != experts->ne[1] || dst.ne[1] != n_used || dst.ne[2] != n_tokens || dst.ne[3] != 1 ||
+        (b->ne[1] != 1 && b->ne[1] != n_used) || b->ne[2] != n_tokens || experts->ne[3] != 1)
+        return false;
+    expert_product one(*experts, 0, nullptr, 1, nullptr);
+    return supports_mul_mat(one.dst);
+}
+
+size_t work_size_mul_mat_id(const tensor &dst, int n_threads) {
+    const mul_mat_id_work w(dst);
+    // the most columns one expert can get: every pair
+    expert_product all(*dst.src[0], 0, nullptr, dst.ne[1] * dst.ne[2], nullptr);
+    return w.inner + work_size_mul_mat(all.dst, n_threads);
+}
+
+// Per row: the indices sorted by (rank, index) far enough for the first k. The order is total
+// (no two indices compare equal), so the result does not depend on the sort's algorithm.
+void compute_top_k(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];
+    const int64_t n = a.ne[0], k = dst.ne[0];
+    float *scratch = thread_scratch(p, 2 * n);
+    auto *idx = reinterpret_cast<int32_t *>(scratch + n);
+    for (const auto [i1, i2, i3] : thread_rows(p, a)) {
+        const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], n, scratch);
+        std::iota(idx, idx + n, 0);
+        std::partial_sort(idx, idx + k, idx + n, [x](int32_t l, int32_t r) {
+            const float vl = rank_of(x[l]), vr = rank_of(x[r]);
+            return vl > vr || (vl == vr && l < r);
+        });
+        std::memcpy(row_at(dst, i1, i2, i3), idx, size_t(k) * sizeof(int32_t));
+    }
+}
+
+bool supports_top_k(const tensor &dst) {
+    const tensor *a = dst.src[0];
+    return a && is_float_type(a->type) && dst.type == dtype::i32 && dst.is_contiguous() &&
+           dst.ne[0] == dst.param_i32(0) && dst.ne[0] >= 1 && dst.ne[0] <= a->ne[0] &&
+           dst.ne[1] == a->ne[1] && dst.ne[2] == a->ne[2] && dst.ne[3] == a->ne[3] &&
+           a->ne[0] <= std::numeric_limits<int32_t>::max();
+}
+
+size_t work_size_top_k(const tensor &dst, int n_threads) {
+    return scratch_size(2 * dst.src[0]->ne[0], n_threads);  // the row as floats and its indices
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,81 @@
+// src/model/graph_moe.cpp — the mixture-of-experts FFN (see graph_moe.h): router, top-k picking,
+// the picked experts through mul_mat_id, their weighted sum, and the gated shared expert.
+#include "model/graph_moe.h"
+
+#include "model/tensor_loader.h"
+
+namespace weft {
+
+namespace {
+
+// down(silu(gate · x) * up · x), each step named "<prefix>_<step>-<il>"
+tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {
+    tensor *gate = b.named(mul_mat(b.ctx, l.ffn_gate_shexp, x), "ffn_shexp_gate", il);
+    tensor *up = b.named(mul_mat(b.ctx, l.ffn_up_shexp, x), "ffn_shexp_up", il);
+    tensor *act = b.named(swiglu(b.ctx, gate, up), "ffn_shexp_swiglu", il);
+    tensor *out = b.named(mul_mat(b.ctx, l.ffn_down_shexp, act), "ffn_shexp_down", il);
+    // the shared expert's share: sigmoid of one dot product per token, [1, n]
+    tensor *share = b.named(mul_mat(b.ctx, l.ffn_gate_inp_shexp, x), "ffn_shexp_share_logit", il);
+    share = b.named(sigmoid(b.ctx, share), "ffn_shexp_share", il);
+    return b.named(mul(b.ctx, out, share), "ffn_shexp_out", il);
+}
+
+}  // namespace
+
+void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                    bool shared_expert) {
+    const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert, n_ff = hp.n_ff_exp;
+    l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
+    l.ffn_gate_inp = tl.create(block_tensor_name(il, "ffn_gate_inp"), {n_embd, n_expert});
+    l.ffn_gate_exps = tl.create(block_tensor_name(il, "ffn_gate_exps"), {n_embd, n_ff, n_expert});
+    l.ffn_up_exps = tl.create(block_tensor_name(il, "ffn_up_exps"), {n_embd, n_ff, n_expert});
+    l.ffn_down_exps = tl.create(block_tensor_name(il, "ffn_down_exps"), {n_ff, n_embd, n_expert});
+    if (!shared_expert) return;
+    const int64_t n_ff_sh = hp.n_ff_shexp;
+    l.ffn_gate_inp_shexp = tl.create(block_tensor_name(il, "ffn_gate_inp_shexp"), {n_embd});
+    l.ffn_gate_shexp = tl.create(block_tensor_name(il, "ffn_gate_shexp"), {n_embd, n_ff_sh});
+    l.ffn_up_shexp = tl.create(block_tensor_name(il, "ffn_up_shexp"), {n_embd, n_ff_sh});
+    l.ffn_down_shexp = tl.create(block_tensor_name(il, "ffn_down_shexp"), {n_ff_sh, n_embd});
+}
+
+tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {
+    context &ctx = b.ctx;
+    const int64_t n_embd = x->ne[0], n = x->ne[1];  // n: the tokens, or the output rows of the last layer
+    const int64_t n_expert = b.hp.n_expert, n_used = b.hp.n_expert_used;
+
+    // 1. the router: each token's probability of each expert, and the n_used most probable
+    tensor *logits = b.named(mul_mat(ctx, l.ffn_gate_inp, x), "ffn_moe_logits", il);  // [n_expert, n]
+    tensor *probs = b.named(soft_max(ctx, logits), "ffn_moe_probs", il);
+    tensor *picked = b.named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);  // i32 [n_used, n]
+    tensor *weights =
+        b.named(get_rows(ctx, reshape_3d(ctx, probs, 1, n_expert, n), picked), "ffn_moe_weights",
+                il);  // [1, n_used, n]
+    if (b.hp.expert_weights_norm) {
+        tensor *w2 = reshape_2d(ctx, weights, n_used, n);
+        tensor *sum = b.named(sum_rows(ctx, w2), "ffn_moe_weights_sum", il);  // [1, n]
+        w2 = b.named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
+        weights = reshape_3d(ctx, w2, 1, n_used, n);
+    }
+
+    // 2. the picked experts on each token's one column: [n_ff_exp, n_used, n], then [n_embd, n_used, n]
+    tensor *x3 = reshape_3d(ctx, x, n_embd, 1, n);
+    tensor *up = b.named(mul_mat_id(ctx, l.ffn_up_exps, x3, picked), "ffn_moe_up", il);
+    tensor *gate = b.named(mul_mat_id(ctx, l.ffn_gate_exps, x3, picked), "ffn_moe_gate", il);
+    tensor *act = b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+    tensor *experts = b.named(mul_mat_id(ctx, l.ffn_down_exps, act, picked), "ffn_moe_down", il);
+    experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
+
+    // 3. their sum, in pick order (most probable first)
+    auto pick = [&](int64_t i) {
+        return view_2d(ctx, experts, n_embd, n, experts->nb[2], size_t(i) * experts->nb[1]);
+    };
+    tensor *out = n_used == 1 ? cont(ctx, pick(0)) : pick(0);
+    for (int64_t i = 1; i < n_used; ++i) out = add(ctx, out, pick(i));
+    if (l.ffn_gate_inp_shexp) {
+        b.named(out, "ffn_moe_routed", il);
+        out = add(ctx, out, build_shared_expert(b, x, l, il));
+    }
+    return b.named(out, "ffn_moe_out", il);
+}
+
+}  // namespace weft
