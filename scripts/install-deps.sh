@@ -22,3 +22,5 @@ test_pkgs=(chromium)
 command -v node >/dev/null || test_pkgs+=(nodejs)
 command -v npm >/dev/null || test_pkgs+=(npm)
 install_missing "${test_pkgs[@]}" || echo "install-deps.sh: could not install ${test_pkgs[*]}; the browser and npm client tests will skip" >&2
+# the oracle the Jinja interpreter's live test compares with (the test skips without it)
+install_missing python3-jinja2 || echo "install-deps.sh: could not install python3-jinja2; the live Jinja oracle test will skip" >&2

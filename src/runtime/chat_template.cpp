@@ -1,10 +1,12 @@
-// src/runtime/chat_template.cpp — chat-template names, detection by distinctive substrings, formatting.
+// src/runtime/chat_template.cpp — Jinja chat templates through the interpreter; the families:
+// names, detection by distinctive substrings, formatting.
 #include "weft/runtime/chat_template.h"
 
 #include <array>
 #include <utility>
 
 #include "weft/core/error.h"
+#include "weft/runtime/jinja.h"
 
 namespace weft {
 
@@ -257,8 +259,40 @@ std::string apply_chat_template(chat_template_kind kind, const std::vector<chat_
     return {};
 }
 
+bool chat_template_is_jinja(std::string_view tmpl) {
+    return tmpl.find("{%") != std::string_view::npos || tmpl.find("{{") != std::string_view::npos;
+}
+
+std::string render_chat_template(std::string_view tmpl, const std::vector<chat_message> &msgs,
+                                 bool add_assistant_prompt, const chat_template_tokens &tokens) {
+    const jinja_template parsed(tmpl);
+    jinja_chat_params params;
+    for (const auto &m : msgs) {
+        jinja_value message = jinja_value::dict();
+        message.set("role", jinja_value(m.role));
+        message.set("content", jinja_value(m.content));
+        params.messages.push_back(std::move(message));
+    }
+    params.add_generation_prompt = add_assistant_prompt;
+    params.bos_token = tokens.bos;
+    params.eos_token = tokens.eos;
+    std::string text = jinja_render_chat(parsed, params);
+    // the tokenizer adds BOS: a template that writes it too would give two
+    if (!tokens.bos.empty() && text.compare(0, tokens.bos.size(), tokens.bos) == 0)
+        text.erase(0, tokens.bos.size());
+    return text;
+}
+
 std::string apply_chat_template(const std::string &tmpl, const std::vector<chat_message> &msgs,
-                                bool add_assistant_prompt) {
+                                bool add_assistant_prompt, const chat_template_tokens &tokens) {
+    if (chat_template_is_jinja(tmpl)) {
+        try {
+            return render_chat_template(tmpl, msgs, add_assistant_prompt, tokens);
+        } catch (const jinja_error &) {
+            // a template beyond the interpreter's subset, or one that rejects this conversation
+            // (raise_exception): the hand-written family is the fallback
+        }
+    }
     return apply_chat_template(chat_template_resolve(tmpl), msgs, add_assistant_prompt);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "weft/runtime/chat_template.h"
+#include "weft/runtime/jinja.h"
 
 namespace weft {
 namespace {
@@ -207,6 +208,53 @@ TEST(ChatTemplate, TurnPromptIsPrefixOfTheNextConversation) {
         const std::string next_prompt = apply_chat_template(e.kind, msgs, true);
         EXPECT_EQ(next_prompt.compare(0, after_reply.size(), after_reply), 0);
     }
+}
+
+// Jinja text is rendered by the interpreter, with the model's BOS / EOS; the one leading BOS is
+// dropped (the tokenizer adds it); when the render fails the family of the template is the fallback.
+TEST(ChatTemplate, JinjaTemplatesAreRendered) {
+    const std::string custom =
+        "{{ bos_token }}{% for m in messages %}<{{ m.role | upper }}>{{ m.content | trim }}{{ eos_token }}"
+        "{% endfor %}{% if add_generation_prompt %}<ASSISTANT>{% endif %}";
+    EXPECT_TRUE(chat_template_is_jinja(custom));
+    EXPECT_FALSE(chat_template_is_jinja("chatml"));
+    EXPECT_FALSE(chat_template_is_jinja(""));
+    EXPECT_EQ(apply_chat_template(custom, {{"system", " Be brief. "}, {"user", "Hi"}}, true, {"<s>", "</s>"}),
+              "<SYSTEM>Be brief.</s><USER>Hi</s><ASSISTANT>");
+    // only one BOS is removed, and only at the start
+    EXPECT_EQ(render_chat_template("{{ bos_token }}{{ bos_token }}x{{ bos_token }}", {}, false, {"<s>", ""}),
+              "<s>x<s>");
+    EXPECT_EQ(render_chat_template("x{{ bos_token }}", {}, false, {"<s>", ""}), "x<s>");
+
+    const std::string llama3 =
+        "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+        "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+        "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+        "{{ content }}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+    EXPECT_EQ(apply_chat_template(llama3, conversation, true, {"<|begin_of_text|>", "<|eot_id|>"}),
+              apply_chat_template(chat_template_kind::llama3, conversation, true));
+
+    // Gemma's template rejects a system message; the gemma family folds it into the first user turn
+    const std::string gemma =
+        "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+        "supported') "
+        "}}{% endif %}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = "
+        "'model' "
+        "%}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + "
+        "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt "
+        "%}{{'<start_of_turn>model\n'}}{% endif %}";
+    EXPECT_THROW(render_chat_template(gemma, conversation, true, {"<bos>", "<eos>"}), jinja_error);
+    EXPECT_EQ(apply_chat_template(gemma, conversation, true, {"<bos>", "<eos>"}),
+              apply_chat_template(chat_template_kind::gemma, conversation, true));
+    EXPECT_EQ(apply_chat_template(gemma, {{"user", "Hi"}}, true, {"<bos>", "<eos>"}),
+              "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+
+    // beyond the subset (or broken): the family the markers name
+    const std::string broken = "{% include 'chatml.jinja' %}<|im_start|>";
+    EXPECT_THROW(render_chat_template(broken, {{"user", "Hi"}}, true), jinja_error);
+    EXPECT_EQ(apply_chat_template(broken, {{"user", "Hi"}}, true),
+              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, OtherRolesAndEmptyConversation) {

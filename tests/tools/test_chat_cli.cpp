@@ -14,6 +14,7 @@
 
 #include "common/fixtures.h"
 #include "common/run_weft.h"
+#include "model/model_test_util.h"
 
 namespace {
 
@@ -117,6 +118,39 @@ TEST(ChatCli, SameSeedSameConversation) {
     EXPECT_EQ(a.out, b.out);
     // no tokenizer.chat_template in this file: ChatML with a warning
     EXPECT_NE(a.err.find("formatting as ChatML"), std::string::npos) << a.err;
+}
+
+// A model whose tokenizer.chat_template is Jinja of no known family: the interpreter renders it
+// (no ChatML fallback), and --chat-template takes Jinja text the same way.
+TEST(ChatCli, TheModelsOwnJinjaTemplateIsRendered) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string jinja =
+        "{% for m in messages %}{{ '<' ~ m.role ~ '>' ~ m.content | trim }}{% endfor %}"
+        "{% if add_generation_prompt %}<bot>{% endif %}";
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("weft-chat-jinja-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string with_template = (dir / "stories-jinja.gguf").string();
+    weft::test::gguf_edits e;
+    e.set_strings["tokenizer.chat_template"] = jinja;
+    weft::test::copy_gguf(stories(), with_template, e);
+    const auto r = run_chat("-m '" + with_template + "' -n 4 --temp 0 -c 256 -t 2 -v", two_turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("template jinja (tokenizer.chat_template)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("formatting as ChatML"), std::string::npos) << r.err;
+    // "<user>Once upon a time<bot>": fewer prompt tokens than ChatML's markers would take
+    const auto chatml = run_chat("-m '" + stories() + "' --chat-template chatml -n 4 --temp 0 -c 256 -t 2 -v",
+                                 "Once upon a time\n");
+    const auto own =
+        run_chat("-m '" + with_template + "' -n 4 --temp 0 -c 256 -t 2 -v", "Once upon a time\n");
+    ASSERT_EQ(own.status, 0) << own.err;
+    EXPECT_LT(find_turn(own.err, 1).decoded, find_turn(chatml.err, 1).decoded) << own.err;
+    const auto given =
+        run_chat("-m '" + stories() + "' --chat-template \"" + jinja + "\" -n 4 --temp 0 -c 256 -t 2 -v",
+                 "Once upon a time\n");
+    ASSERT_EQ(given.status, 0) << given.err;
+    EXPECT_EQ(find_turn(given.err, 1).decoded, find_turn(own.err, 1).decoded) << given.err;
+    std::filesystem::remove_all(dir);
 }
 
 TEST(ChatCli, SystemMessageChangesThePrompt) {

@@ -61,8 +61,8 @@ class context_full : public error {
 class chat_session {
   public:
     chat_session(const model &m, serving::engine &eng, const sampling_params &sampling,
-                 chat_template_kind kind, const chat_options &opt)
-        : model_(m), engine_(eng), sampling_(sampling), kind_(kind), opt_(opt) {
+                 const tool::template_choice &tmpl, const chat_options &opt)
+        : model_(m), engine_(eng), sampling_(sampling), template_(tmpl), opt_(opt) {
         if (!opt.system_prompt.empty()) messages_.push_back({"system", opt.system_prompt});
     }
 
@@ -70,7 +70,7 @@ class chat_session {
     // to stdout. Throws context_full when the conversation outgrows the context.
     void turn(const std::string &user_text) {
         messages_.push_back({"user", user_text});
-        const std::string prompt = apply_chat_template(kind_, messages_, true);
+        const std::string prompt = template_.format(messages_, true);
         keep_shared_prefix(prompt);
         const std::string new_text = prompt.substr(kv_text_.size());
         const std::vector<token> new_tokens = model_.vocab().tokenize(new_text, tokens_.empty(), true);
@@ -151,7 +151,7 @@ class chat_session {
     const model &model_;
     serving::engine &engine_;
     sampling_params sampling_;
-    chat_template_kind kind_;
+    const tool::template_choice &template_;
     const chat_options &opt_;
     std::vector<chat_message> messages_;
     std::string kv_text_;
@@ -214,7 +214,6 @@ int chat_main(int argc, char **argv) {
     if (!chosen.fallback.empty())
         std::fprintf(stderr, "weft chat: warning: %s (choose one with --chat-template)\n",
                      chosen.fallback.c_str());
-    const chat_template_kind kind = chosen.kind;
     const std::string &template_source = chosen.source;
 
     const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
@@ -231,7 +230,7 @@ int chat_main(int argc, char **argv) {
     if (opt.verbose || interactive) {
         std::fprintf(stderr, "weft chat: %s\n", model->describe().c_str());
         std::fprintf(stderr, "weft chat: template %s (%s), context %u tokens, %d threads, sampling %s",
-                     chat_template_name(kind), template_source.c_str(), ctx.n_ctx(), ip.n_threads,
+                     chosen.name().c_str(), template_source.c_str(), ctx.n_ctx(), ip.n_threads,
                      chain->describe().c_str());
         if (const auto seed = chain->seed()) std::fprintf(stderr, ", seed %u", *seed);
         std::fprintf(stderr, "\n%s",
@@ -246,7 +245,7 @@ int chat_main(int argc, char **argv) {
         sigaction(SIGINT, &action, nullptr);
     }
 
-    chat_session session(*model, eng, s, kind, opt);
+    chat_session session(*model, eng, s, chosen, opt);
     std::string line;
     while (true) {
         if (interactive) std::fputs("> ", stderr);

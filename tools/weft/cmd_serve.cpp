@@ -216,11 +216,11 @@ class server {
     server(const serve_options &opt) : opt_(opt), created_(int64_t(std::time(nullptr))) {}
 
     // Called once the model is loaded; until then every route but /health answers 503.
-    void set_ready(const model &m, serving::engine &eng, chat_template_kind kind,
+    void set_ready(const model &m, serving::engine &eng, tool::template_choice tmpl,
                    std::string template_source) {
         model_ = &m;
         engine_ = &eng;
-        kind_ = kind;
+        template_ = std::move(tmpl);
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_path.empty() ? "stories260K" : m.name();
         if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
@@ -678,7 +678,7 @@ class server {
             const std::vector<chat_message> messages = read_messages(body);
             std::string prompt;
             try {
-                prompt = apply_chat_template(kind_, messages, true);
+                prompt = template_.format(messages, true);
             } catch (const error &e) {
                 throw request_error(std::string("'messages': ") + e.what());
             }
@@ -1032,7 +1032,7 @@ class server {
                              {"n_slots", engine_->n_slots()},
                              {"n_ctx", engine_->n_ctx()},
                              {"n_ctx_slot", engine_->n_ctx_slot()},
-                             {"chat_template", chat_template_name(kind_)},
+                             {"chat_template", template_.name()},
                              {"chat_template_source", template_source_},
                              {"max_queue", opt_.max_queue},
                              {"default_generation_settings",
@@ -1102,7 +1102,7 @@ class server {
     std::atomic<bool> ready_{false};
     const model *model_ = nullptr;
     serving::engine *engine_ = nullptr;
-    chat_template_kind kind_ = chat_template_kind::chatml;
+    tool::template_choice template_;
     std::string template_source_;
     std::string model_id_ = "loading";
     int64_t created_;
@@ -1269,9 +1269,9 @@ int serve_main(int argc, char **argv) {
         std::fprintf(stderr,
                      "weft serve: %d slots of %u tokens (context %u), %d threads, chat template %s (%s)\n",
                      eng->n_slots(), eng->n_ctx_slot(), eng->n_ctx(), ep.context.n_threads,
-                     chat_template_name(chosen.kind), template_source.c_str());
+                     chosen.name().c_str(), template_source.c_str());
         eng->start();
-        routes.set_ready(*loaded, *eng, chosen.kind, template_source);
+        routes.set_ready(*loaded, *eng, chosen, template_source);
     } catch (...) {
         svr.stop();
         http.join();

@@ -6,25 +6,77 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/jinja.h"
 
 namespace weft::tool {
 
 struct template_choice {
-    chat_template_kind kind = chat_template_kind::chatml;
-    std::string source;    // where the family came from, for the log
-    std::string fallback;  // non-empty when ChatML was chosen because nothing better was known: why
+    chat_template_kind kind = chat_template_kind::chatml;  // the family (the fallback when jinja is set)
+    std::string source;                                    // where the template came from, for the log
+    std::string fallback;         // non-empty when ChatML was chosen because nothing better was known: why
+    std::string jinja;            // Jinja text rendered by the interpreter, or empty: the family formats
+    chat_template_tokens tokens;  // bos_token / eos_token for the Jinja template
+
+    // The conversation as prompt text: the Jinja template when there is one and it renders this
+    // conversation, else the family.
+    std::string format(const std::vector<chat_message> &msgs, bool add_assistant_prompt) const {
+        if (!jinja.empty()) {
+            try {
+                return render_chat_template(jinja, msgs, add_assistant_prompt, tokens);
+            } catch (const jinja_error &) {
+                // a conversation the template refuses (raise_exception), or beyond the subset
+            }
+        }
+        return apply_chat_template(kind, msgs, add_assistant_prompt);
+    }
+    // "jinja" or the family's name
+    std::string name() const { return jinja.empty() ? chat_template_name(kind) : "jinja"; }
 };
 
+// The special tokens as the template writes them.
+inline chat_template_tokens template_tokens(const model &m) {
+    const vocab &v = m.vocab();
+    chat_template_tokens t;
+    if (v.bos() != token_null) t.bos = v.token_to_piece(v.bos(), true);
+    if (v.eos() != token_null) t.eos = v.token_to_piece(v.eos(), true);
+    return t;
+}
+
+// Jinja text that the interpreter renders for a plain exchange (system, user, assistant, user).
+inline bool jinja_renders(const std::string &tmpl, const chat_template_tokens &tokens) {
+    if (!chat_template_is_jinja(tmpl)) return false;
+    try {
+        render_chat_template(tmpl, {{"user", "Hello"}, {"assistant", "Hi."}, {"user", "Bye"}}, true, tokens);
+        return true;
+    } catch (const jinja_error &) {
+        return false;
+    }
+}
+
 // --chat-template (a family name or Jinja text) if given, else the model's tokenizer.chat_template,
-// else ChatML. An unrecognised --chat-template is an error (the user asked for something specific).
+// else ChatML. Jinja text is rendered by the interpreter (the family it resembles, or ChatML, is the
+// fallback for conversations it refuses). An unrecognised --chat-template is an error (the user
+// asked for something specific).
 inline template_choice choose_chat_template(const model &m, const std::string &requested) {
+    const chat_template_tokens tokens = template_tokens(m);
+    auto with_jinja = [&](template_choice c, const std::string &text) {
+        if (jinja_renders(text, tokens)) {
+            c.jinja = text;
+            c.tokens = tokens;
+        }
+        return c;
+    };
     if (!requested.empty()) {
-        if (auto kind = chat_template_detect(requested)) return {*kind, "--chat-template", ""};
+        const auto kind = chat_template_detect(requested);
+        template_choice c =
+            with_jinja({kind.value_or(chat_template_kind::chatml), "--chat-template", ""}, requested);
+        if (kind || !c.jinja.empty()) return c;
         throw error(
             "--chat-template '" + requested.substr(0, 60) +
             "': not a known family name nor a recognisable Jinja template (names: chatml, llama2, "
@@ -33,9 +85,17 @@ inline template_choice choose_chat_template(const model &m, const std::string &r
     }
     const auto from_model = m.chat_template();
     if (from_model && !from_model->empty()) {
-        if (auto kind = chat_template_detect(*from_model)) return {*kind, "tokenizer.chat_template", ""};
-        return {chat_template_kind::chatml, "fallback",
-                m.path() + ": tokenizer.chat_template is not a family weft recognises; formatting as ChatML"};
+        if (auto kind = chat_template_detect(*from_model))
+            return with_jinja({*kind, "tokenizer.chat_template", ""}, *from_model);
+        template_choice c =
+            with_jinja({chat_template_kind::chatml, "tokenizer.chat_template", ""}, *from_model);
+        if (c.jinja.empty()) {
+            c.source = "fallback";
+            c.fallback = m.path() +
+                         ": tokenizer.chat_template is neither a template weft can render nor a family it "
+                         "recognises; formatting as ChatML";
+        }
+        return c;
     }
     return {chat_template_kind::chatml, "fallback",
             m.path() + " has no tokenizer.chat_template; formatting as ChatML"};

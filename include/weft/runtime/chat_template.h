@@ -1,4 +1,6 @@
-// weft/runtime/chat_template.h — chat-template families: detection from Jinja text, and formatting.
+// weft/runtime/chat_template.h — chat templates: a model's Jinja template rendered by the Jinja
+// interpreter (jinja.h), and the hand-written families (detection from Jinja text, formatting) as
+// the fallback.
 #pragma once
 
 #include <optional>
@@ -14,9 +16,9 @@ struct chat_message {
     std::string content;
 };
 
-// The families we format natively. Like the established engine we do not run Jinja: a model's
-// tokenizer.chat_template is recognised by substrings that only its family uses, and the family is
-// written by hand-coded rules.
+// The families we format natively. A model's tokenizer.chat_template is recognised by substrings
+// that only its family uses, and the family is written by hand-coded rules: the fallback when the
+// Jinja template itself cannot be rendered.
 enum class chat_template_kind {
     chatml,             // <|im_start|>role\ncontent<|im_end|>\n (Qwen, Yi, OpenHermes ...)
     llama2,             // [INST] user [/INST]assistant</s>, system text inlined
@@ -55,9 +57,26 @@ chat_template_kind chat_template_resolve(std::string_view tmpl);
 // BOS is not written: the tokenizer adds it.
 std::string apply_chat_template(chat_template_kind kind, const std::vector<chat_message> &msgs,
                                 bool add_assistant_prompt);
-// The same after chat_template_resolve(tmpl): a family name, a model's Jinja template, or ""
-// (ChatML).
+// The special tokens a Jinja chat template writes as bos_token / eos_token (from the vocabulary).
+struct chat_template_tokens {
+    std::string bos;
+    std::string eos;
+};
+
+// Whether `tmpl` is Jinja text (it has "{%" or "{{"), as opposed to a family name or "".
+bool chat_template_is_jinja(std::string_view tmpl);
+
+// Renders the Jinja template `tmpl` with the interpreter: messages (role, content),
+// add_generation_prompt, bos_token and eos_token. One leading BOS the template writes is removed,
+// as the tokenizer adds BOS itself. Throws jinja_error (weft/runtime/jinja.h: a syntax error, a
+// failed render, or the template's own raise_exception).
+std::string render_chat_template(std::string_view tmpl, const std::vector<chat_message> &msgs,
+                                 bool add_assistant_prompt, const chat_template_tokens &tokens = {});
+
+// A family name, a model's Jinja template, or "" (ChatML). Jinja text is rendered by
+// render_chat_template; when that fails, and for names and "", the family of
+// chat_template_resolve(tmpl) formats the conversation.
 std::string apply_chat_template(const std::string &tmpl, const std::vector<chat_message> &msgs,
-                                bool add_assistant_prompt);
+                                bool add_assistant_prompt, const chat_template_tokens &tokens = {});
 
 }  // namespace weft
