@@ -1,0 +1,290 @@
+// tools/weft/cmd_perplexity.cpp — `weft perplexity -m MODEL -f TEXT`: perplexity over consecutive
+// chunks of a text, scored as the reference engine's perplexity tool scores them, so that the
+// numbers compare.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "weft/command.h"
+#include "weft/core/error.h"
+#include "weft/model/model.h"
+#include "weft/runtime/context.h"
+
+namespace weft::tool {
+namespace {
+
+// log p(tok) under softmax(logits): the maximum subtracted, the exponentials summed in double.
+double log_softmax_at(const float *logits, int32_t n_vocab, token tok) {
+    const float max_logit = *std::max_element(logits, logits + n_vocab);
+    double sum_exp = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
+    return double(logits[tok] - max_logit) - std::log(sum_exp);
+}
+
+// Every log-probability of a row.
+void log_softmax(const float *logits, int32_t n_vocab, std::vector<float> &out) {
+    const float max_logit = *std::max_element(logits, logits + n_vocab);
+    double sum_exp = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
+    const double log_sum = std::log(sum_exp);
+    out.resize(size_t(n_vocab));
+    for (int32_t i = 0; i < n_vocab; ++i) out[size_t(i)] = float(double(logits[i] - max_logit) - log_sum);
+}
+
+// The base model's log-probabilities of every scored position (--kl-divergence-base writes them,
+// --kl-divergence reads them): a header (magic, version, n_ctx, n_vocab, chunks, the text's
+// tokens), then per position the row's minimum and step as floats and n_vocab 16-bit codes
+// (log p = min + code * step: about 1e-3 apart over a row spanning 60 nats).
+constexpr char kld_magic[8] = {'W', 'E', 'F', 'T', 'K', 'L', 'D', '1'};
+
+void write_row(std::ofstream &out, const std::vector<float> &logp) {
+    const float lo = std::max(*std::min_element(logp.begin(), logp.end()), -60.0f);
+    const float hi = *std::max_element(logp.begin(), logp.end());
+    const float step = hi > lo ? (hi - lo) / 65535.0f : 1.0f;
+    std::vector<uint16_t> codes(logp.size());
+    for (size_t i = 0; i < logp.size(); ++i)
+        codes[i] = uint16_t(std::lround(std::clamp((logp[i] - lo) / step, 0.0f, 65535.0f)));
+    out.write(reinterpret_cast<const char *>(&lo), sizeof lo);
+    out.write(reinterpret_cast<const char *>(&step), sizeof step);
+    out.write(reinterpret_cast<const char *>(codes.data()), std::streamsize(codes.size() * sizeof(uint16_t)));
+}
+
+void read_row(std::ifstream &in, const std::string &path, std::vector<float> &logp) {
+    float lo = 0, step = 0;
+    std::vector<uint16_t> codes(logp.size());
+    in.read(reinterpret_cast<char *>(&lo), sizeof lo);
+    in.read(reinterpret_cast<char *>(&step), sizeof step);
+    in.read(reinterpret_cast<char *>(codes.data()), std::streamsize(codes.size() * sizeof(uint16_t)));
+    if (!in) throw error(path + ": truncated (fewer scored positions than its header promises)");
+    for (size_t i = 0; i < codes.size(); ++i) logp[i] = lo + float(codes[i]) * step;
+}
+
+// Statistics of --kl-divergence: per scored position the KL divergence of the model from the
+// base, whether their most likely tokens agree, and the change of the actual token's probability.
+struct kld_stats {
+    std::vector<double> kl;
+    size_t same_top = 0;
+    double dp_sum = 0, dp2_sum = 0, base_nll = 0;
+    void add(const std::vector<float> &base, const std::vector<float> &mine, token next) {
+        double k = 0;
+        for (size_t i = 0; i < base.size(); ++i)
+            k += std::exp(double(base[i])) * (double(base[i]) - double(mine[i]));
+        kl.push_back(std::max(k, 0.0));
+        const auto top = [](const std::vector<float> &v) {
+            return std::max_element(v.begin(), v.end()) - v.begin();
+        };
+        same_top += top(base) == top(mine);
+        const double dp = std::exp(double(mine[size_t(next)])) - std::exp(double(base[size_t(next)]));
+        dp_sum += dp;
+        dp2_sum += dp * dp;
+        base_nll -= double(base[size_t(next)]);
+    }
+};
+
+int perplexity_main(int argc, char **argv) {
+    CLI::App app{
+        "Perplexity of a model on a text. The text (with BOS) is cut into consecutive chunks of\n"
+        "--ctx-size tokens; each chunk is decoded from an empty cache with its first token replaced by\n"
+        "BOS, and the tokens of its second half are scored (each predicted from all the tokens before it\n"
+        "in the chunk): the reference engine's method, so the numbers compare. Prints the running\n"
+        "estimate per chunk to stderr and the final PPL +/- its standard error to stdout.",
+        "weft perplexity"};
+    std::string model_path, file;
+    uint32_t n_ctx = 512, n_batch = 2048;
+    int n_chunks = -1, n_threads = 2;
+    bool json = false;
+    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-f,--file", file, "the text")->required()->check(CLI::ExistingFile);
+    app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")
+        ->capture_default_str()
+        ->check(CLI::Range(8u, 1u << 20));
+    app.add_option("-b,--batch-size", n_batch,
+                   "tokens per decode call (a chunk is split into batches of this size)")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1u << 20));
+    app.add_option("--chunks", n_chunks, "score at most this many chunks (-1: all)")->capture_default_str();
+    app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
+    app.add_flag("--json", json,
+                 "print the result as JSON (ppl, error, chunks, tokens scored, per-chunk estimates)");
+    std::string kld_base, kld_file;
+    app.add_option("--kl-divergence-base", kld_base,
+                   "write every scored position's log-probabilities to this file (from the base model, F32 "
+                   "or F16 say), for --kl-divergence; n_vocab x 2 bytes per position");
+    app.add_option("--kl-divergence", kld_file,
+                   "compare with a --kl-divergence-base file made from the same text and -c: mean KL "
+                   "divergence, how often the most likely token agrees, and the change of the actual "
+                   "token's probability")
+        ->check(CLI::ExistingFile);
+    CLI11_PARSE(app, argc, argv);
+    if (!kld_base.empty() && !kld_file.empty())
+        throw error("--kl-divergence-base and --kl-divergence: one or the other");
+
+    std::ifstream in(file, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto model = weft::model::load(model_path);
+    if (model->hparams().encoder)
+        throw error(model_path + ": an embedding model has no next-token probabilities");
+    const weft::vocab &vocab = model->vocab();
+    std::vector<token> tokens = vocab.tokenize(text, true, false);
+    const size_t n_ctx_s = n_ctx;
+    if (tokens.size() < 2 * n_ctx_s)
+        throw error(file + ": " + std::to_string(tokens.size()) + " tokens; perplexity with a context of " +
+                    std::to_string(n_ctx) + " needs at least " + std::to_string(2 * n_ctx_s));
+    int n_chunk = int(tokens.size() / n_ctx_s);
+    if (n_chunks >= 0) n_chunk = std::min(n_chunk, n_chunks);
+
+    inference_params ip;
+    ip.n_ctx = n_ctx;
+    ip.n_batch = std::min(n_batch, n_ctx);
+    ip.n_ubatch = std::min<uint32_t>(ip.n_batch, 512);
+    ip.n_threads = ip.n_threads_batch = n_threads;
+    inference_context ctx(*model, ip);
+    const int32_t n_vocab = ctx.n_vocab();
+    const bool bos_first = vocab.add_bos() && vocab.bos() != token_null;
+
+    std::fprintf(stderr, "weft perplexity: %zu tokens, %d chunks of %u, scoring the second half of each\n",
+                 tokens.size(), n_chunk, n_ctx);
+    const size_t first = n_ctx_s / 2;  // the positions scored: first .. n_ctx - 2 predict the next token
+
+    // the base file: written to a temporary name and renamed once complete; or read and checked
+    const std::string kld_tmp = kld_base.empty() ? "" : kld_base + ".tmp";
+    std::ofstream kld_out;
+    std::ifstream kld_in;
+    if (!kld_base.empty()) {
+        kld_out.open(kld_tmp, std::ios::binary | std::ios::trunc);
+        if (!kld_out) throw error(kld_base + ": cannot write");
+        const uint32_t head[4] = {1, n_ctx, uint32_t(n_vocab), uint32_t(n_chunk)};
+        const uint64_t n_tok = tokens.size();
+        kld_out.write(kld_magic, sizeof kld_magic);
+        kld_out.write(reinterpret_cast<const char *>(head), sizeof head);
+        kld_out.write(reinterpret_cast<const char *>(&n_tok), sizeof n_tok);
+        kld_out.write(reinterpret_cast<const char *>(tokens.data()), std::streamsize(n_tok * sizeof(token)));
+    }
+    if (!kld_file.empty()) {
+        kld_in.open(kld_file, std::ios::binary);
+        char magic[8] = {};
+        uint32_t head[4] = {};
+        uint64_t n_tok = 0;
+        kld_in.read(magic, sizeof magic);
+        kld_in.read(reinterpret_cast<char *>(head), sizeof head);
+        kld_in.read(reinterpret_cast<char *>(&n_tok), sizeof n_tok);
+        if (!kld_in || std::string(magic, 8) != std::string(kld_magic, 8) || head[0] != 1)
+            throw error(kld_file + ": not a weft --kl-divergence-base file (version 1)");
+        if (head[1] != n_ctx || head[2] != uint32_t(n_vocab))
+            throw error(kld_file + ": made with -c " + std::to_string(head[1]) + " and a vocabulary of " +
+                        std::to_string(head[2]) + "; this run has -c " + std::to_string(n_ctx) + " and " +
+                        std::to_string(n_vocab));
+        if (n_tok != tokens.size()) throw error(kld_file + ": made from another text");
+        std::vector<token> base_tokens(n_tok);
+        kld_in.read(reinterpret_cast<char *>(base_tokens.data()), std::streamsize(n_tok * sizeof(token)));
+        if (!kld_in || base_tokens != tokens) throw error(kld_file + ": made from another text");
+        n_chunk = std::min(n_chunk, int(head[3]));
+    }
+    kld_stats kld;
+    std::vector<float> mine_logp, base_logp(static_cast<size_t>(n_vocab));
+    double nll = 0, nll2 = 0;
+    size_t count = 0;
+    std::vector<double> estimates;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_chunk; ++i) {
+        const size_t start = size_t(i) * n_ctx_s;
+        ctx.kv_clear();
+        for (size_t b0 = 0; b0 < n_ctx_s; b0 += ip.n_batch) {
+            const size_t b1 = std::min(n_ctx_s, b0 + ip.n_batch);
+            batch b;
+            for (size_t k = b0; k < b1; ++k) {
+                const token t = k == 0 && bos_first ? vocab.bos() : tokens[start + k];
+                b.add(t, llm_pos(k), {0}, k >= first);
+            }
+            if (const int rc = ctx.decode(b); rc != decode_ok)
+                throw error("chunk " + std::to_string(i + 1) + ": decoding failed: " + ctx.last_error());
+            for (size_t k = std::max(b0, first); k < b1 && k + 1 < n_ctx_s; ++k) {
+                const float *logits = ctx.get_logits_ith(int32_t(k - b0));
+                const token next = tokens[start + k + 1];
+                const double v = -log_softmax_at(logits, n_vocab, next);
+                if (kld_out.is_open() || kld_in.is_open()) log_softmax(logits, n_vocab, mine_logp);
+                if (kld_out.is_open()) write_row(kld_out, mine_logp);
+                if (kld_in.is_open()) {
+                    read_row(kld_in, kld_file, base_logp);
+                    kld.add(base_logp, mine_logp, next);
+                }
+                nll += v;
+                nll2 += v * v;
+                ++count;
+            }
+        }
+        estimates.push_back(std::exp(nll / double(count)));
+        std::fprintf(stderr, "[%d]%.4f,", i + 1, estimates.back());
+        if (i == 0) {
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::fprintf(stderr, " (%.2f s per chunk, about %.0f s in all) ", s, s * n_chunk);
+        }
+        std::fflush(stderr);
+    }
+    std::fprintf(stderr, "\n");
+    const double mean = nll / double(count);
+    const double ppl = std::exp(mean);
+    const double var = nll2 / double(count) - mean * mean;
+    const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
+    if (kld_out.is_open()) {
+        kld_out.close();
+        if (!kld_out || std::rename(kld_tmp.c_str(), kld_base.c_str()) != 0)
+            throw error(kld_base + ": writing failed");
+        std::fprintf(stderr, "weft perplexity: wrote the log-probabilities of %zu positions to %s\n", count,
+                     kld_base.c_str());
+    }
+    nlohmann::json j = {{"ppl", ppl},     {"error", err},           {"chunks", n_chunk},
+                        {"n_ctx", n_ctx}, {"tokens_scored", count}, {"estimates", estimates}};
+    std::string kld_text;
+    if (kld_in.is_open()) {
+        const size_t n = kld.kl.size();
+        double kl_mean = 0, kl_sq = 0;
+        for (double k : kld.kl) kl_mean += k, kl_sq += k * k;
+        kl_mean /= double(n);
+        const double kl_err =
+            n > 1 ? std::sqrt(std::max(kl_sq / double(n) - kl_mean * kl_mean, 0.0) / double(n - 1)) : 0;
+        std::vector<double> sorted = kld.kl;
+        std::sort(sorted.begin(), sorted.end());
+        const double median = sorted[n / 2], kl_max = sorted.back();
+        const double same_top = 100.0 * double(kld.same_top) / double(n);
+        const double dp_mean = kld.dp_sum / double(n), dp_rms = std::sqrt(kld.dp2_sum / double(n));
+        const double base_ppl = std::exp(kld.base_nll / double(n));
+        j["kl_divergence"] = {{"mean", kl_mean},
+                              {"error", kl_err},
+                              {"median", median},
+                              {"max", kl_max},
+                              {"same_top_percent", same_top},
+                              {"delta_p_mean", dp_mean},
+                              {"delta_p_rms", dp_rms},
+                              {"base_ppl", base_ppl}};
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "KL divergence: mean %.6f +/- %.6f, median %.6f, max %.6f\n"
+                      "same top token: %.2f%%\n"
+                      "delta p of the actual token: mean %+.4f%%, RMS %.4f%%\n"
+                      "base PPL %.4f, this PPL %.4f (ratio %.4f)\n",
+                      kl_mean, kl_err, median, kl_max, same_top, 100 * dp_mean, 100 * dp_rms, base_ppl, ppl,
+                      ppl / base_ppl);
+        kld_text = buf;
+    }
+    if (json)
+        std::printf("%s\n", j.dump().c_str());
+    else
+        std::printf("PPL = %.4f +/- %.5f\n%s", ppl, err, kld_text.c_str());
+    return 0;
+}
+
+const bool registered = register_command(
+    {"perplexity", "perplexity over chunks of a text, comparable with the reference engine's",
+     &perplexity_main});
+
+}  // namespace
+}  // namespace weft::tool
