@@ -16,6 +16,7 @@
 
 #include "weft/command.h"
 #include "weft/gguf/gguf.h"
+#include "weft/quant/imatrix.h"
 #include "weft/quant/quant.h"
 
 namespace weft::tool {
@@ -252,8 +253,9 @@ std::string shape_text(const gguf_tensor_info &t) {
 }
 
 // Dequantizes rows of `in` to f32 and quantizes them to `to`, rows split across threads.
+// importance: null, or per input column (ne0 values; ne0 x ne2 for a stack of expert matrices).
 void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uint8_t *dst, size_t dst_bytes,
-                    int n_threads) {
+                    int n_threads, const std::vector<float> *importance) {
     const int64_t ne0 = t.ne[0];
     const int64_t nrows = t.ne[1] * t.ne[2] * t.ne[3];
     const size_t src_row = row_size(t.type, ne0);
@@ -275,7 +277,13 @@ void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uin
             const int64_t r_begin = std::min(nrows, per_worker * worker);
             const int64_t r_end = std::min(nrows, r_begin + per_worker);
             for (int64_t r0 = r_begin; r0 < r_end; r0 += rows_per_chunk) {
-                const int64_t nr = std::min(rows_per_chunk, r_end - r0);
+                int64_t nr = std::min(rows_per_chunk, r_end - r0);
+                // one matrix of a stack at a time: each has its own importance
+                if (importance) nr = std::min(nr, (r0 / t.ne[1] + 1) * t.ne[1] - r0);
+                const float *imp =
+                    importance
+                        ? importance->data() + (importance->size() > size_t(ne0) ? (r0 / t.ne[1]) * ne0 : 0)
+                        : nullptr;
                 for (int64_t r = 0; r < nr; ++r) {
                     const uint8_t *row = src + size_t(r0 + r) * src_row;
                     float *out = buf.data() + r * ne0;
@@ -284,7 +292,8 @@ void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uin
                     else
                         std::memcpy(out, row, size_t(ne0) * sizeof(float));
                 }
-                const size_t written = quantize_rows(to, buf.data(), dst + size_t(r0) * dst_row, nr, ne0);
+                const size_t written =
+                    quantize_rows(to, buf.data(), dst + size_t(r0) * dst_row, nr, ne0, imp);
                 WEFT_ASSERT(written == size_t(nr) * dst_row);
             }
         } catch (...) {
@@ -347,6 +356,11 @@ int quantize_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1024));
     app.add_flag("--pure", pure, "no mix: every converted tensor gets the base type (fallbacks still apply)");
+    std::string imatrix_path;
+    app.add_option("--imatrix", imatrix_path,
+                   "importance matrix (weft imatrix, or the reference engine's legacy .imatrix file): the "
+                   "i-quant and K-quant quantizers weigh each column's rounding error by it")
+        ->check(CLI::ExistingFile);
     app.footer(help_footer());
     CLI11_PARSE(app, argc, argv);
 
@@ -359,6 +373,12 @@ int quantize_main(int argc, char **argv) {
     if (in_path == out_path || std::filesystem::equivalent(in_path, out_path, ec))
         throw error("input and output are the same file: " + in_path);
 
+    importance_matrix imatrix;
+    if (!imatrix_path.empty()) {
+        imatrix = read_imatrix(imatrix_path);
+        std::fprintf(stderr, "weft quantize: %zu importance entries from %s (%d chunks)\n",
+                     imatrix.entries.size(), imatrix_path.c_str(), imatrix.chunks);
+    }
     const auto in = gguf_file::open(in_path);
     const model_shape shape = shape_of_model(*in);
     type_chooser chooser(*r, shape, pure);
@@ -371,6 +391,12 @@ int quantize_main(int argc, char **argv) {
     // As the established quantizer: the quantization version, then the file type, after the copied keys.
     out.set_u32("general.quantization_version", 2);
     out.set_u32("general.file_type", r->file_type);
+    if (!imatrix_path.empty()) {  // as the established quantizer records it
+        out.set_string("quantize.imatrix.file", imatrix_path);
+        if (!imatrix.dataset.empty()) out.set_string("quantize.imatrix.dataset", imatrix.dataset);
+        out.set_i32("quantize.imatrix.entries_count", int32_t(imatrix.entries.size()));
+        out.set_i32("quantize.imatrix.chunks_count", imatrix.chunks);
+    }
 
     // The established quantizer's order: tensors outside the layers first, then layer by layer,
     // by name within each (its tensor map is sorted by name). It fixes the attn_v counting order
@@ -395,13 +421,18 @@ int quantize_main(int argc, char **argv) {
         const uint8_t *src = in->tensor_data(t);
         bytes_in += t.nbytes;
         bytes_out += row_size(to, t.ne[0]) * size_t(t.ne[1] * t.ne[2] * t.ne[3]);
+        const std::vector<float> *importance = imatrix.importance(t.name);
+        if (importance && to != t.type && importance->size() != size_t(t.ne[0]) &&
+            importance->size() != size_t(t.ne[0] * t.ne[2]))
+            throw error(imatrix_path + ": entry '" + t.name + "' has " + std::to_string(importance->size()) +
+                        " values; the tensor has " + std::to_string(t.ne[0]) + " columns");
         out.add_tensor_fill(
-            t.name, to, ne, [&t, src, to, n_threads, i, n_tensors](uint8_t *dst, size_t nbytes) {
+            t.name, to, ne, [&t, src, to, n_threads, i, n_tensors, importance](uint8_t *dst, size_t nbytes) {
                 const auto t0 = std::chrono::steady_clock::now();
                 if (to == t.type)
                     std::memcpy(dst, src, nbytes);
                 else
-                    convert_tensor(t, src, to, dst, nbytes, n_threads);
+                    convert_tensor(t, src, to, dst, nbytes, n_threads, importance);
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 std::fprintf(stderr, "[%4zu/%4zu] %-32s %-20s %5s -> %-5s %10s -> %10s %8.1f ms\n", i + 1,
