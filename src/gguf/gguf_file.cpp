@@ -338,7 +338,9 @@ std::unique_ptr<gguf_file> gguf_file::open(const std::string &path, const gguf_o
     std::unique_ptr<gguf_file> f(new gguf_file());
     f->path_ = path;
 
-    fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // O_NONBLOCK: a FIFO given by mistake fails the regular-file check at once instead of waiting
+    // in open for a writer
+    fd_guard fd{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
     if (fd.fd < 0) throw gguf_error(path + ": cannot open: " + errno_text());
     struct stat st {};
     if (::fstat(fd.fd, &st) != 0) throw gguf_error(path + ": cannot stat: " + errno_text());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gguf/gguf_format.h"
+#include "weft/core/safe_file.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft {
@@ -103,7 +104,8 @@ namespace {
 // The header (magic to the end of the tensor infos) is assembled in memory, then written at once.
 class header_buffer {
   public:
-    void bytes(const void *p, size_t n) {
+    // not inlined: GCC 12 reports a false -Wstringop-overflow in the vector insert when it is
+    [[gnu::noinline]] void bytes(const void *p, size_t n) {
         const auto *b = static_cast<const uint8_t *>(p);
         out_.insert(out_.end(), b, b + n);
     }
@@ -292,10 +294,7 @@ void gguf_writer::write(const std::string &path) const {
         offset += t.nbytes;
     }
 
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw gguf_error(path + ": cannot create temporary file " + tmp + ": " + std::strerror(errno));
-
+    output_file out(path);       // a temporary file beside path, renamed over it when complete
     uint8_t *scratch = nullptr;  // a fill tensor's bytes
     size_t scratch_size = 0;
     auto release_scratch = [&] {
@@ -306,8 +305,7 @@ void gguf_writer::write(const std::string &path) const {
     try {
         size_t pos = 0;
         auto put = [&](const void *p, size_t n) {
-            if (n && std::fwrite(p, 1, n, f) != n)
-                throw gguf_error(path + ": write to " + tmp + " failed: " + std::strerror(errno));
+            if (n) out.write(p, n);
             pos += n;
         };
         static const uint8_t zeros[256] = {};
@@ -336,17 +334,9 @@ void gguf_writer::write(const std::string &path) const {
         // The established writer pads the file to the alignment after the last tensor too.
         pad_to(align_up(pos, alignment));
         release_scratch();
-        if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
-            throw gguf_error(path + ": write to " + tmp + " failed: " + std::strerror(errno));
-        const int rc = std::fclose(f);
-        f = nullptr;
-        if (rc != 0) throw gguf_error(path + ": closing " + tmp + " failed: " + std::strerror(errno));
-        if (std::rename(tmp.c_str(), path.c_str()) != 0)
-            throw gguf_error(path + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
+        out.commit();
     } catch (...) {
         release_scratch();
-        if (f) std::fclose(f);
-        std::remove(tmp.c_str());
         throw;
     }
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "weft/core/error.h"
+#include "weft/core/safe_file.h"
 
 namespace weft {
 
@@ -97,33 +98,20 @@ importance_matrix read_imatrix(const std::string &path) {
 }
 
 void write_imatrix(const std::string &path, const importance_matrix &m) {
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw error(tmp + ": cannot write");
-        auto i32 = [&out](int32_t v) { out.write(reinterpret_cast<const char *>(&v), sizeof v); };
-        i32(int32_t(m.entries.size()));
-        for (const auto &[name, e] : m.entries) {
-            i32(int32_t(name.size()));
-            out.write(name.data(), std::streamsize(name.size()));
-            i32(e.ncall);
-            i32(int32_t(e.values.size()));
-            out.write(reinterpret_cast<const char *>(e.values.data()),
-                      std::streamsize(e.values.size() * sizeof(float)));
-        }
-        i32(m.chunks);
-        i32(int32_t(m.dataset.size()));
-        out.write(m.dataset.data(), std::streamsize(m.dataset.size()));
-        out.close();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw error(tmp + ": writing failed");
-        }
+    output_file out(path);
+    auto i32 = [&out](int32_t v) { out.write(&v, sizeof v); };
+    i32(int32_t(m.entries.size()));
+    for (const auto &[name, e] : m.entries) {
+        i32(int32_t(name.size()));
+        out.write(name);
+        i32(e.ncall);
+        i32(int32_t(e.values.size()));
+        out.write(e.values.data(), e.values.size() * sizeof(float));
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw error(path + ": cannot rename " + tmp + " to it");
-    }
+    i32(m.chunks);
+    i32(int32_t(m.dataset.size()));
+    out.write(m.dataset);
+    out.commit();
 }
 
 }  // namespace weft

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "weft/command.h"
@@ -13,6 +14,7 @@
 #include "weft/core/error.h"
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
+#include "weft/core/safe_file.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 
@@ -39,30 +41,14 @@ std::string human_bytes(size_t bytes) {
     return buf;
 }
 
-// Writes the DOT text next to `path` first and renames it into place, so a reader never sees a
-// half-written file and a failure leaves any previous file untouched.
+// Writes the DOT text through a temporary file renamed into place (weft/core/safe_file.h): a reader
+// never sees a half-written file and a failure leaves any previous file untouched.
 void write_dot_atomically(const graph &g, const std::string &path) {
-    const std::filesystem::path target(path);
-    std::filesystem::path temp = target;
-    temp += ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-        if (!out) throw error(path + ": cannot create temporary file " + temp.string());
-        graph_dump_dot(g, out);
-        out.flush();
-        if (!out) {
-            std::error_code ignored;
-            std::filesystem::remove(temp, ignored);
-            throw error(path + ": writing the DOT file failed");
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(temp, target, ec);
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(temp, ignored);
-        throw error(path + ": cannot move the DOT file into place: " + ec.message());
-    }
+    std::ostringstream text;
+    graph_dump_dot(g, text);
+    output_file out(path);
+    out.write(text.str());
+    out.commit();
 }
 
 // What every mode prints once it has a graph: the nodes and leafs, counts, nodes per op and the

@@ -15,6 +15,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/core/safe_file.h"
 #include "weft/core/tensor.h"
 #include "weft/model/model.h"
 #include "weft/quant/imatrix.h"
@@ -142,8 +143,7 @@ int imatrix_main(int argc, char **argv) {
     app.add_flag("--process-output", with_output, "also collect output.weight's activations");
     CLI11_PARSE(app, argc, argv);
 
-    std::ifstream in(file, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_input_file(file);
     auto model = weft::model::load(model_path);
     const weft::vocab &vocab = model->vocab();
     const std::vector<token> tokens = vocab.tokenize(text, true, false);

@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/core/safe_file.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 
@@ -45,16 +47,16 @@ void log_softmax(const float *logits, int32_t n_vocab, std::vector<float> &out) 
 // (log p = min + code * step: about 1e-3 apart over a row spanning 60 nats).
 constexpr char kld_magic[8] = {'W', 'E', 'F', 'T', 'K', 'L', 'D', '1'};
 
-void write_row(std::ofstream &out, const std::vector<float> &logp) {
+void write_row(output_file &out, const std::vector<float> &logp) {
     const float lo = std::max(*std::min_element(logp.begin(), logp.end()), -60.0f);
     const float hi = *std::max_element(logp.begin(), logp.end());
     const float step = hi > lo ? (hi - lo) / 65535.0f : 1.0f;
     std::vector<uint16_t> codes(logp.size());
     for (size_t i = 0; i < logp.size(); ++i)
         codes[i] = uint16_t(std::lround(std::clamp((logp[i] - lo) / step, 0.0f, 65535.0f)));
-    out.write(reinterpret_cast<const char *>(&lo), sizeof lo);
-    out.write(reinterpret_cast<const char *>(&step), sizeof step);
-    out.write(reinterpret_cast<const char *>(codes.data()), std::streamsize(codes.size() * sizeof(uint16_t)));
+    out.write(&lo, sizeof lo);
+    out.write(&step, sizeof step);
+    out.write(codes.data(), codes.size() * sizeof(uint16_t));
 }
 
 void read_row(std::ifstream &in, const std::string &path, std::vector<float> &logp) {
@@ -127,8 +129,7 @@ int perplexity_main(int argc, char **argv) {
     if (!kld_base.empty() && !kld_file.empty())
         throw error("--kl-divergence-base and --kl-divergence: one or the other");
 
-    std::ifstream in(file, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_input_file(file);
     auto model = weft::model::load(model_path);
     if (model->hparams().encoder)
         throw error(model_path + ": an embedding model has no next-token probabilities");
@@ -154,21 +155,20 @@ int perplexity_main(int argc, char **argv) {
                  tokens.size(), n_chunk, n_ctx);
     const size_t first = n_ctx_s / 2;  // the positions scored: first .. n_ctx - 2 predict the next token
 
-    // the base file: written to a temporary name and renamed once complete; or read and checked
-    const std::string kld_tmp = kld_base.empty() ? "" : kld_base + ".tmp";
-    std::ofstream kld_out;
+    // the base file: written through a temporary file renamed once complete; or read and checked
+    std::unique_ptr<output_file> kld_out;
     std::ifstream kld_in;
     if (!kld_base.empty()) {
-        kld_out.open(kld_tmp, std::ios::binary | std::ios::trunc);
-        if (!kld_out) throw error(kld_base + ": cannot write");
+        kld_out = std::make_unique<output_file>(kld_base);
         const uint32_t head[4] = {1, n_ctx, uint32_t(n_vocab), uint32_t(n_chunk)};
         const uint64_t n_tok = tokens.size();
-        kld_out.write(kld_magic, sizeof kld_magic);
-        kld_out.write(reinterpret_cast<const char *>(head), sizeof head);
-        kld_out.write(reinterpret_cast<const char *>(&n_tok), sizeof n_tok);
-        kld_out.write(reinterpret_cast<const char *>(tokens.data()), std::streamsize(n_tok * sizeof(token)));
+        kld_out->write(kld_magic, sizeof kld_magic);
+        kld_out->write(head, sizeof head);
+        kld_out->write(&n_tok, sizeof n_tok);
+        kld_out->write(tokens.data(), n_tok * sizeof(token));
     }
     if (!kld_file.empty()) {
+        require_regular_file(kld_file);
         kld_in.open(kld_file, std::ios::binary);
         char magic[8] = {};
         uint32_t head[4] = {};
@@ -210,8 +210,8 @@ int perplexity_main(int argc, char **argv) {
                 const float *logits = ctx.get_logits_ith(int32_t(k - b0));
                 const token next = tokens[start + k + 1];
                 const double v = -log_softmax_at(logits, n_vocab, next);
-                if (kld_out.is_open() || kld_in.is_open()) log_softmax(logits, n_vocab, mine_logp);
-                if (kld_out.is_open()) write_row(kld_out, mine_logp);
+                if (kld_out || kld_in.is_open()) log_softmax(logits, n_vocab, mine_logp);
+                if (kld_out) write_row(*kld_out, mine_logp);
                 if (kld_in.is_open()) {
                     read_row(kld_in, kld_file, base_logp);
                     kld.add(base_logp, mine_logp, next);
@@ -234,10 +234,8 @@ int perplexity_main(int argc, char **argv) {
     const double ppl = std::exp(mean);
     const double var = nll2 / double(count) - mean * mean;
     const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
-    if (kld_out.is_open()) {
-        kld_out.close();
-        if (!kld_out || std::rename(kld_tmp.c_str(), kld_base.c_str()) != 0)
-            throw error(kld_base + ": writing failed");
+    if (kld_out) {
+        kld_out->commit();
         std::fprintf(stderr, "weft perplexity: wrote the log-probabilities of %zu positions to %s\n", count,
                      kld_base.c_str());
     }

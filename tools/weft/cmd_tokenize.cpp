@@ -9,6 +9,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/core/safe_file.h"
 #include "weft/gguf/gguf.h"
 #include "weft/vocab/vocab.h"
 
@@ -74,9 +75,7 @@ int tokenize_main(int argc, char **argv) {
 
     std::string text;
     if (!file.empty()) {
-        std::ifstream in(file, std::ios::binary);
-        if (!in) throw error(file + ": cannot open");
-        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        text = read_input_file(file);
     } else if (app.count("--prompt")) {
         text = prompt;
     } else {

@@ -33,7 +33,7 @@ struct importance_matrix {
 // Reads a legacy imatrix file; throws weft::error naming the file and the problem (truncated,
 // impossible counts, a name or value count beyond the file's size).
 importance_matrix read_imatrix(const std::string &path);
-// Writes it to path + ".tmp" and renames it over path once complete.
+// Writes it through a temporary file renamed over path once complete (weft/core/safe_file.h).
 void write_imatrix(const std::string &path, const importance_matrix &m);
 
 }  // namespace weft
