@@ -45,15 +45,17 @@ synth_spec spec_of(const std::string &arch) {
 
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names,
-              (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma", "gemma2",
-                                        "phi2", "phi3", "olmo2", "command-r", "bert", "qwen2moe"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma",
+                                               "gemma2", "phi2", "phi3", "olmo2", "command-r", "bert",
+                                               "qwen2moe", "deepseek2"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
 TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
     for (const std::string &arch : supported_architectures()) {
         if (arch == "bert") continue;  // an encoder, not in synth: checked against its fixture
+        // latent attention has tensors of its own that synth does not make: checked against its fixture
+        if (arch == "deepseek2") continue;
         SCOPED_TRACE(arch);
         synth_file f("model-" + arch, spec_of(arch));
         auto m = model::load(f.path());
