@@ -56,12 +56,13 @@ int synth_main(int argc, char **argv) {
     s.type = *type;
 
     const int64_t n_params = weft::synth_write(s, out);
+    const int64_t n_kv_heads = s.arch == "deepseek2" ? s.n_head : s.n_head_kv;  // latent attention: per head
     std::fprintf(
         stderr,
         "weft synth: wrote %s: %s, %lld layers, n_embd %lld, %lld heads (%lld KV), n_ff %lld, vocab %lld, "
         "%.3f B params, %s\n",
         out.c_str(), s.arch.c_str(), (long long)s.n_layer, (long long)s.n_embd, (long long)s.n_head,
-        (long long)s.n_head_kv, (long long)s.n_ff, (long long)s.n_vocab, double(n_params) / 1e9,
+        (long long)n_kv_heads, (long long)s.n_ff, (long long)s.n_vocab, double(n_params) / 1e9,
         weft::type_name(s.type));
     return 0;
 }
