@@ -28,7 +28,7 @@ class arch_llama final : public architecture {
         w.layers.resize(size_t(hp.n_layer));
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             create_llama_attn(tl, hp, il, w.layers[size_t(il)]);
-            create_moe_ffn(tl, hp, il, w.layers[size_t(il)], false);
+            create_moe_ffn(tl, hp, il, w.layers[size_t(il)], moe_shared::none);
         }
     }
 

@@ -32,7 +32,7 @@ class arch_qwen2moe final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             layer_weights &l = w.layers[size_t(il)];
             create_llama_attn(tl, hp, il, l, /*biases=*/true);
-            create_moe_ffn(tl, hp, il, l, true);
+            create_moe_ffn(tl, hp, il, l, moe_shared::gated);
         }
     }
 

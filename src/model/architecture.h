@@ -47,5 +47,6 @@ std::unique_ptr<architecture> make_arch_olmo2();
 std::unique_ptr<architecture> make_arch_command_r();
 std::unique_ptr<architecture> make_arch_bert();
 std::unique_ptr<architecture> make_arch_qwen2moe();
+std::unique_ptr<architecture> make_arch_deepseek2();
 
 }  // namespace weft

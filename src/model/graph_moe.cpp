@@ -14,6 +14,7 @@ tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l,
     tensor *up = b.named(mul_mat(b.ctx, l.ffn_up_shexp, x), "ffn_shexp_up", il);
     tensor *act = b.named(swiglu(b.ctx, gate, up), "ffn_shexp_swiglu", il);
     tensor *out = b.named(mul_mat(b.ctx, l.ffn_down_shexp, act), "ffn_shexp_down", il);
+    if (!l.ffn_gate_inp_shexp) return out;
     // the shared expert's share: sigmoid of one dot product per token, [1, n]
     tensor *share = b.named(mul_mat(b.ctx, l.ffn_gate_inp_shexp, x), "ffn_shexp_share_logit", il);
     share = b.named(sigmoid(b.ctx, share), "ffn_shexp_share", il);
@@ -23,16 +24,18 @@ tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l,
 }  // namespace
 
 void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                    bool shared_expert) {
+                    moe_shared shared) {
     const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert, n_ff = hp.n_ff_exp;
     l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
     l.ffn_gate_inp = tl.create(block_tensor_name(il, "ffn_gate_inp"), {n_embd, n_expert});
     l.ffn_gate_exps = tl.create(block_tensor_name(il, "ffn_gate_exps"), {n_embd, n_ff, n_expert});
     l.ffn_up_exps = tl.create(block_tensor_name(il, "ffn_up_exps"), {n_embd, n_ff, n_expert});
     l.ffn_down_exps = tl.create(block_tensor_name(il, "ffn_down_exps"), {n_ff, n_embd, n_expert});
-    if (!shared_expert) return;
+    l.ffn_exp_probs_b = tl.create_optional(block_tensor_name(il, "exp_probs_b", "bias"), {n_expert});
+    if (shared == moe_shared::none) return;
     const int64_t n_ff_sh = hp.n_ff_shexp;
-    l.ffn_gate_inp_shexp = tl.create(block_tensor_name(il, "ffn_gate_inp_shexp"), {n_embd});
+    if (shared == moe_shared::gated)
+        l.ffn_gate_inp_shexp = tl.create(block_tensor_name(il, "ffn_gate_inp_shexp"), {n_embd});
     l.ffn_gate_shexp = tl.create(block_tensor_name(il, "ffn_gate_shexp"), {n_embd, n_ff_sh});
     l.ffn_up_shexp = tl.create(block_tensor_name(il, "ffn_up_shexp"), {n_embd, n_ff_sh});
     l.ffn_down_shexp = tl.create(block_tensor_name(il, "ffn_down_shexp"), {n_ff_sh, n_embd});
@@ -45,8 +48,14 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
 
     // 1. the router: each token's probability of each expert, and the n_used most probable
     tensor *logits = b.named(mul_mat(ctx, l.ffn_gate_inp, x), "ffn_moe_logits", il);  // [n_expert, n]
-    tensor *probs = b.named(soft_max(ctx, logits), "ffn_moe_probs", il);
-    tensor *picked = b.named(top_k(ctx, probs, n_used), "ffn_moe_topk", il);  // i32 [n_used, n]
+    const bool sigmoid_gating = b.hp.expert_gating_func == model_hparams::expert_gating::sigmoid;
+    tensor *probs =
+        b.named(sigmoid_gating ? sigmoid(ctx, logits) : soft_max(ctx, logits), "ffn_moe_probs", il);
+    // the selection may add a bias to the probabilities; the weights are the probabilities
+    tensor *selection = probs;
+    if (l.ffn_exp_probs_b)
+        selection = b.named(add(ctx, probs, l.ffn_exp_probs_b), "ffn_moe_probs_biased", il);
+    tensor *picked = b.named(top_k(ctx, selection, n_used), "ffn_moe_topk", il);  // i32 [n_used, n]
     tensor *weights =
         b.named(get_rows(ctx, reshape_3d(ctx, probs, 1, n_expert, n), picked), "ffn_moe_weights",
                 il);  // [1, n_used, n]
@@ -56,6 +65,8 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
         w2 = b.named(div(ctx, w2, sum), "ffn_moe_weights_norm", il);
         weights = reshape_3d(ctx, w2, 1, n_used, n);
     }
+    if (b.hp.expert_weights_scale != 0.0f)
+        weights = b.named(scale(ctx, weights, b.hp.expert_weights_scale), "ffn_moe_weights_scaled", il);
 
     // 2. the picked experts on each token's one column: [n_ff_exp, n_used, n], then [n_embd, n_used, n]
     tensor *x3 = reshape_3d(ctx, x, n_embd, 1, n);
@@ -71,7 +82,7 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
     };
     tensor *out = n_used == 1 ? cont(ctx, pick(0)) : pick(0);
     for (int64_t i = 1; i < n_used; ++i) out = add(ctx, out, pick(i));
-    if (l.ffn_gate_inp_shexp) {
+    if (l.ffn_down_shexp) {
         b.named(out, "ffn_moe_routed", il);
         out = add(ctx, out, build_shared_expert(b, x, l, il));
     }

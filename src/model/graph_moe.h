@@ -1,6 +1,6 @@
 // src/model/graph_moe.h — the mixture-of-experts FFN: a router picks n_expert_used of n_expert
 // SwiGLU experts per token and sums their outputs weighted by the router's probabilities, plus an
-// optional shared expert that every token goes through (qwen2moe).
+// optional shared expert that every token goes through (qwen2moe, deepseek2).
 #pragma once
 
 #include <cstdint>
@@ -11,17 +11,24 @@ namespace weft {
 
 class tensor_loader;
 
-// The FFN half of a MoE block: ffn_norm, the router ffn_gate_inp, the experts ffn_{gate,up,down}_exps
-// of n_ff_exp rows each, and with shared_expert the shared expert ffn_{gate,up,down}_shexp of
-// n_ff_shexp rows and its gate ffn_gate_inp_shexp.
-void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                    bool shared_expert);
+// The shared expert of a MoE block: none, one scaled by sigmoid(ffn_gate_inp_shexp · x)
+// (qwen2moe), or one added as it is (deepseek2).
+enum class moe_shared { none, gated, plain };
 
-// On the normed x [n_embd, n]: probs = softmax(ffn_gate_inp · x) over the experts; the n_expert_used
-// most probable experts of each token (ties: the lower index), their probabilities as weights
-// (divided by their sum when hp.expert_weights_norm); the sum over those experts of weight ×
-// down(silu(gate(x)) · up(x)); plus, when the layer has a shared expert, sigmoid(ffn_gate_inp_shexp
-// · x) × its SwiGLU FFN. Returns [n_embd, n] "ffn_moe_out-<il>".
+// The FFN half of a MoE block: ffn_norm, the router ffn_gate_inp, the experts ffn_{gate,up,down}_exps
+// of n_ff_exp rows each, the optional selection bias exp_probs_b, and unless shared is none the
+// shared expert ffn_{gate,up,down}_shexp of n_ff_shexp rows (with its gate ffn_gate_inp_shexp when
+// gated).
+void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
+                    moe_shared shared);
+
+// On the normed x [n_embd, n]: probs = softmax (or sigmoid, hp.expert_gating_func) of ffn_gate_inp · x
+// over the experts; the n_expert_used experts of each token with the largest probs (+ the selection
+// bias exp_probs_b when the layer has one; ties: the lower index), their probabilities as weights
+// (divided by their sum when hp.expert_weights_norm, × hp.expert_weights_scale when it is not 0);
+// the sum over those experts of weight × down(silu(gate(x)) · up(x)); plus, when the layer has a
+// shared expert, its SwiGLU FFN (× sigmoid(ffn_gate_inp_shexp · x) when it has that gate).
+// Returns [n_embd, n] "ffn_moe_out-<il>".
 tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il);
 
 }  // namespace weft

@@ -187,8 +187,9 @@ graph_inputs model::build_graph(context &ctx, graph &g, const graph_build_params
 
 size_t model::graph_tensor_budget() const {
     // a mixture-of-experts FFN adds its router, picking, three expert products, the weighting and one
-    // view and add per used expert
-    const int64_t per_layer = 64 + (hparams_.n_expert > 0 ? 48 + 2 * hparams_.n_expert_used : 0);
+    // view and add per used expert; latent attention (deepseek2) its bottlenecks, splits and concats
+    const int64_t per_layer = 64 + (hparams_.n_expert > 0 ? 48 + 2 * hparams_.n_expert_used : 0) +
+                              (hparams_.n_lora_kv > 0 ? 32 : 0);
     return size_t(hparams_.n_layer * per_layer) + 256;
 }
 

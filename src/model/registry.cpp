@@ -6,7 +6,7 @@
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 13> entries = {{
+    static const std::array<architecture_entry, 14> entries = {{
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
@@ -20,6 +20,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"command-r", &make_arch_command_r},
         {"bert", &make_arch_bert},
         {"qwen2moe", &make_arch_qwen2moe},
+        {"deepseek2", &make_arch_deepseek2},
     }};
     return entries;
 }

@@ -96,12 +96,16 @@ synth_vocab make_vocab(int64_t n_vocab) {
 // The experts of a spec: none (a dense FFN), or n_expert of which n_used per token.
 struct synth_moe {
     int64_t n_expert = 0, n_used = 0;
-    bool shared = false;  // a shared expert with its sigmoid gate (qwen2moe)
+    bool shared = false;       // a shared expert (qwen2moe, deepseek2)
+    bool shared_gate = false;  // scaled by its sigmoid gate (qwen2moe)
+    int64_t dense_lead = 0;    // leading layers with a dense FFN (deepseek2: 1)
 };
 
 synth_moe moe_of(const synth_spec &s) {
     synth_moe m;
-    m.shared = s.arch == "qwen2moe";
+    m.shared = s.arch == "qwen2moe" || s.arch == "deepseek2";
+    m.shared_gate = s.arch == "qwen2moe";
+    m.dense_lead = s.arch == "deepseek2" ? 1 : 0;
     m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
     return m;
@@ -155,7 +159,19 @@ struct synth_arch {
     bool ffn_bias = false;       // biases on ffn_up and ffn_down
     bool output_bias = false;    // output.bias
     bool partial_rope = false;   // RoPE over half of each head
+    bool latent_attn = false;    // multi-head latent attention (deepseek2; see latent_of)
 };
+
+// The shapes of multi-head latent attention in a synthetic deepseek2: K head = the spec's head size,
+// half of it rotary, V head half of it; both LoRA ranks n_embd / 2; every head its own K and V.
+struct synth_latent {
+    int64_t head_k, head_v, n_rot, rank_q, rank_kv;
+};
+
+synth_latent latent_of(const synth_spec &s) {
+    const int64_t hd = head_dim_of(s);
+    return {hd, hd / 2, hd / 2, s.n_embd / 2, s.n_embd / 2};
+}
 
 const synth_arch synth_archs[] = {
     {.name = "llama"},
@@ -186,6 +202,7 @@ const synth_arch synth_archs[] = {
     {.name = "olmo2", .row_qk_norm = true, .attn_norm = false, .ffn_norm = false, .post_norms = true},
     {.name = "command-r", .layer_norm = true, .ffn_norm = false},
     {.name = "qwen2moe", .qkv_bias = true},
+    {.name = "deepseek2", .latent_attn = true},
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -222,7 +239,15 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         if (a.attn_norm) norm(p + "attn_norm");
-        if (a.fused_qkv) {
+        if (a.latent_attn) {
+            const synth_latent la = latent_of(s);
+            matrix(p + "attn_q_a", s.n_embd, la.rank_q, false);
+            norm(p + "attn_q_a_norm", la.rank_q);
+            matrix(p + "attn_q_b", la.rank_q, s.n_head * la.head_k, false);
+            matrix(p + "attn_kv_a_mqa", s.n_embd, la.rank_kv + la.n_rot, false);
+            norm(p + "attn_kv_a_norm", la.rank_kv);
+            matrix(p + "attn_kv_b", la.rank_kv, s.n_head * (la.head_k - la.n_rot + la.head_v), false);
+        } else if (a.fused_qkv) {
             matrix(p + "attn_qkv", s.n_embd, n_q + 2 * n_kv, a.qkv_bias);
         } else {
             matrix(p + "attn_q", s.n_embd, n_q, a.qkv_bias);
@@ -237,17 +262,20 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             ts.push_back({p + "attn_q_norm.weight", {n_q}, f32, 1.0f, 0.2f});
             ts.push_back({p + "attn_k_norm.weight", {n_kv}, f32, 1.0f, 0.2f});
         }
-        matrix(p + "attn_output", n_q, s.n_embd, a.out_bias);
+        matrix(p + "attn_output", a.latent_attn ? s.n_head * latent_of(s).head_v : n_q, s.n_embd, a.out_bias);
         if (a.post_norms) norm(p + "post_attention_norm");
         if (a.ffn_norm) norm(p + "ffn_norm");
-        if (moe.n_expert > 0) {  // a router, the experts and the shared expert
+        if (moe.n_expert > 0 && il >= moe.dense_lead) {  // a router, the experts and the shared expert
             const int64_t ne = moe.n_expert;
             ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, ne}, s.type, 0.0f, amp(s.n_ff)});
+            if (a.latent_attn)  // the selection bias of sigmoid gating (DeepSeek-V3)
+                ts.push_back({p + "exp_probs_b.bias", {ne}, f32, 0.0f, 0.1f});
             if (!moe.shared) continue;
-            ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
+            if (moe.shared_gate)
+                ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
             matrix(p + "ffn_gate_shexp", s.n_embd, s.n_ff, false);
             matrix(p + "ffn_up_shexp", s.n_embd, s.n_ff, false);
             matrix(p + "ffn_down_shexp", s.n_ff, s.n_embd, false);
@@ -270,8 +298,8 @@ void synth_check(const synth_spec &s) {
     require(find_synth_arch(s.arch) != nullptr,
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
-    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe",
-            "synth: experts are for llama and qwen2moe only");
+    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "deepseek2",
+            "synth: experts are for llama, qwen2moe and deepseek2 only");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
             "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
     require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
@@ -280,6 +308,8 @@ void synth_check(const synth_spec &s) {
                                              " must divide heads " + std::to_string(s.n_head));
     require(head_dim_of(s) > 0 && head_dim_of(s) % 2 == 0,
             "synth: the head size (embd / heads, or head-dim) must be even and positive");
+    require(s.arch != "deepseek2" || (head_dim_of(s) % 4 == 0 && s.n_embd % 2 == 0),
+            "synth: deepseek2 needs a head size that is a multiple of 4 and an even embd");
     require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
@@ -300,25 +330,38 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".block_count", uint32_t(s.n_layer));
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
     w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
-    w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head_kv));
     const synth_arch &features = *find_synth_arch(a);
+    // latent attention has every head's own K and V
+    w.set_u32(a + ".attention.head_count_kv", uint32_t(features.latent_attn ? s.n_head : s.n_head_kv));
     if (features.layer_norm)
         w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     else
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
     w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
-    w.set_u32(a + ".rope.dimension_count", uint32_t(features.partial_rope ? hd / 2 / 2 * 2 : hd));
-    if (hd * s.n_head != s.n_embd) {
+    if (features.latent_attn) {  // DeepSeek-V3's choices: sigmoid gating, renormalized and scaled weights
+        const synth_latent la = latent_of(s);
+        w.set_u32(a + ".rope.dimension_count", uint32_t(la.n_rot));
+        w.set_u32(a + ".attention.key_length", uint32_t(la.head_k));
+        w.set_u32(a + ".attention.value_length", uint32_t(la.head_v));
+        w.set_u32(a + ".attention.q_lora_rank", uint32_t(la.rank_q));
+        w.set_u32(a + ".attention.kv_lora_rank", uint32_t(la.rank_kv));
+        w.set_u32(a + ".leading_dense_block_count", uint32_t(moe_of(s).dense_lead));
+        w.set_u32(a + ".expert_shared_count", 1);
+        w.set_f32(a + ".expert_weights_scale", 2.5f);
+        w.set_bool(a + ".expert_weights_norm", true);
+        w.set_u32(a + ".expert_gating_func", 2);
+    } else {
+        w.set_u32(a + ".rope.dimension_count", uint32_t(features.partial_rope ? hd / 2 / 2 * 2 : hd));
+    }
+    if (hd * s.n_head != s.n_embd && !features.latent_attn) {
         w.set_u32(a + ".attention.key_length", uint32_t(hd));
         w.set_u32(a + ".attention.value_length", uint32_t(hd));
     }
     if (const synth_moe moe = moe_of(s); moe.n_expert > 0) {
         w.set_u32(a + ".expert_count", uint32_t(moe.n_expert));
         w.set_u32(a + ".expert_used_count", uint32_t(moe.n_used));
-        if (moe.shared) {
-            w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
-            w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
-        }
+        if (moe.shared) w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+        if (moe.shared_gate) w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
     }
     if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
         w.set_f32(a + ".embedding_scale", 4.0f);

@@ -43,17 +43,40 @@ synth_spec spec_of(const std::string &arch) {
     return s;
 }
 
+// The graph of one ubatch of 5 tokens (2 of them output rows) over 64 cells of an f16 cache sized
+// from the hparams; the KV tensors need no data to record a graph.
+struct recorded_graph {
+    explicit recorded_graph(const model &m)
+        : kv_ctx({context_overhead(2 * size_t(m.hparams().n_layer)), true}),
+          ctx({context_overhead(m.graph_tensor_budget()), true}) {
+        const model_hparams &hp = m.hparams();
+        for (int64_t il = 0; il < hp.n_layer; ++il)
+            kv.push_back({kv_ctx.new_tensor(dtype::f16, {hp.n_embd_k_gqa(il), 64}),
+                          kv_ctx.new_tensor(dtype::f16, {hp.n_embd_v_gqa(il), 64})});
+        graph_build_params p;
+        p.shape = {5, 2, 64, false};
+        p.kv = kv;
+        in = m.build_graph(ctx, g, p);
+    }
+    context kv_ctx;
+    std::vector<kv_layer> kv;
+    context ctx;
+    graph g;
+    graph_inputs in;
+};
+
 TEST(ModelRegistry, ListsTheArchitectures) {
     const auto names = supported_architectures();
-    EXPECT_EQ(names,
-              (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma", "gemma2",
-                                        "phi2", "phi3", "olmo2", "command-r", "bert", "qwen2moe"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"llama", "qwen2", "qwen3", "granite", "starcoder2", "gemma",
+                                               "gemma2", "phi2", "phi3", "olmo2", "command-r", "bert",
+                                               "qwen2moe", "deepseek2"}));
 }
 
 // Loads every registered architecture from a synthetic file and builds a graph of it.
 TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
     for (const std::string &arch : supported_architectures()) {
-        if (arch == "bert") continue;  // an encoder, not in synth: checked against its fixture
+        if (arch == "bert") continue;       // an encoder, not in synth: checked against its fixture
+        if (arch == "deepseek2") continue;  // latent attention has shapes of its own: the test below
         SCOPED_TRACE(arch);
         synth_file f("model-" + arch, spec_of(arch));
         auto m = model::load(f.path());
@@ -94,17 +117,9 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(hp.final_softcap > 0.0f, arch == "gemma2");
         EXPECT_NE(m->weights().output, m->weights().tok_embd);
 
-        // KV tensors need no data to record a graph.
-        context kv_ctx({context_overhead(16), true});
-        std::vector<kv_layer> kv;
-        for (int il = 0; il < 3; ++il)
-            kv.push_back({kv_ctx.new_tensor(dtype::f16, {32, 64}), kv_ctx.new_tensor(dtype::f16, {32, 64})});
-        context ctx({context_overhead(m->graph_tensor_budget()), true});
-        graph g;
-        graph_build_params p;
-        p.shape = {5, 2, 64, false};
-        p.kv = kv;
-        const graph_inputs in = m->build_graph(ctx, g, p);
+        recorded_graph rg(*m);
+        const graph &g = rg.g;
+        const graph_inputs &in = rg.in;
         ASSERT_NE(in.logits, nullptr);
         EXPECT_EQ(in.logits->ne[0], 300);
         EXPECT_EQ(in.logits->ne[1], 2);
@@ -141,6 +156,56 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);
     }
+}
+
+// deepseek2 from synth (DeepSeek-V3's choices): latent attention with K head 16 (8 rotary), V head 8,
+// LoRA ranks 32; a dense first layer, then experts with sigmoid gating, a selection bias,
+// renormalized weights × 2.5 and a shared expert without a gate.
+TEST(ModelRegistry, Deepseek2LoadsAndBuildsItsLatentAttention) {
+    synth_file f("model-deepseek2", spec_of("deepseek2"));
+    auto m = model::load(f.path());
+    const model_hparams &hp = m->hparams();
+    EXPECT_EQ(hp.n_embd_head_k, 16);
+    EXPECT_EQ(hp.n_embd_head_v, 8);
+    EXPECT_EQ(hp.n_rot, 8);
+    EXPECT_EQ(hp.n_head_kv(1), 4);  // every head its own K and V
+    EXPECT_EQ(hp.n_lora_q, 32);
+    EXPECT_EQ(hp.n_lora_kv, 32);
+    EXPECT_EQ(hp.n_layer_dense_lead, 1);
+    EXPECT_EQ(hp.rope_mode, rope_mode_normal);
+    EXPECT_EQ(hp.expert_gating_func, model_hparams::expert_gating::sigmoid);
+    EXPECT_EQ(hp.expert_weights_scale, 2.5f);
+    EXPECT_TRUE(hp.expert_weights_norm);
+    EXPECT_EQ(hp.n_ff_shexp, 96);
+    const layer_weights &l0 = m->weights().layers.at(0), &l2 = m->weights().layers.at(2);
+    EXPECT_NE(l0.ffn_gate, nullptr);
+    EXPECT_EQ(l0.ffn_gate_inp, nullptr);
+    EXPECT_NE(l2.ffn_gate_inp, nullptr);
+    EXPECT_NE(l2.ffn_exp_probs_b, nullptr);
+    EXPECT_NE(l2.ffn_down_shexp, nullptr);
+    EXPECT_EQ(l2.ffn_gate_inp_shexp, nullptr);
+    EXPECT_NE(l2.wq_a, nullptr);
+    EXPECT_EQ(l2.wq, nullptr);
+
+    recorded_graph rg(*m);
+    ASSERT_NE(rg.in.logits, nullptr);
+    EXPECT_EQ(rg.in.logits->ne[1], 2);
+    auto node = [&](const std::string &name) -> const tensor * {
+        for (const tensor *t : rg.g.nodes)
+            if (name == t->name) return t;
+        return nullptr;
+    };
+    for (const char *name :
+         {"q_a_norm-0", "kv_cmpr-1", "q_pe-1", "k_pe-1", "kqv-2", "ffn_out-0", "ffn_moe_probs_biased-1",
+          "ffn_moe_weights_norm-1", "ffn_moe_weights_scaled-2", "ffn_shexp_down-2", "result_output"})
+        EXPECT_NE(node(name), nullptr) << name;
+    EXPECT_EQ(node("ffn_out-1"), nullptr);
+    EXPECT_EQ(node("ffn_shexp_share-1"), nullptr);
+    ASSERT_NE(node("Qcur-1"), nullptr);
+    EXPECT_EQ(node("Qcur-1")->ne[0], 16);
+    EXPECT_EQ(node("Kcur-1")->ne[1], 4);
+    EXPECT_EQ(node("kqv-1")->ne[0], 8);
+    for (const tensor *t : rg.g.nodes) EXPECT_NE(t->name[0], '\0') << "an unnamed " << op_name(t->op);
 }
 
 TEST(ModelLoad, UnknownArchitectureListsTheSupportedOnes) {

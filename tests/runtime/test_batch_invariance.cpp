@@ -103,10 +103,13 @@ TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
 }
 
 // Mixtures of experts: which tokens share an expert changes with the batch, each token's products
-// must not (llama with 8 experts, 3 used; qwen2moe with its shared expert).
+// must not (llama with 8 experts, 3 used; qwen2moe with its shared expert; deepseek2 with latent
+// attention and sigmoid gating with a selection bias).
 TEST(MixtureOfExperts, LogitsAreBatchAndThreadInvariant) {
-    for (const char *arch : {"llama", "qwen2moe"})
+    for (const char *arch : {"llama", "qwen2moe", "deepseek2"})
         for (dtype type : {dtype::f32, dtype::q8_0, dtype::q4_k}) {
+            // deepseek2's latent ranks (embd / 2) are rows shorter than a K-quant super-block
+            if (std::string(arch) == "deepseek2" && type == dtype::q4_k) continue;
             SCOPED_TRACE(std::string(arch) + " " + type_name(type));
             synth_spec s = spec_of(type);
             s.arch = arch;

@@ -26,7 +26,9 @@ int synth_main(int argc, char **argv) {
     s.n_vocab = 512;
     std::string out, type_text = "f32";
     app.add_option("output", out, "the GGUF file to write")->required();
-    app.add_option("--arch", s.arch, "llama, qwen2, qwen3, granite, starcoder2 or qwen2moe")
+    app.add_option("--arch", s.arch,
+                   "llama, qwen2, qwen3, qwen2moe, granite, starcoder2, gemma, gemma2, phi2, phi3, olmo2, "
+                   "command-r or deepseek2")
         ->capture_default_str();
     app.add_option("--embd", s.n_embd, "embedding length")->capture_default_str();
     app.add_option("--layers", s.n_layer, "blocks")->capture_default_str();
@@ -35,7 +37,8 @@ int synth_main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("--head-dim", s.head_dim, "head size (0: embd / heads)")->capture_default_str();
     app.add_option("--ff", s.n_ff, "feed-forward length")->capture_default_str();
-    app.add_option("--experts", s.n_expert, "experts of the FFN (llama: 0 is a dense FFN; qwen2moe: 0 is 4)")
+    app.add_option("--experts", s.n_expert,
+                   "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, deepseek2: 0 is 4)")
         ->capture_default_str();
     app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")->capture_default_str();
     app.add_option("--vocab", s.n_vocab, "vocabulary size (>= 260)")->capture_default_str();
@@ -53,12 +56,13 @@ int synth_main(int argc, char **argv) {
     s.type = *type;
 
     const int64_t n_params = weft::synth_write(s, out);
+    const int64_t n_kv_heads = s.arch == "deepseek2" ? s.n_head : s.n_head_kv;  // latent attention: per head
     std::fprintf(
         stderr,
         "weft synth: wrote %s: %s, %lld layers, n_embd %lld, %lld heads (%lld KV), n_ff %lld, vocab %lld, "
         "%.3f B params, %s\n",
         out.c_str(), s.arch.c_str(), (long long)s.n_layer, (long long)s.n_embd, (long long)s.n_head,
-        (long long)s.n_head_kv, (long long)s.n_ff, (long long)s.n_vocab, double(n_params) / 1e9,
+        (long long)n_kv_heads, (long long)s.n_ff, (long long)s.n_vocab, double(n_params) / 1e9,
         weft::type_name(s.type));
     return 0;
 }

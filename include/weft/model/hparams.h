@@ -70,6 +70,18 @@ struct model_hparams {
     int64_t n_ff_exp = 0;              // <arch>.expert_feed_forward_length (0: absent)
     int64_t n_ff_shexp = 0;            // <arch>.expert_shared_feed_forward_length (0: absent)
     bool expert_weights_norm = false;  // the picked experts' weights renormalized to sum 1 (by architecture)
+    // How the router turns logits into expert probabilities (deepseek2: <arch>.expert_gating_func,
+    // 1 softmax, 2 sigmoid); the picked weights × expert_weights_scale when it is not 0.
+    enum class expert_gating { softmax, sigmoid };
+    expert_gating expert_gating_func = expert_gating::softmax;
+    float expert_weights_scale = 0.0f;  // <arch>.expert_weights_scale (deepseek2)
+
+    // Multi-head latent attention (deepseek2); 0: absent.
+    int64_t n_lora_q = 0;            // <arch>.attention.q_lora_rank (0: a plain attn_q)
+    int64_t n_lora_kv = 0;           // <arch>.attention.kv_lora_rank
+    int64_t n_layer_dense_lead = 0;  // <arch>.leading_dense_block_count: dense FFN layers before the MoE ones
+    int64_t n_expert_shared = 0;     // <arch>.expert_shared_count
+    float rope_yarn_log_mul = 0.0f;  // <arch>.rope.scaling.yarn_log_multiplier
 
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }

@@ -80,6 +80,15 @@ struct layer_weights {
     tensor *ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shexp]
     tensor *ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]
     tensor *ffn_down_shexp = nullptr;      // [n_ff_shexp, n_embd]
+    tensor *ffn_exp_probs_b = nullptr;     // [n_expert] expert selection bias (deepseek2, sigmoid gating)
+    // multi-head latent attention (deepseek2): Q through a low-rank bottleneck, K and V from a
+    // compressed latent plus one rotary key shared by all heads
+    tensor *wq_a = nullptr;            // [n_embd, q_lora_rank]
+    tensor *attn_q_a_norm = nullptr;   // [q_lora_rank]
+    tensor *wq_b = nullptr;            // [q_lora_rank, n_head * n_embd_head_k]
+    tensor *wkv_a_mqa = nullptr;       // [n_embd, kv_lora_rank + n_rot]: the latent, then the rope key
+    tensor *attn_kv_a_norm = nullptr;  // [kv_lora_rank]
+    tensor *wkv_b = nullptr;           // [kv_lora_rank, n_head * (n_embd_head_k - n_rot + n_embd_head_v)]
 };
 
 struct model_weights {
