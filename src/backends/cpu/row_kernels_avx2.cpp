@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/row_kernels.h"
 #include "weft/core/fp16.h"
@@ -531,6 +532,75 @@ void vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *vx, const void *vy) {
             sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(dots, _mm256_set1_epi32(scale_iq4_xs(j, x[i]))));
         }
         sum = std::fma(half(x[i].d) * y[i].d, float(hsum_i32x8(sumi)), sum);
+    }
+    *s = sum;
+}
+
+// ---- tq1_0, tq2_0: the codes c in {0, 1, 2} (weight c - 1) are unsigned, so the integer sum is
+// sum c * y minus the sum of the activations (their bsums). As for iq4, integer sums are exact and
+// each block ends in one std::fma into one float sum in block order: the reference's bits.
+
+// The sum of a q8_K block's 256 activations.
+int activation_sum(const block_q8_k &y) {
+    return scaled_bsums(_mm256_set1_epi16(1), y.bsums);
+}
+
+// Code k of 16 tq1_0 bytes (one per 16-bit lane; see tq1_code) for the power of 3 in pow3, and its
+// products with 16 activations, as eight int32 of pair sums.
+__m256i tq1_dot_16(__m256i bytes16, __m256i pow3, const int8_t *y) {
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(bytes16, pow3), _mm256_set1_epi16(0xFF));
+    const __m256i codes = _mm256_srli_epi16(_mm256_add_epi16(q, _mm256_add_epi16(q, q)), 8);
+    const __m256i y16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(y)));
+    return _mm256_madd_epi16(codes, y16);
+}
+
+__m256i widen_16(const uint8_t *p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+}
+
+void vec_dot_tq1_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_tq1_0 *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    static constexpr int16_t pow3[5] = {1, 3, 9, 27, 81};
+    // qh: lane 4k + j holds byte j for code k (elements 240 + 4k + j).
+    const __m256i pow3_qh = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        const __m256i lo = widen_16(x[i].qs), mid = widen_16(x[i].qs + 16), tail = widen_16(x[i].qs + 32);
+        const int8_t *q8 = y[i].qs;
+        __m256i acc = _mm256_setzero_si256();
+        for (int k = 0; k < 5; ++k) {
+            const __m256i p = _mm256_set1_epi16(pow3[k]);
+            acc = _mm256_add_epi32(acc, tq1_dot_16(lo, p, q8 + 32 * k));
+            acc = _mm256_add_epi32(acc, tq1_dot_16(mid, p, q8 + 32 * k + 16));
+            acc = _mm256_add_epi32(acc, tq1_dot_16(tail, p, q8 + 160 + 16 * k));
+        }
+        uint32_t qh;
+        std::memcpy(&qh, x[i].qh, sizeof qh);
+        const __m256i qh16 = _mm256_cvtepu8_epi16(_mm_set1_epi32(int(qh)));
+        acc = _mm256_add_epi32(acc, tq1_dot_16(qh16, pow3_qh, q8 + 240));
+        const int sumi = hsum_i32x8(acc) - activation_sum(y[i]);
+        sum = std::fma(half(x[i].d) * y[i].d, float(sumi), sum);
+    }
+    *s = sum;
+}
+
+void vec_dot_tq2_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_tq2_0 *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    const __m256i three = _mm256_set1_epi8(3);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i packed = load_32(x[i].qs + 32 * h);
+            for (int l = 0; l < 4; ++l) {
+                const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * l), three);
+                acc = _mm256_add_epi32(acc, dot_u8_i8(codes, load_32(y[i].qs + 128 * h + 32 * l)));
+            }
+        }
+        const int sumi = hsum_i32x8(acc) - activation_sum(y[i]);
+        sum = std::fma(half(x[i].d) * y[i].d, float(sumi), sum);
     }
     *s = sum;
 }
