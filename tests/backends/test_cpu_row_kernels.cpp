@@ -69,7 +69,7 @@ TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
             double magnitude = 0;
             for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]);
             float fast = 0, ref = 0;
-            tr.vec_dot(n, &fast, xq.data(), yq.data());
+            vec_dot(n, &fast, xq.data(), yq.data());
             tr.vec_dot_ref(n, &ref, xq.data(), yq.data());
             ASSERT_TRUE(std::isfinite(fast));
             EXPECT_NEAR(fast, ref, 2e-6 * magnitude + 1e-30)
