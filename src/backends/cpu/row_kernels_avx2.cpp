@@ -545,40 +545,45 @@ int activation_sum(const block_q8_k &y) {
     return scaled_bsums(_mm256_set1_epi16(1), y.bsums);
 }
 
-// Code k of 16 tq1_0 bytes (one per 16-bit lane; see tq1_code) for the power of 3 in pow3, and its
-// products with 16 activations, as eight int32 of pair sums.
-__m256i tq1_dot_16(__m256i bytes16, __m256i pow3, const int8_t *y) {
-    const __m256i q = _mm256_and_si256(_mm256_mullo_epi16(bytes16, pow3), _mm256_set1_epi16(0xFF));
-    const __m256i codes = _mm256_srli_epi16(_mm256_add_epi16(q, _mm256_add_epi16(q, q)), 8);
-    const __m256i y16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(y)));
-    return _mm256_madd_epi16(codes, y16);
-}
-
-__m256i widen_16(const uint8_t *p) {
-    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+// The codes of 32 tq1_0 bytes (see tq1_code): byte b's code for the power of 3 that its 16-bit
+// lane of pow3 holds. Each byte is moved to the top of a 16-bit lane, so that the lane product
+// keeps byte * 3^k mod 256 in the top byte, and the high half of its product with 3 is the code.
+__m256i tq1_codes_32(__m256i bytes, __m256i pow3) {
+    const __m256i three = _mm256_set1_epi16(3);
+    const __m256i low = _mm256_mullo_epi16(_mm256_slli_epi16(bytes, 8), pow3);
+    const __m256i high =
+        _mm256_mullo_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(int16_t(0xFF00))), pow3);
+    return _mm256_or_si256(_mm256_mulhi_epu16(low, three),
+                           _mm256_slli_epi16(_mm256_mulhi_epu16(high, three), 8));
 }
 
 void vec_dot_tq1_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const auto *x = static_cast<const block_tq1_0 *>(vx);
     const auto *y = static_cast<const block_q8_k *>(vy);
-    static constexpr int16_t pow3[5] = {1, 3, 9, 27, 81};
-    // qh: lane 4k + j holds byte j for code k (elements 240 + 4k + j).
-    const __m256i pow3_qh = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    // Codes 0..4 of qs[0..31] are elements 0..159; codes k and k + 1 of qs[32..47] (the 16 bytes
+    // in both halves) elements 160 + 16 k ..; code 4 of qs[32..47] and the four codes of qh[0..3]
+    // (repeated four times, lane 4k + j holding qh[j] for code k) elements 224..255.
+    const __m256i pow3_first[5] = {_mm256_set1_epi16(1), _mm256_set1_epi16(3), _mm256_set1_epi16(9),
+                                   _mm256_set1_epi16(27), _mm256_set1_epi16(81)};
+    const __m256i pow3_pairs[2] = {_mm256_setr_m128i(_mm_set1_epi16(1), _mm_set1_epi16(3)),
+                                   _mm256_setr_m128i(_mm_set1_epi16(9), _mm_set1_epi16(27))};
+    const __m256i pow3_last = _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27);
     float sum = 0;
     for (int64_t i = 0; i < n / qk_k; ++i) {
-        const __m256i lo = widen_16(x[i].qs), mid = widen_16(x[i].qs + 16), tail = widen_16(x[i].qs + 32);
         const int8_t *q8 = y[i].qs;
-        __m256i acc = _mm256_setzero_si256();
-        for (int k = 0; k < 5; ++k) {
-            const __m256i p = _mm256_set1_epi16(pow3[k]);
-            acc = _mm256_add_epi32(acc, tq1_dot_16(lo, p, q8 + 32 * k));
-            acc = _mm256_add_epi32(acc, tq1_dot_16(mid, p, q8 + 32 * k + 16));
-            acc = _mm256_add_epi32(acc, tq1_dot_16(tail, p, q8 + 160 + 16 * k));
-        }
+        const __m256i first = load_32(x[i].qs);
+        const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].qs + 32));
         uint32_t qh;
         std::memcpy(&qh, x[i].qh, sizeof qh);
-        const __m256i qh16 = _mm256_cvtepu8_epi16(_mm_set1_epi32(int(qh)));
-        acc = _mm256_add_epi32(acc, tq1_dot_16(qh16, pow3_qh, q8 + 240));
+        __m256i acc = _mm256_setzero_si256();
+        for (int k = 0; k < 5; ++k)
+            acc = _mm256_add_epi32(acc, dot_u8_i8(tq1_codes_32(first, pow3_first[k]), load_32(q8 + 32 * k)));
+        for (int p = 0; p < 2; ++p) {
+            const __m256i codes = tq1_codes_32(_mm256_set_m128i(tail, tail), pow3_pairs[p]);
+            acc = _mm256_add_epi32(acc, dot_u8_i8(codes, load_32(q8 + 160 + 32 * p)));
+        }
+        const __m256i last = tq1_codes_32(_mm256_set_m128i(_mm_set1_epi32(int(qh)), tail), pow3_last);
+        acc = _mm256_add_epi32(acc, dot_u8_i8(last, load_32(q8 + 224)));
         const int sumi = hsum_i32x8(acc) - activation_sum(y[i]);
         sum = std::fma(half(x[i].d) * y[i].d, float(sumi), sum);
     }
