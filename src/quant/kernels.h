@@ -68,6 +68,8 @@ WEFT_DECLARE_ROW_KERNELS(q5_k);
 WEFT_DECLARE_ROW_KERNELS(q6_k);
 WEFT_DECLARE_ROW_KERNELS(iq4_nl);
 WEFT_DECLARE_ROW_KERNELS(iq4_xs);
+WEFT_DECLARE_ROW_KERNELS(tq1_0);
+WEFT_DECLARE_ROW_KERNELS(tq2_0);
 #undef WEFT_DECLARE_ROW_KERNELS
 
 // The activation types have no dot product of their own (they are only ever the y side).

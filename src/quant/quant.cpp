@@ -37,6 +37,8 @@ traits_table make_scalar_table() {
     set(dtype::q6_k, dtype::q8_k, to_float_q6_k, from_float_q6_k_ref, vec_dot_q6_k_ref);
     set(dtype::iq4_nl, dtype::q8_0, to_float_iq4_nl, from_float_iq4_nl_ref, vec_dot_iq4_nl_ref);
     set(dtype::iq4_xs, dtype::q8_k, to_float_iq4_xs, from_float_iq4_xs_ref, vec_dot_iq4_xs_ref);
+    set(dtype::tq1_0, dtype::q8_k, to_float_tq1_0, from_float_tq1_0_ref, vec_dot_tq1_0_ref);
+    set(dtype::tq2_0, dtype::q8_k, to_float_tq2_0, from_float_tq2_0_ref, vec_dot_tq2_0_ref);
     // Activation types: only ever the y side of a dot product, so they have none of their own.
     set(dtype::q8_1, dtype::q8_1, to_float_q8_1, from_float_q8_1_ref, nullptr);
     set(dtype::q8_k, dtype::q8_k, to_float_q8_k, from_float_q8_k_ref, nullptr);
@@ -108,7 +110,7 @@ size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_
             weighted = quant::quantize_row_iq4_xs_weighted;
             break;
         default:
-            break;  // q8_0 and the float types ignore importance
+            break;  // q8_0, tq1_0, tq2_0 and the float types ignore importance
     }
 
     // Weights are stored with the reference quantizer so files do not depend on the CPU.

@@ -69,7 +69,7 @@ TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
             double magnitude = 0;
             for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(xd[size_t(i)]) * yd[size_t(i)]);
             float fast = 0, ref = 0;
-            tr.vec_dot(n, &fast, xq.data(), yq.data());
+            vec_dot(n, &fast, xq.data(), yq.data());
             tr.vec_dot_ref(n, &ref, xq.data(), yq.data());
             ASSERT_TRUE(std::isfinite(fast));
             EXPECT_NEAR(fast, ref, 2e-6 * magnitude + 1e-30)
@@ -80,11 +80,11 @@ TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SimdVecDot, ::testing::ValuesIn(weight_types()), name_of);
 
-// The iq4 kernels keep the reference's operations (exact integer sums, then one std::fma per
-// block in block order), so they must give its bits, not only its value within rounding.
-TEST(SimdVecDot, Iq4KernelsGiveTheReferenceBits) {
+// The iq4 and ternary kernels keep the reference's operations (exact integer sums, then one
+// std::fma per block in block order), so they must give its bits, not only its value within rounding.
+TEST(SimdVecDot, Iq4AndTernaryKernelsGiveTheReferenceBits) {
     REQUIRE_SIMD();
-    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs}) {
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0}) {
         const quant_traits &tr = quant_traits_of(t);
         const vec_dot_fn vec_dot = avx2_traits(t).vec_dot;
         ASSERT_NE(vec_dot, tr.vec_dot_ref) << type_name(t);

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "common/fixtures.h"
 #include "common/run_weft.h"
@@ -159,6 +161,30 @@ std::map<std::string, std::string> types_of(const std::string &path) {
     return m;
 }
 
+// weft quantize of tiny-llama-F32 to `type` next to the fixture the reference made: the same file
+// type and the same mix (each tensor's type). Returns {ours, the reference's}.
+std::pair<std::unique_ptr<gguf_file>, std::unique_ptr<gguf_file>> quantize_as_the_fixture(
+    const test::temp_dir &dir, const std::string &type) {
+    const std::string out = dir.file(type + ".gguf");
+    const auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, type, "--threads", "2"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    if (r.status != 0) return {};
+    auto reference = gguf_file::open(model("tiny-llama-" + type + ".gguf"));
+    auto ours = gguf_file::open(out);
+    EXPECT_EQ(ours->get_int("general.file_type"), reference->get_int("general.file_type"));
+    EXPECT_EQ(types_of(out), types_of(model("tiny-llama-" + type + ".gguf")));
+    return {std::move(ours), std::move(reference)};
+}
+
+// Whether tensor `name` has the same bytes in both files.
+void expect_same_tensor(const gguf_file &ours, const gguf_file &reference, const std::string &name) {
+    const auto *a = ours.find_tensor(name);
+    const auto *b = reference.find_tensor(name);
+    ASSERT_TRUE(a && b) << name;
+    ASSERT_EQ(a->nbytes, b->nbytes) << name;
+    EXPECT_EQ(std::memcmp(ours.tensor_data(*a), reference.tensor_data(*b), a->nbytes), 0) << name;
+}
+
 // The i-quant fixtures were made with an importance matrix, which weft quantize does not take: the
 // mix (each tensor's type) and the tensors made without it (token_embd, output) must match; the
 // others are the plain quantizer's (tests/quant/test_fixtures.cpp reproduces them with the matrix).
@@ -168,20 +194,24 @@ TEST(weft_quantize, iq4_targets_follow_the_reference_mix) {
     test::temp_dir dir;
     for (const std::string type : {"IQ4_NL", "IQ4_XS"}) {
         SCOPED_TRACE(type);
-        const std::string out = dir.file(type + ".gguf");
-        const auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, type, "--threads", "2"});
-        ASSERT_EQ(r.status, 0) << r.err;
-        const auto reference = gguf_file::open(model("tiny-llama-" + type + ".gguf"));
-        const auto ours = gguf_file::open(out);
-        EXPECT_EQ(ours->get_int("general.file_type"), reference->get_int("general.file_type"));
-        EXPECT_EQ(types_of(out), types_of(model("tiny-llama-" + type + ".gguf")));
-        for (const char *name : {"token_embd.weight", "output.weight"}) {
-            const auto *a = ours->find_tensor(name);
-            const auto *b = reference->find_tensor(name);
-            ASSERT_TRUE(a && b) << name;
-            ASSERT_EQ(a->nbytes, b->nbytes) << name;
-            EXPECT_EQ(std::memcmp(ours->tensor_data(*a), reference->tensor_data(*b), a->nbytes), 0) << name;
-        }
+        const auto [ours, reference] = quantize_as_the_fixture(dir, type);
+        ASSERT_TRUE(ours && reference);
+        for (const char *name : {"token_embd.weight", "output.weight"})
+            expect_same_tensor(*ours, *reference, name);
+    }
+}
+
+// The ternary quantizers take no importance matrix, so weft quantize reproduces the ternary
+// fixtures (made with one) tensor for tensor: the mix and every tensor's bytes.
+TEST(weft_quantize, ternary_targets_reproduce_the_reference_files) {
+    WEFT_REQUIRE_BINARY();
+    WEFT_REQUIRE_FIXTURES();
+    test::temp_dir dir;
+    for (const std::string type : {"TQ1_0", "TQ2_0"}) {
+        SCOPED_TRACE(type);
+        const auto [ours, reference] = quantize_as_the_fixture(dir, type);
+        ASSERT_TRUE(ours && reference);
+        for (const auto &t : reference->tensors()) expect_same_tensor(*ours, *reference, t.name);
     }
 }
 
@@ -212,6 +242,11 @@ TEST(weft_quantize, rows_that_do_not_fit_the_block_fall_back) {
     t = types_of(out);
     EXPECT_EQ(t["blk.0.attn_q.weight"], "iq4_nl");  // iq4_xs -> iq4_nl, as the established tool
     EXPECT_EQ(t["blk.0.ffn_down.weight"], "f16");
+
+    ASSERT_EQ(run_weft({"quantize", model("stories260K.gguf"), out, "TQ2_0"}).status, 0);
+    t = types_of(out);
+    EXPECT_EQ(t["blk.0.attn_q.weight"], "q4_0");  // tq2_0 -> q4_0, as the established tool
+    EXPECT_EQ(t["token_embd.weight"], "q5_0");    // q4_K -> q5_0
 }
 
 TEST(weft_quantize, mixes_follow_their_rules) {

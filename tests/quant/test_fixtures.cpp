@@ -142,7 +142,8 @@ std::map<std::string, std::vector<float>> read_legacy_imatrix(const std::string 
 class QuantFixtureImatrixBytes : public ::testing::TestWithParam<std::string> {};
 
 // With the same importance weights, our iq4_nl / iq4_xs quantizers (and the q6_K of the output,
-// made without) reproduce the established tool's file tensor for tensor.
+// made without) reproduce the established tool's file tensor for tensor; the ternary types take
+// no importance, and their q4_K token_embd was made without.
 TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
     WEFT_REQUIRE_FIXTURES();
     const std::string file = GetParam();
@@ -178,8 +179,38 @@ TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureImatrixBytes,
-                         ::testing::Values("tiny-llama-IQ4_NL.gguf", "tiny-llama-IQ4_XS.gguf"),
+                         ::testing::Values("tiny-llama-IQ4_NL.gguf", "tiny-llama-IQ4_XS.gguf",
+                                           "tiny-llama-TQ1_0.gguf", "tiny-llama-TQ2_0.gguf"),
                          [](const auto &info) { return info.param.substr(11, info.param.size() - 16); });
+
+// The ternary files' tq1_0 / tq2_0 tensors: quantizing their decoded values again gives their bytes
+// (the values are -d, 0, +d with d the largest magnitude), and both files hold the same values.
+TEST(QuantFixtureTernary, DecodedValuesQuantizeToTheSameBytes) {
+    WEFT_REQUIRE_FIXTURES();
+    const auto tq1 = open_model("tiny-llama-TQ1_0.gguf");
+    const auto tq2 = open_model("tiny-llama-TQ2_0.gguf");
+    size_t compared = 0;
+    for (const gguf_tensor_info &t : tq1->tensors()) {
+        if (t.type != dtype::tq1_0) continue;
+        SCOPED_TRACE(t.name);
+        const gguf_tensor_info *t2 = tq2->find_tensor(t.name);
+        ASSERT_TRUE(t2 != nullptr && t2->type == dtype::tq2_0);
+        const int64_t n = t.ne[0] * rows_of(t);
+        std::vector<float> values(static_cast<size_t>(n)), values2(static_cast<size_t>(n));
+        quant_traits_of(dtype::tq1_0).to_float(tq1->tensor_data(t), values.data(), n);
+        quant_traits_of(dtype::tq2_0).to_float(tq2->tensor_data(*t2), values2.data(), n);
+        EXPECT_EQ(values, values2);
+        for (const auto &[file, info] : {std::pair{tq1.get(), &t}, std::pair{tq2.get(), t2}}) {
+            std::vector<uint8_t> again(info->nbytes);
+            ASSERT_EQ(quantize_rows(info->type, values.data(), again.data(), rows_of(*info), info->ne[0]),
+                      info->nbytes);
+            EXPECT_EQ(std::memcmp(again.data(), file->tensor_data(*info), info->nbytes), 0)
+                << type_name(info->type);
+        }
+        ++compared;
+    }
+    EXPECT_EQ(compared, 4u * 7u) << "the seven matrices of each of the four layers";
+}
 
 // ---- round-trip error against the established quantizer's
 

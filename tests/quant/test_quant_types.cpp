@@ -32,17 +32,22 @@ TEST(QuantBlocks, StructSizesMatchTheTypeTable) {
     EXPECT_EQ(sizeof(block_iq4_xs), type_traits(dtype::iq4_xs).type_size);
     EXPECT_EQ(qk4_nl, type_traits(dtype::iq4_nl).block_size);
     EXPECT_EQ(qk_k, type_traits(dtype::iq4_xs).block_size);
+    EXPECT_EQ(sizeof(block_tq1_0), type_traits(dtype::tq1_0).type_size);
+    EXPECT_EQ(sizeof(block_tq2_0), type_traits(dtype::tq2_0).type_size);
+    EXPECT_EQ(qk_k, type_traits(dtype::tq1_0).block_size);
+    EXPECT_EQ(qk_k, type_traits(dtype::tq2_0).block_size);
     EXPECT_EQ(qk_k, type_traits(dtype::q4_k).block_size);
     EXPECT_EQ(qk4_0, type_traits(dtype::q4_0).block_size);
 }
 
 TEST(QuantTraits, EveryWeightTypeHasCompleteTraits) {
     const std::map<dtype, dtype> expected_vec_dot_type = {
-        {dtype::f32, dtype::f32},   {dtype::f16, dtype::f16},     {dtype::bf16, dtype::bf16},
-        {dtype::q4_0, dtype::q8_0}, {dtype::q4_1, dtype::q8_1},   {dtype::q5_0, dtype::q8_0},
-        {dtype::q5_1, dtype::q8_1}, {dtype::q8_0, dtype::q8_0},   {dtype::q2_k, dtype::q8_k},
-        {dtype::q3_k, dtype::q8_k}, {dtype::q4_k, dtype::q8_k},   {dtype::q5_k, dtype::q8_k},
-        {dtype::q6_k, dtype::q8_k}, {dtype::iq4_nl, dtype::q8_0}, {dtype::iq4_xs, dtype::q8_k}};
+        {dtype::f32, dtype::f32},    {dtype::f16, dtype::f16},     {dtype::bf16, dtype::bf16},
+        {dtype::q4_0, dtype::q8_0},  {dtype::q4_1, dtype::q8_1},   {dtype::q5_0, dtype::q8_0},
+        {dtype::q5_1, dtype::q8_1},  {dtype::q8_0, dtype::q8_0},   {dtype::q2_k, dtype::q8_k},
+        {dtype::q3_k, dtype::q8_k},  {dtype::q4_k, dtype::q8_k},   {dtype::q5_k, dtype::q8_k},
+        {dtype::q6_k, dtype::q8_k},  {dtype::iq4_nl, dtype::q8_0}, {dtype::iq4_xs, dtype::q8_k},
+        {dtype::tq1_0, dtype::q8_k}, {dtype::tq2_0, dtype::q8_k}};
     for (dtype t : weight_types()) {
         SCOPED_TRACE(type_name(t));
         ASSERT_TRUE(has_quant_traits(t));
@@ -148,7 +153,8 @@ TEST_P(QuantRoundTrip, NormalDataStaysWithinTheTypesError) {
                                            {dtype::q5_1, 0.042}, {dtype::q8_0, 0.006},  {dtype::q8_1, 0.006},
                                            {dtype::q2_k, 0.33},  {dtype::q3_k, 0.17},   {dtype::q4_k, 0.079},
                                            {dtype::q5_k, 0.040}, {dtype::q6_k, 0.0196}, {dtype::q8_k, 0.008},
-                                           {dtype::iq4_nl, 1.0}, {dtype::iq4_xs, 1.0}};
+                                           {dtype::iq4_nl, 1.0}, {dtype::iq4_xs, 1.0},  {dtype::tq1_0, 0.90},
+                                           {dtype::tq2_0, 0.90}};  // ternary: made for ternary weights
     const int64_t n_per_row = row_length(t, 5);
     const auto x = normal_values(size_t(n_per_row) * 7, 1234, 0.02f);
     const auto q = quantize(t, x, n_per_row);
@@ -187,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
                          ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q4_0, dtype::q4_1,
                                            dtype::q5_0, dtype::q5_1, dtype::q8_0, dtype::q8_1, dtype::q2_k,
                                            dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::q8_k,
-                                           dtype::iq4_nl, dtype::iq4_xs),
+                                           dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0),
                          type_param_name);
 
 // The reference dot product equals the dot product of the dequantized rows: it is exact integer
@@ -347,8 +353,8 @@ std::vector<float> decode_iq4_xs_by_hand(const std::vector<uint8_t> &bytes) {
     return out;
 }
 
-// Random block bytes with a finite, moderate fp16 scale in the first two bytes of each block.
-std::vector<uint8_t> random_blocks(dtype t, int64_t blocks, uint32_t seed) {
+// Random block bytes with a finite, moderate fp16 scale at byte scale_at of each block.
+std::vector<uint8_t> random_blocks(dtype t, int64_t blocks, uint32_t seed, size_t scale_at = 0) {
     const size_t bs = type_traits(t).type_size;
     std::vector<uint8_t> bytes(bs * size_t(blocks));
     std::mt19937 rng(seed);
@@ -356,8 +362,8 @@ std::vector<uint8_t> random_blocks(dtype t, int64_t blocks, uint32_t seed) {
     std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
     for (int64_t i = 0; i < blocks; ++i) {
         const fp16_t d = fp32_to_fp16(scale(rng));
-        bytes[size_t(i) * bs] = uint8_t(d & 0xFF);
-        bytes[size_t(i) * bs + 1] = uint8_t(d >> 8);
+        bytes[size_t(i) * bs + scale_at] = uint8_t(d & 0xFF);
+        bytes[size_t(i) * bs + scale_at + 1] = uint8_t(d >> 8);
     }
     return bytes;
 }
@@ -427,19 +433,130 @@ TEST(QuantReference, Iq4ValuesOnTheCodebookRoundTripExactly) {
 }
 
 // Odd shapes (rows of 1, 3 and 5 blocks, 3 rows) go through quantize_rows and back within the
-// type's error, and rows are independent of each other.
-TEST(QuantReference, Iq4OddShapesRoundTrip) {
-    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs}) {
+// type's error, and rows are independent of each other; the ternary types' decoded values quantize
+// again to the same bytes.
+TEST(QuantReference, Iq4AndTernaryOddShapesRoundTrip) {
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0}) {
+        const bool ternary = t == dtype::tq1_0 || t == dtype::tq2_0;
         for (int64_t blocks : {1, 3, 5}) {
             const int64_t n = row_length(t, blocks);
             const auto x = normal_values(size_t(3 * n), uint32_t(blocks), 0.02f);
             const auto q = quantize(t, x, n);
             ASSERT_EQ(q.size(), 3 * row_size(t, n));
             const auto back = dequantize(t, q, 3 * n);
-            EXPECT_LT(relative_rmse(back.data(), x.data(), x.size()), 0.12) << type_name(t) << " " << blocks;
+            EXPECT_LT(relative_rmse(back.data(), x.data(), x.size()), ternary ? 0.9 : 0.12)
+                << type_name(t) << " " << blocks;
             const std::vector<float> row1(x.begin() + n, x.begin() + 2 * n);
             const auto q1 = quantize(t, row1, n);
             EXPECT_EQ(0, std::memcmp(q1.data(), q.data() + row_size(t, n), q1.size())) << type_name(t);
+            if (ternary) {
+                EXPECT_EQ(quantize(t, back, n), q) << type_name(t) << " " << blocks;
+            }
         }
     }
+}
+
+// ---- tq1_0 / tq2_0: the layouts decoded by hand, independently of the quant layer's code
+
+namespace {
+
+// tq2_0: 66-byte blocks of 64 bytes of 2-bit codes then fp16 d; element 128 h + 32 l + m is bits
+// 2l..2l+1 of byte 32 h + m; x = d * (code - 1).
+std::vector<float> decode_tq2_0_by_hand(const std::vector<uint8_t> &bytes) {
+    std::vector<float> out;
+    for (size_t b = 0; b + 66 <= bytes.size(); b += 66) {
+        const float d = half_at(bytes, b + 64);
+        float block[256];
+        for (int e = 0; e < 256; ++e) {
+            const int code = (bytes[b + size_t(32 * (e / 128) + e % 32)] >> (2 * (e % 128 / 32))) & 3;
+            block[e] = d * float(code - 1);
+        }
+        out.insert(out.end(), block, block + 256);
+    }
+    return out;
+}
+
+// tq1_0: 54-byte blocks: 48 bytes of five codes, 4 bytes of four codes, fp16 d. Code k of a byte
+// is the k-th base-3 digit after the point of byte / 256 read as a fraction: floor(byte 3^(k+1) / 256)
+// mod 3. Bytes 0..31: element 32 k + m of byte m; bytes 32..47: element 160 + 16 k + m of byte
+// 32 + m; bytes 48..51: element 240 + 4 k + j of byte 48 + j.
+std::vector<float> decode_tq1_0_by_hand(const std::vector<uint8_t> &bytes) {
+    auto digit = [](unsigned byte, int k) {
+        unsigned p = 3;
+        for (int i = 0; i < k; ++i) p *= 3;
+        return int(byte * p / 256 % 3);
+    };
+    std::vector<float> out;
+    for (size_t b = 0; b + 54 <= bytes.size(); b += 54) {
+        const float d = half_at(bytes, b + 52);
+        float block[256];
+        for (int e = 0; e < 256; ++e) {
+            int byte, k;
+            if (e < 160) {
+                byte = e % 32, k = e / 32;
+            } else if (e < 240) {
+                byte = 32 + (e - 160) % 16, k = (e - 160) / 16;
+            } else {
+                byte = 48 + (e - 240) % 4, k = (e - 240) / 4;
+            }
+            block[e] = d * float(digit(bytes[b + size_t(byte)], k) - 1);
+        }
+        out.insert(out.end(), block, block + 256);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST(QuantReference, TqDecodeAsTheLayoutSays) {
+    for (int64_t blocks : {1, 3, 7}) {
+        const auto tq1 = random_blocks(dtype::tq1_0, blocks, uint32_t(200 + blocks), 52);
+        EXPECT_EQ(dequantize(dtype::tq1_0, tq1, blocks * 256), decode_tq1_0_by_hand(tq1)) << blocks;
+        const auto tq2 = random_blocks(dtype::tq2_0, blocks, uint32_t(300 + blocks), 64);
+        EXPECT_EQ(dequantize(dtype::tq2_0, tq2, blocks * 256), decode_tq2_0_by_hand(tq2)) << blocks;
+    }
+}
+
+// Known bytes of the base-3 packing: five codes c0..c4 (c0 leading) are stored as
+// ceil(256 v / 243) with v their base-3 value, the four codes of a qh byte with a zero fifth one.
+TEST(QuantReference, Tq1PacksFiveCodesAByteRoundingUp) {
+    std::vector<float> x(256, 0.0f);  // all codes 1 (value 0) but a few
+    x[0] = 1.0f;                      // byte 0: codes 2 1 1 1 1 -> v = 162 + 27 + 9 + 3 + 1 = 202
+    x[32 * 4 + 1] = -1.0f;            // byte 1: codes 1 1 1 1 0 -> v = 81 + 27 + 9 + 3 = 120
+    x[240 + 4 * 3 + 2] = 1.0f;        // qh byte 2: codes 1 1 1 2 (0) -> v = 3 (27 + 9 + 3 + 2) = 123
+    const auto q = quantize(dtype::tq1_0, x, 256);
+    block_tq1_0 b;
+    std::memcpy(&b, q.data(), sizeof b);
+    EXPECT_EQ(b.qs[0], (202 * 256 + 242) / 243);
+    EXPECT_EQ(b.qs[1], (120 * 256 + 242) / 243);
+    EXPECT_EQ(b.qs[2], (121 * 256 + 242) / 243);  // all ones: v = 121
+    EXPECT_EQ(b.qh[2], (123 * 256 + 242) / 243);
+    EXPECT_EQ(b.qh[0], (120 * 256 + 242) / 243);  // 1 1 1 1 (0): v = 120
+    EXPECT_EQ(b.d, fp32_to_fp16(1.0f));
+    EXPECT_EQ(dequantize(dtype::tq1_0, q, 256), x);
+}
+
+// Values at -d, 0, +d come back exactly; x / d rounds half away from zero (lroundf), and both
+// types hold the same ternary values for any input.
+TEST(QuantReference, TqRoundToTheNearestTernaryValue) {
+    std::vector<float> x(3 * 256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * float(int((i * 7 + i / 256) % 3) - 1);
+    for (size_t b = 0; b < x.size(); b += 256) x[b + 5] = -0.25f;  // every block reaches -d
+    for (dtype t : {dtype::tq1_0, dtype::tq2_0}) {
+        EXPECT_EQ(dequantize(t, quantize(t, x, 256), int64_t(x.size())), x) << type_name(t);
+        std::vector<float> halves(256, 0.0f);
+        halves[0] = 2.0f;      // d = 2
+        halves[1] = 1.0f;      // x / d = 0.5 -> +1
+        halves[2] = -1.0f;     // -0.5 -> -1
+        halves[3] = 0.99f;     // 0.495 -> 0
+        halves[255] = -1.01f;  // -0.505 -> -1
+        const auto back = dequantize(t, quantize(t, halves, 256), 256);
+        EXPECT_EQ(back[1], 2.0f) << type_name(t);
+        EXPECT_EQ(back[2], -2.0f) << type_name(t);
+        EXPECT_EQ(back[3], 0.0f) << type_name(t);
+        EXPECT_EQ(back[255], -2.0f) << type_name(t);
+    }
+    const auto y = normal_values(5 * 256, 77, 0.02f);
+    EXPECT_EQ(dequantize(dtype::tq1_0, quantize(dtype::tq1_0, y, 256), 5 * 256),
+              dequantize(dtype::tq2_0, quantize(dtype::tq2_0, y, 256), 5 * 256));
 }

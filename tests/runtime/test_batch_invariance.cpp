@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Types, EveryWeightType,
                          ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0,
                                            dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q2_k, dtype::q3_k,
                                            dtype::q4_k, dtype::q5_k, dtype::q6_k, dtype::iq4_nl,
-                                           dtype::iq4_xs),
+                                           dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0),
                          [](const auto &info) { return std::string(type_name(info.param)); });
 
 }  // namespace

@@ -61,6 +61,8 @@ const recipe recipes[] = {
     {"IQ4_XS", 30, dtype::iq4_xs,
      "iq4_xs; attn_v q5_K when n_head/n_head_kv >= 4; ffn_down q5_K in the first 1/8 of the layers; "
      "output q6_K"},
+    {"TQ1_0", 36, dtype::tq1_0, "tq1_0 (ternary); token_embd q4_K; output q6_K"},
+    {"TQ2_0", 37, dtype::tq2_0, "tq2_0 (ternary); token_embd q4_K; output q6_K"},
 };
 
 struct alias {
@@ -144,6 +146,10 @@ dtype fallback_for_row(dtype t, int64_t ne0) {
         case dtype::iq4_xs:
             t = dtype::iq4_nl;
             break;
+        case dtype::tq1_0:
+        case dtype::tq2_0:
+            t = dtype::q4_0;
+            break;
         case dtype::q4_k:
             t = dtype::q5_0;
             break;
@@ -193,6 +199,7 @@ class type_chooser {
             if (t.ne[0] % 256 != 0) return dtype::q8_0;
             return ty == dtype::q8_0 ? ty : dtype::q6_k;
         }
+        if (name == "token_embd.weight" && (ty == dtype::tq1_0 || ty == dtype::tq2_0)) return dtype::q4_k;
         if (contains(name, "attn_v.weight")) {
             const int i = i_attention_wv_++;
             if (ft == 10)
@@ -328,12 +335,12 @@ std::string help_footer() {
         "    biases and other 1-D tensors are written as f32 (f32 and integer ones are copied as they are);\n"
         "  - output.weight (token_embd.weight when the model has no output.weight) gets q6_K in the\n"
         "    quantized types (q8_0 stays q8_0; q8_0 too when its rows are not a multiple of 256);\n"
-        "    token_embd.weight otherwise gets the base type;\n"
+        "    token_embd.weight otherwise gets the base type (q4_K for the ternary types);\n"
         "  - (*) the more-bits layers are the first and last eighth and every third layer between\n"
         "    ((i - n/8) % 3 == 2), counted over the attn_v tensors / the layers;\n"
         "  - a row length that is not a multiple of the block size falls back: q2_K/q3_K -> q4_0,\n"
-        "    q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0, iq4_xs -> iq4_nl, and f16 when that still does\n"
-        "    not divide;\n"
+        "    q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0, iq4_xs -> iq4_nl, tq1_0/tq2_0 -> q4_0, and f16\n"
+        "    when that still does not divide;\n"
         "  - --pure turns the mix and the output rule off (every converted tensor gets the base type);\n"
         "  - input tensors of any type are dequantized to f32 first; a tensor whose type does not\n"
         "    change is copied byte for byte.\n"

@@ -44,7 +44,8 @@ int synth_main(int argc, char **argv) {
     app.add_option("--vocab", s.n_vocab, "vocabulary size (>= 260)")->capture_default_str();
     app.add_option("--ctx", s.n_ctx, "training context length recorded in the file")->capture_default_str();
     app.add_option("--type", type_text,
-                   "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K, iq4_nl, iq4_xs")
+                   "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K, iq4_nl, iq4_xs, "
+                   "tq1_0, tq2_0")
         ->capture_default_str();
     app.add_option("--seed", s.seed, "random seed")->capture_default_str();
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");

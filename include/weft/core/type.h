@@ -9,7 +9,7 @@
 namespace weft {
 
 // The ids are the on-disk GGUF type ids; holes are types that GGUF retired or that weft does not
-// know (most of the IQ* family, the ternary TQ* types). `count` sizes tables indexed by type.
+// know (most of the IQ* family). `count` sizes tables indexed by type.
 enum class dtype : int32_t {
     f32 = 0,
     f16 = 1,
@@ -33,7 +33,9 @@ enum class dtype : int32_t {
     i64 = 27,
     f64 = 28,
     bf16 = 30,
-    count = 31,
+    tq1_0 = 34,
+    tq2_0 = 35,
+    count = 36,
 };
 
 struct type_info {

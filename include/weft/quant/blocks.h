@@ -140,6 +140,33 @@ struct block_iq4_xs {
     uint8_t qs[qk_k / 2];
 };
 
+// The ternary types (BitNet b1.58, TriLMs): x = d * t with t in {-1, 0, +1}, stored as the code
+// c = t + 1 in {0, 1, 2}; d is the block's largest magnitude.
+//
+// tq2_0: four 2-bit codes a byte; element 128 h + 32 l + m (h < 2, l < 4, m < 32) is in bits
+// 2l..2l+1 of qs[32 h + m].
+struct block_tq2_0 {
+    uint8_t qs[qk_k / 4];
+    fp16_t d;
+};
+
+// tq1_0: five codes a byte (3^5 = 243 <= 256), as the fraction v / 243 of the base-3 number
+// v = c0 c1 c2 c3 c4 (c0 most significant) scaled to a byte rounding up: byte = ceil(256 v / 243),
+// so code k is the integer part of 3 * frac(3^k * byte / 256) (tq1_code). Element 32 k + m is code
+// k of qs[m] (m < 32), element 160 + 16 k + m code k of qs[32 + m] (m < 16), and element
+// 240 + 4 k + j code k of qh[j] (j < 4, four codes a byte, the fifth always 0).
+struct block_tq1_0 {
+    uint8_t qs[48];
+    uint8_t qh[qk_k / 64];
+    fp16_t d;
+};
+
+// Code k (< 5) of a tq1_0 byte.
+inline int tq1_code(uint8_t byte, int k) {
+    constexpr uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    return (uint8_t(byte * pow3[k]) * 3) >> 8;
+}
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
@@ -154,6 +181,8 @@ static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
 static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
+static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
 
 // Sub-block j (< 8) of a q4_K / q5_K block: its six-bit scale and min. Bytes 0..3 hold scales
 // 0..3 (low six bits), bytes 4..7 mins 0..3; scales/mins 4..7 keep their low nibbles in bytes

@@ -37,6 +37,8 @@ traits_table make_avx2_table() {
     dot(dtype::q6_k, vec_dot_q6_k_avx2);
     dot(dtype::iq4_nl, vec_dot_iq4_nl_avx2);
     dot(dtype::iq4_xs, vec_dot_iq4_xs_avx2);
+    dot(dtype::tq1_0, vec_dot_tq1_0_avx2);
+    dot(dtype::tq2_0, vec_dot_tq2_0_avx2);
     t[size_t(dtype::f16)].to_float = to_float_f16_avx2;
     t[size_t(dtype::f16)].from_float = from_float_f16_avx2;
     t[size_t(dtype::q8_0)].from_float = from_float_q8_0_avx2;

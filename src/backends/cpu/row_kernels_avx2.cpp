@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/row_kernels.h"
 #include "weft/core/fp16.h"
@@ -531,6 +532,80 @@ void vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *vx, const void *vy) {
             sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(dots, _mm256_set1_epi32(scale_iq4_xs(j, x[i]))));
         }
         sum = std::fma(half(x[i].d) * y[i].d, float(hsum_i32x8(sumi)), sum);
+    }
+    *s = sum;
+}
+
+// ---- tq1_0, tq2_0: the codes c in {0, 1, 2} (weight c - 1) are unsigned, so the integer sum is
+// sum c * y minus the sum of the activations (their bsums). As for iq4, integer sums are exact and
+// each block ends in one std::fma into one float sum in block order: the reference's bits.
+
+// The sum of a q8_K block's 256 activations.
+int activation_sum(const block_q8_k &y) {
+    return scaled_bsums(_mm256_set1_epi16(1), y.bsums);
+}
+
+// The codes of 32 tq1_0 bytes (see tq1_code): byte b's code for the power of 3 that its 16-bit
+// lane of pow3 holds. Each byte is moved to the top of a 16-bit lane, so that the lane product
+// keeps byte * 3^k mod 256 in the top byte, and the high half of its product with 3 is the code.
+__m256i tq1_codes_32(__m256i bytes, __m256i pow3) {
+    const __m256i three = _mm256_set1_epi16(3);
+    const __m256i low = _mm256_mullo_epi16(_mm256_slli_epi16(bytes, 8), pow3);
+    const __m256i high =
+        _mm256_mullo_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(int16_t(0xFF00))), pow3);
+    return _mm256_or_si256(_mm256_mulhi_epu16(low, three),
+                           _mm256_slli_epi16(_mm256_mulhi_epu16(high, three), 8));
+}
+
+void vec_dot_tq1_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_tq1_0 *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    // Codes 0..4 of qs[0..31] are elements 0..159; codes k and k + 1 of qs[32..47] (the 16 bytes
+    // in both halves) elements 160 + 16 k ..; code 4 of qs[32..47] and the four codes of qh[0..3]
+    // (repeated four times, lane 4k + j holding qh[j] for code k) elements 224..255.
+    const __m256i pow3_first[5] = {_mm256_set1_epi16(1), _mm256_set1_epi16(3), _mm256_set1_epi16(9),
+                                   _mm256_set1_epi16(27), _mm256_set1_epi16(81)};
+    const __m256i pow3_pairs[2] = {_mm256_setr_m128i(_mm_set1_epi16(1), _mm_set1_epi16(3)),
+                                   _mm256_setr_m128i(_mm_set1_epi16(9), _mm_set1_epi16(27))};
+    const __m256i pow3_last = _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        const int8_t *q8 = y[i].qs;
+        const __m256i first = load_32(x[i].qs);
+        const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x[i].qs + 32));
+        uint32_t qh;
+        std::memcpy(&qh, x[i].qh, sizeof qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int k = 0; k < 5; ++k)
+            acc = _mm256_add_epi32(acc, dot_u8_i8(tq1_codes_32(first, pow3_first[k]), load_32(q8 + 32 * k)));
+        for (int p = 0; p < 2; ++p) {
+            const __m256i codes = tq1_codes_32(_mm256_set_m128i(tail, tail), pow3_pairs[p]);
+            acc = _mm256_add_epi32(acc, dot_u8_i8(codes, load_32(q8 + 160 + 32 * p)));
+        }
+        const __m256i last = tq1_codes_32(_mm256_set_m128i(_mm_set1_epi32(int(qh)), tail), pow3_last);
+        acc = _mm256_add_epi32(acc, dot_u8_i8(last, load_32(q8 + 224)));
+        const int sumi = hsum_i32x8(acc) - activation_sum(y[i]);
+        sum = std::fma(half(x[i].d) * y[i].d, float(sumi), sum);
+    }
+    *s = sum;
+}
+
+void vec_dot_tq2_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_tq2_0 *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    const __m256i three = _mm256_set1_epi8(3);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i packed = load_32(x[i].qs + 32 * h);
+            for (int l = 0; l < 4; ++l) {
+                const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(packed, 2 * l), three);
+                acc = _mm256_add_epi32(acc, dot_u8_i8(codes, load_32(y[i].qs + 128 * h + 32 * l)));
+            }
+        }
+        const int sumi = hsum_i32x8(acc) - activation_sum(y[i]);
+        sum = std::fma(half(x[i].d) * y[i].d, float(sumi), sum);
     }
     *s = sum;
 }
