@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "gguf/gguf_format.h"
@@ -294,7 +295,13 @@ void gguf_writer::write(const std::string &path) const {
         offset += t.nbytes;
     }
 
-    output_file out(path);       // a temporary file beside path, renamed over it when complete
+    // a temporary file beside path, renamed over it when complete; its errors are this writer's
+    std::optional<output_file> out;
+    try {
+        out.emplace(path);
+    } catch (const error &e) {
+        throw gguf_error(e.what());
+    }
     uint8_t *scratch = nullptr;  // a fill tensor's bytes
     size_t scratch_size = 0;
     auto release_scratch = [&] {
@@ -305,7 +312,7 @@ void gguf_writer::write(const std::string &path) const {
     try {
         size_t pos = 0;
         auto put = [&](const void *p, size_t n) {
-            if (n) out.write(p, n);
+            if (n) out->write(p, n);
             pos += n;
         };
         static const uint8_t zeros[256] = {};
@@ -334,7 +341,13 @@ void gguf_writer::write(const std::string &path) const {
         // The established writer pads the file to the alignment after the last tensor too.
         pad_to(align_up(pos, alignment));
         release_scratch();
-        out.commit();
+        out->commit();
+    } catch (const gguf_error &) {
+        release_scratch();
+        throw;
+    } catch (const error &e) {  // a failed write or rename
+        release_scratch();
+        throw gguf_error(e.what());
     } catch (...) {
         release_scratch();
         throw;
