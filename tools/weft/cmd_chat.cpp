@@ -178,12 +178,14 @@ int chat_main(int argc, char **argv) {
     app.add_option("-n,--n-predict", opt.n_predict, "most tokens per reply (-1: until end of generation)")
         ->capture_default_str();
     app.add_option("-c,--ctx-size", opt.n_ctx, "context size in tokens (0: the model's, at most 4096)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(0u, 1u << 24));
     app.add_option("-b,--batch-size", opt.n_batch, "most prompt tokens per decode call")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));
     app.add_option("-t,--threads", opt.n_threads, "threads (0: the hardware's, at most 4)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(0, 512));
     app.add_option("--temp", s.temp, "temperature (<= 0: greedy)")->capture_default_str();
     app.add_option("--top-k", s.top_k, "keep the k most likely tokens (<= 0: off)")->capture_default_str();
     app.add_option("--top-p", s.top_p, "nucleus: keep the most likely tokens up to this mass (1: off)")

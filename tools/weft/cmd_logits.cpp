@@ -56,7 +56,8 @@ int logits_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 16));
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
-    app.add_option("-c,--ctx-size", n_ctx, "context size (0: prompt + N, rounded up)");
+    app.add_option("-c,--ctx-size", n_ctx, "context size (0: prompt + N, rounded up)")
+        ->check(CLI::Range(0u, 1u << 24));
     app.add_flag("--json", json, "print the reference-fixture JSON instead of a summary");
     CLI11_PARSE(app, argc, argv);
 

@@ -58,7 +58,8 @@ int run_main(int argc, char **argv) {
                    "threads for prompt evaluation, also -tb (0: same as -t)")
         ->check(CLI::Range(0, 512));
     app.add_option("-c,--ctx-size", n_ctx,
-                   "context size in tokens (0: the model's training context, at most 4096)");
+                   "context size in tokens (0: the model's training context, at most 4096)")
+        ->check(CLI::Range(0u, 1u << 24));
     app.add_option("-b,--batch-size", n_batch, "most tokens per decode call")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));

@@ -1176,7 +1176,8 @@ int serve_main(int argc, char **argv) {
     app.add_option("-c,--ctx-size", opt.n_ctx,
                    "KV cache cells for all slots together, each slot getting an equal share (0: slots x the "
                    "model's context, at most 4096 each)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(0u, 1u << 26));
     app.add_option("-b,--batch-size", opt.n_batch, "most tokens per decode step (all slots together)")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));

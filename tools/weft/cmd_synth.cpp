@@ -30,19 +30,37 @@ int synth_main(int argc, char **argv) {
                    "llama, qwen2, qwen3, qwen2moe, granite, starcoder2, gemma, gemma2, phi2, phi3, olmo2, "
                    "command-r or deepseek2")
         ->capture_default_str();
-    app.add_option("--embd", s.n_embd, "embedding length")->capture_default_str();
-    app.add_option("--layers", s.n_layer, "blocks")->capture_default_str();
-    app.add_option("--heads", s.n_head, "attention heads")->capture_default_str();
+    app.add_option("--embd", s.n_embd, "embedding length")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(65536)));
+    app.add_option("--layers", s.n_layer, "blocks")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1024)));
+    app.add_option("--heads", s.n_head, "attention heads")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1024)));
     app.add_option("--kv-heads", s.n_head_kv, "key/value heads (grouped-query attention)")
-        ->capture_default_str();
-    app.add_option("--head-dim", s.head_dim, "head size (0: embd / heads)")->capture_default_str();
-    app.add_option("--ff", s.n_ff, "feed-forward length")->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1024)));
+    app.add_option("--head-dim", s.head_dim, "head size (0: embd / heads)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(0), int64_t(4096)));
+    app.add_option("--ff", s.n_ff, "feed-forward length")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(262144)));
     app.add_option("--experts", s.n_expert,
                    "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, deepseek2: 0 is 4)")
-        ->capture_default_str();
-    app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")->capture_default_str();
-    app.add_option("--vocab", s.n_vocab, "vocabulary size (>= 260)")->capture_default_str();
-    app.add_option("--ctx", s.n_ctx, "training context length recorded in the file")->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(0), int64_t(1024)));
+    app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(0), int64_t(1024)));
+    app.add_option("--vocab", s.n_vocab, "vocabulary size (>= 260)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(260), int64_t(4194304)));
+    app.add_option("--ctx", s.n_ctx, "training context length recorded in the file")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(16777216)));
     app.add_option("--type", type_text,
                    "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K .. q6_K, iq4_nl, iq4_xs, "
                    "tq1_0, tq2_0")
