@@ -110,23 +110,6 @@ class byte_source {
     uint64_t pos_ = 0;
 };
 
-std::string quoted(std::string_view s) {
-    // Names from a hostile file may be long or contain control bytes: show at most 64 printable bytes.
-    std::string out = "'";
-    for (size_t i = 0; i < s.size() && i < 64; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c < 0x7f) {
-            out += char(c);
-        } else {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\x%02x", c);
-            out += hex;
-        }
-    }
-    if (s.size() > 64) out += "...";
-    return out + "'";
-}
-
 bool mul_overflows_u64(uint64_t a, uint64_t b, uint64_t &out) {
     return __builtin_mul_overflow(a, b, &out);
 }
@@ -442,7 +425,7 @@ namespace {
 [[noreturn]] void wrong_type(const std::string &path, const gguf_kv &kv, const char *wanted) {
     std::string found = gguf_type_name(kv.type);
     if (kv.is_array()) found = "array of " + std::string(gguf_type_name(kv.array_type));
-    throw gguf_error(path + ": metadata key '" + kv.key + "' has type " + found + ", wanted " + wanted);
+    throw gguf_error(path + ": metadata key " + quoted(kv.key) + " has type " + found + ", wanted " + wanted);
 }
 
 bool is_integer(gguf_type t) {
@@ -530,7 +513,7 @@ double element_double(const gguf_kv &kv, uint64_t i) {
 int64_t to_int64(const std::string &path, const gguf_kv &kv, uint64_t i) {
     const wide_int w = element_int(kv, i);
     if (!w.is_signed && w.magnitude_or_value > uint64_t(std::numeric_limits<int64_t>::max()))
-        throw gguf_error(path + ": metadata key '" + kv.key + "' value " +
+        throw gguf_error(path + ": metadata key " + quoted(kv.key) + " value " +
                          std::to_string(w.magnitude_or_value) + " does not fit in int64");
     return int64_t(w.magnitude_or_value);
 }
@@ -550,7 +533,7 @@ std::optional<uint64_t> gguf_file::get_uint(std::string_view key) const {
     if (kv->is_array() || !is_integer(kv->type)) wrong_type(path_, *kv, "an unsigned integer");
     const wide_int w = element_int(*kv, 0);
     if (w.negative)
-        throw gguf_error(path_ + ": metadata key '" + kv->key + "' value " +
+        throw gguf_error(path_ + ": metadata key " + quoted(kv->key) + " value " +
                          std::to_string(int64_t(w.magnitude_or_value)) +
                          " is negative, wanted an unsigned integer");
     return w.magnitude_or_value;

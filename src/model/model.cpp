@@ -53,8 +53,8 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     if (!arch_name) throw error(path + ": general.architecture is missing");
     const architecture_entry *entry = find_architecture(*arch_name);
     if (!entry)
-        throw error(path + ": unknown architecture '" + *arch_name +
-                    "' (supported: " + join(supported_architectures()) + ")");
+        throw error(path + ": unknown architecture " + weft::quoted(*arch_name) +
+                    " (supported: " + join(supported_architectures()) + ")");
     m->arch_ = entry->make();
 
     m->vocab_ = vocab::load(f);

@@ -65,7 +65,7 @@ void tensor_loader::check_all_used(const std::string &arch) const {
     if (created_.size() == f_.tensors().size()) return;
     for (const gguf_tensor_info &t : f_.tensors())
         if (!created_.count(t.name))
-            throw error(f_.path() + ": tensor '" + t.name + "' is not part of the " + arch +
+            throw error(f_.path() + ": tensor " + weft::quoted(t.name) + " is not part of the " + arch +
                         " architecture (" + std::to_string(f_.tensors().size() - created_.size()) +
                         " unused tensors)");
 }

@@ -235,7 +235,8 @@ void print_text(const gguf_file &f, const inspect_options &opt) {
         } else {
             value = shown_element(kv, 0, opt.max_string);
         }
-        std::printf("  %-*s %-14s %s\n", int(key_width), kv.key.c_str(), type.c_str(), value.c_str());
+        std::printf("  %-*s %-14s %s\n", int(key_width), printable(kv.key).c_str(), type.c_str(),
+                    value.c_str());
     }
 
     std::printf("\ntensors (%zu):%s\n", f.tensors().size(), f.tensors().empty() ? " none" : "");
@@ -245,8 +246,8 @@ void print_text(const gguf_file &f, const inspect_options &opt) {
     if (!f.tensors().empty())
         std::printf("  %-*s %-26s %-6s %12s\n", int(name_width), "name", "shape", "type", "bytes");
     for (const auto &ti : f.tensors())
-        std::printf("  %-*s %-26s %-6s %12zu\n", int(name_width), ti.name.c_str(), shape_of(ti).c_str(),
-                    type_name(ti.type), ti.nbytes);
+        std::printf("  %-*s %-26s %-6s %12zu\n", int(name_width), printable(ti.name).c_str(),
+                    shape_of(ti).c_str(), type_name(ti.type), ti.nbytes);
 
     const totals t = count(f);
     std::printf("\ntotals:\n");

@@ -443,7 +443,7 @@ int quantize_main(int argc, char **argv) {
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 std::fprintf(stderr, "[%4zu/%4zu] %-32s %-20s %5s -> %-5s %10s -> %10s %8.1f ms\n", i + 1,
-                             n_tensors, t.name.c_str(), shape_text(t).c_str(), type_name(t.type),
+                             n_tensors, printable(t.name).c_str(), shape_text(t).c_str(), type_name(t.type),
                              type_name(to), mib(double(t.nbytes)).c_str(), mib(double(nbytes)).c_str(), ms);
             });
     }

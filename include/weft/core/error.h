@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace weft {
 
@@ -14,6 +15,13 @@ class error : public std::runtime_error {
 };
 
 [[noreturn]] void assert_fail(const char *file, int line, const char *expr);
+
+// Text from a file or a request made safe for a terminal or a log: control bytes (C0, DEL), the
+// C1 controls and bytes that are not valid UTF-8 become \xNN (printable UTF-8 passes); at most
+// `max` bytes of s are shown, then "..." .
+std::string printable(std::string_view s, size_t max = 256);
+// printable(s, max) in single quotes.
+std::string quoted(std::string_view s, size_t max = 64);
 
 }  // namespace weft
 
