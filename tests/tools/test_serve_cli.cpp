@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -913,6 +914,49 @@ TEST_F(ServeCli, EmbeddingsFromAnEmbeddingModel) {
     EXPECT_EQ(res->status, 400) << res->body;
     // and the generative model of the suite refuses embeddings clearly
     expect_error(post("/v1/embeddings", {{"input", "hi"}}, 400), "does not produce embeddings");
+}
+
+// Tools: with a Jinja template that renders them (Qwen 2.5's), the tools reach the prompt and a
+// conversation with tool calls and tool results renders; with a family template, a clear 400.
+TEST_F(ServeCli, ToolsAreRenderedByTheModelsTemplate) {
+    std::ifstream in(fs::path(WEFT_SOURCE_DIR) / "tests/runtime/jinja/templates/qwen2.5.jinja");
+    const std::string tmpl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(tmpl.empty());
+    served_model srv(*dir_, {"-m", *model_path_, "--port", "0", "-np", "1", "-c", "2048", "-t", "1",
+                             "--chat-template", tmpl});
+    ASSERT_TRUE(srv.healthy()) << srv.log();
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+        "description": "The weather in a city", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+    json req = {{"messages", json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}})},
+                {"max_tokens", 4},
+                {"temperature", 0}};
+    auto cli = srv.client();
+    auto plain = cli.Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(plain && plain->status == 200) << (plain ? plain->body : "");
+    req["tools"] = tools;
+    auto with_tools = cli.Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(with_tools && with_tools->status == 200) << (with_tools ? with_tools->body : "");
+    const int plain_tokens = json::parse(plain->body)["usage"].value("prompt_tokens", 0);
+    const int tool_tokens = json::parse(with_tools->body)["usage"].value("prompt_tokens", 0);
+    EXPECT_GT(tool_tokens, plain_tokens + 20) << "the tool schema is not in the prompt";
+    // a call and its result in the history
+    req["messages"].push_back(
+        json::parse(R"({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})"));
+    req["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}});
+    auto history = cli.Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(history && history->status == 200) << (history ? history->body : "");
+    EXPECT_GT(json::parse(history->body)["usage"].value("prompt_tokens", 0), tool_tokens);
+    // tool_choice "none": as without tools
+    req["messages"] = json::array({req["messages"][0]});
+    req["tool_choice"] = "none";
+    auto none = cli.Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(none && none->status == 200);
+    EXPECT_EQ(json::parse(none->body)["usage"].value("prompt_tokens", 0), plain_tokens);
+    // the suite's server formats with a family (no Jinja template): tools are refused clearly
+    req.erase("tool_choice");
+    expect_error(post("/v1/chat/completions", req, 400), "Jinja");
 }
 
 TEST_F(ServeCli, BusyPortIsAnError) {

@@ -36,6 +36,7 @@
 #include "weft/runtime/sampling.h"
 #include "weft/serving/engine.h"
 #include "weft/serving/text.h"
+#include "weft/tool_calls.h"
 
 namespace weft::tool {
 namespace {
@@ -202,6 +203,7 @@ struct parsed_request {
     int32_t top_logprobs = 0;
     bool echo = false;                      // completions: the prompt text before the completion
     std::vector<size_t> prompt_text_bytes;  // completions: each prompt's length as text
+    bool tools = false;                     // chat with tools: replies are searched for tool calls
 };
 
 // The server's metrics beyond the engine's.
@@ -677,16 +679,77 @@ class server {
         if (chat) {
             const std::vector<chat_message> messages = read_messages(body);
             std::string prompt;
-            try {
-                prompt = template_.format(messages, true);
-            } catch (const error &e) {
-                throw request_error(std::string("'messages': ") + e.what());
+            if (uses_tools(body, p.tools)) {
+                prompt = render_with_tools(body, p.tools);
+            } else {
+                try {
+                    prompt = template_.format(messages, true);
+                } catch (const error &e) {
+                    throw request_error(std::string("'messages': ") + e.what());
+                }
             }
             p.prompts.push_back(prompt_or_bos(tokenize_text(prompt)));
         } else {
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
         return p;
+    }
+
+    // Whether a chat request needs the structured rendering: tools offered (unless tool_choice is
+    // "none"; with_tools says so), or messages that carry tool calls or tool results.
+    static bool uses_tools(const json &body, bool &with_tools) {
+        const auto tools = body.find("tools");
+        with_tools = tools != body.end() && !tools->is_null();
+        if (with_tools && !tools->is_array())
+            throw request_error("'tools' must be an array, got " + json_kind(*tools));
+        if (with_tools && tools->empty()) with_tools = false;
+        const auto choice = body.find("tool_choice");
+        if (choice != body.end() && choice->is_string() && *choice == "none") with_tools = false;
+        bool structured = with_tools;
+        for (const json &m : body["messages"])
+            structured = structured || m.contains("tool_calls") || m.value("role", "") == "tool";
+        return structured;
+    }
+
+    // The prompt of a chat with tools: the model's Jinja template rendered with the messages as
+    // sent (contents joined from parts) and the tools.
+    std::string render_with_tools(const json &body, bool with_tools) const {
+        if (template_.jinja.empty())
+            throw request_error("'tools': this model's chat template (" + template_.name() +
+                                ") is not one weft renders with tools; start the server with a Jinja "
+                                "--chat-template");
+        json messages = body["messages"];
+        for (size_t i = 0; i < messages.size(); ++i)
+            if (messages[i].contains("content") && messages[i]["content"].is_array())
+                messages[i]["content"] = message_content(messages[i]["content"], i);
+        jinja_chat_params params;
+        params.messages = tool::jinja_from_json(messages);
+        if (with_tools) params.tools = tool::jinja_from_json(body["tools"]);
+        params.add_generation_prompt = true;
+        params.bos_token = template_.tokens.bos;
+        params.eos_token = template_.tokens.eos;
+        try {
+            std::string text = jinja_render_chat(jinja_template(template_.jinja), params);
+            if (!params.bos_token.empty() && text.rfind(params.bos_token, 0) == 0)
+                text.erase(0, params.bos_token.size());
+            return text;
+        } catch (const jinja_error &e) {
+            throw request_error(std::string("the chat template refused these messages and tools: ") +
+                                e.what());
+        }
+    }
+
+    // A reply's tool calls as OpenAI's message fields (null when there are none).
+    static json tool_calls_json(const tool::parsed_reply &r, bool with_index) {
+        json calls = json::array();
+        for (size_t i = 0; i < r.calls.size(); ++i) {
+            json c = {{"id", "call_" + random_id()},
+                      {"type", "function"},
+                      {"function", {{"name", r.calls[i].name}, {"arguments", r.calls[i].arguments}}}};
+            if (with_index) c["index"] = i;
+            calls.push_back(std::move(c));
+        }
+        return calls;
     }
 
     // The jobs of one request: choice index k = prompt * n + j.
@@ -838,6 +901,15 @@ class server {
                 json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
                 if (p->chat) {
                     choice["message"] = {{"role", "assistant"}, {"content", text}};
+                    if (p->tools) {
+                        const tool::parsed_reply reply = tool::parse_tool_calls(text);
+                        if (!reply.calls.empty()) {
+                            choice["message"]["content"] =
+                                reply.content.empty() ? json(nullptr) : json(reply.content);
+                            choice["message"]["tool_calls"] = tool_calls_json(reply, false);
+                            choice["finish_reason"] = "tool_calls";
+                        }
+                    }
                     choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
                 } else {
                     choice["text"] = text;
@@ -939,6 +1011,14 @@ class server {
                                 if (!role_sent[k]) delta["role"] = "assistant";
                                 role_sent[k] = true;
                                 if (!ev.text.empty() || !ev.final) delta["content"] = ev.text;
+                                if (ev.final && p->tools) {  // the calls, once the reply is whole
+                                    const tool::parsed_reply reply =
+                                        tool::parse_tool_calls((*jobs)[k]->result().text);
+                                    if (!reply.calls.empty()) {
+                                        delta["tool_calls"] = tool_calls_json(reply, true);
+                                        choice["finish_reason"] = "tool_calls";
+                                    }
+                                }
                                 choice["delta"] = delta;
                                 choice["logprobs"] =
                                     p->logprobs ? logprobs_json(ev.tokens, true, 0) : json(nullptr);
