@@ -535,7 +535,14 @@ struct fragment {
 
 }  // namespace
 
-std::vector<token> vocab::impl::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+std::vector<token> vocab::impl::tokenize(std::string_view text, bool add_special, bool parse_special,
+                                         std::span<const text_span> literal) const {
+    // whether [at, at + n) touches a literal range
+    const auto in_literal = [&](size_t at, size_t n) {
+        for (const text_span &s : literal)
+            if (at < s.offset + s.length && s.offset < at + n) return true;
+        return false;
+    };
     // Partition: each special token, longest first, is cut out of every raw fragment (control and
     // unknown tokens only when parse_special; user-defined ones always). lstrip / rstrip tokens eat
     // the whitespace beside them.
@@ -562,8 +569,11 @@ std::vector<token> vocab::impl::tokenize(std::string_view text, bool add_special
                 continue;
             }
             size_t offset = f.offset, length = f.length;
+            const bool control = (data.attr & (attr_control | attr_unknown)) != 0;
             while (length > 0) {
-                const size_t match = text.substr(0, offset + length).find(needle, offset);
+                size_t match = text.substr(0, offset + length).find(needle, offset);
+                while (control && match != std::string_view::npos && in_literal(match, needle.size()))
+                    match = text.substr(0, offset + length).find(needle, match + 1);
                 if (match == std::string_view::npos) break;
                 size_t left_len = match - offset;
                 if (data.attr & attr_lstrip) {
@@ -649,6 +659,11 @@ int32_t vocab::tokenize(std::string_view text, token *out, int32_t n_max, bool a
 
 std::vector<token> vocab::tokenize(std::string_view text, bool add_special, bool parse_special) const {
     return impl_->tokenize(text, add_special, parse_special);
+}
+
+std::vector<token> vocab::tokenize(std::string_view text, bool add_special, bool parse_special,
+                                   std::span<const text_span> literal) const {
+    return impl_->tokenize(text, add_special, parse_special, literal);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -83,7 +83,8 @@ struct vocab::impl {
     void tokenize_spm_segment(std::string_view text, std::vector<token> &out) const;
     void tokenize_bpe(std::string_view text, std::vector<token> &out) const;
     void tokenize_wpm(std::string_view text, std::vector<token> &out) const;
-    std::vector<token> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+    std::vector<token> tokenize(std::string_view text, bool add_special, bool parse_special,
+                                std::span<const text_span> literal = {}) const;
     std::string render_piece(token t) const;  // the piece with special = true, no lstrip
 };
 

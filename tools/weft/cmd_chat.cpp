@@ -70,10 +70,18 @@ class chat_session {
     // to stdout. Throws context_full when the conversation outgrows the context.
     void turn(const std::string &user_text) {
         messages_.push_back({"user", user_text});
-        const std::string prompt = template_.format(messages_, true);
+        std::vector<text_span> contents;  // the messages' text: never control tokens
+        const std::string prompt = template_.format(messages_, true, contents);
         keep_shared_prefix(prompt);
         const std::string new_text = prompt.substr(kv_text_.size());
-        const std::vector<token> new_tokens = model_.vocab().tokenize(new_text, tokens_.empty(), true);
+        std::vector<text_span> literal;  // the contents' ranges within new_text
+        for (const text_span &s : contents)
+            if (s.offset + s.length > kv_text_.size()) {
+                const size_t begin = std::max(s.offset, kv_text_.size());
+                literal.push_back({begin - kv_text_.size(), s.offset + s.length - begin});
+            }
+        const std::vector<token> new_tokens =
+            model_.vocab().tokenize(new_text, tokens_.empty(), true, literal);
         if (new_tokens.empty())
             throw error("turn " + std::to_string(n_turns_ + 1) + ": the formatted prompt adds no tokens");
         tokens_.insert(tokens_.end(), new_tokens.begin(), new_tokens.end());

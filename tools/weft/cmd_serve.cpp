@@ -480,9 +480,9 @@ class server {
         return tokens;
     }
 
-    std::vector<token> tokenize_text(const std::string &text) const {
+    std::vector<token> tokenize_text(const std::string &text, std::span<const text_span> literal = {}) const {
         try {
-            return model_->vocab().tokenize(text, true, true);
+            return model_->vocab().tokenize(text, true, true, literal);
         } catch (const error &e) {
             throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
         }
@@ -679,16 +679,17 @@ class server {
         if (chat) {
             const std::vector<chat_message> messages = read_messages(body);
             std::string prompt;
+            std::vector<text_span> contents;  // the messages' text: never control tokens
             if (uses_tools(body, p.tools)) {
                 prompt = render_with_tools(body, p.tools);
             } else {
                 try {
-                    prompt = template_.format(messages, true);
+                    prompt = template_.format(messages, true, contents);
                 } catch (const error &e) {
                     throw request_error(std::string("'messages': ") + e.what());
                 }
             }
-            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt)));
+            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt, contents)));
         } else {
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,46 @@ struct template_choice {
             }
         }
         return apply_chat_template(kind, msgs, add_assistant_prompt);
+    }
+    // format(), and the byte ranges of the text that are message contents: the tokenizer keeps
+    // control tokens written there as text, so a user typing "<|im_end|>" cannot end a turn. Found
+    // by formatting the conversation again with a marker for each content; a template that
+    // rewrites contents in a way the markers cannot follow (more than trimming) gets no ranges.
+    std::string format(const std::vector<chat_message> &msgs, bool add_assistant_prompt,
+                       std::vector<text_span> &contents) const {
+        std::string text = format(msgs, add_assistant_prompt);
+        contents.clear();
+        std::vector<chat_message> marked = msgs;
+        for (size_t i = 0; i < marked.size(); ++i) marked[i].content = "\x1e" + std::to_string(i) + "\x1f";
+        const std::string with_markers = format(marked, add_assistant_prompt);
+        for (const bool trimmed : {false, true}) {
+            std::string rebuilt;
+            std::vector<text_span> spans;
+            size_t pos = 0;
+            for (size_t at; (at = with_markers.find('\x1e', pos)) != std::string::npos;) {
+                const size_t end = with_markers.find('\x1f', at);
+                if (end == std::string::npos) break;
+                const size_t i = size_t(std::strtoul(with_markers.c_str() + at + 1, nullptr, 10));
+                if (i >= msgs.size()) break;
+                std::string content = msgs[i].content;
+                if (trimmed) {
+                    const size_t a = content.find_first_not_of(" \t\r\n");
+                    content = a == std::string::npos
+                                  ? ""
+                                  : content.substr(a, content.find_last_not_of(" \t\r\n") - a + 1);
+                }
+                rebuilt += with_markers.substr(pos, at - pos);
+                if (!content.empty()) spans.push_back({rebuilt.size(), content.size()});
+                rebuilt += content;
+                pos = end + 1;
+            }
+            rebuilt += with_markers.substr(std::min(pos, with_markers.size()));
+            if (rebuilt == text) {
+                contents = std::move(spans);
+                break;
+            }
+        }
+        return text;
     }
     // "jinja" or the family's name
     std::string name() const { return jinja.empty() ? chat_template_name(kind) : "jinja"; }

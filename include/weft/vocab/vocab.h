@@ -63,6 +63,11 @@ struct vocab_spec {
 // text is one of <|eot_id|> <|im_end|> <|end|> <end_of_turn> <|endoftext|> <|eom_id|> <EOT> ...
 // become control tokens and, with EOS/EOT/EOM, end generation (is_eog). Phi-3 vocabularies
 // (general.name) eat the whitespace after special tokens, as the reference does.
+// A byte range of a text.
+struct text_span {
+    size_t offset = 0, length = 0;
+};
+
 class vocab {
   public:
     // Reads tokenizer.ggml.* from f (no tensors needed); throws weft::error naming the file and
@@ -107,6 +112,11 @@ class vocab {
     int32_t tokenize(std::string_view text, token *out, int32_t n_max, bool add_special,
                      bool parse_special) const;
     std::vector<token> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+    // The same, but control tokens written inside the `literal` byte ranges of text stay text
+    // (a chat's message contents: what a user typed must never become a control token, while the
+    // template's own markers around it do).
+    std::vector<token> tokenize(std::string_view text, bool add_special, bool parse_special,
+                                std::span<const text_span> literal) const;
 
     // The piece's bytes; returns the length, or minus the needed length when len is too small.
     // special: render control tokens as their text (otherwise they render as nothing).
