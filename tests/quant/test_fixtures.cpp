@@ -17,8 +17,11 @@
 #include <vector>
 
 #include "common/fixtures.h"
+#include "quant/iq_grids.h"
 #include "quant/quant_testing.h"
+#include "weft/core/fp16.h"
 #include "weft/gguf/gguf.h"
+#include "weft/quant/blocks.h"
 #include "weft/quant/quant.h"
 
 using namespace weft;
@@ -211,6 +214,75 @@ TEST(QuantFixtureTernary, DecodedValuesQuantizeToTheSameBytes) {
     }
     EXPECT_EQ(compared, 4u * 7u) << "the seven matrices of each of the four layers";
 }
+
+// ---- the grid i-quants (read only): decoding of the files' tensors
+
+namespace grid_by_hand {
+
+uint16_t u16_at(const uint8_t *p) {
+    return uint16_t(p[0] | (p[1] << 8));
+}
+
+// Element e (< 256) of an iq3_s block, straight from the layout: 8 sub-blocks of 32 (four groups
+// of 8, each two grid points of 4), the grid index's ninth bit from qh, signs one bit an element.
+float iq3_s(const uint8_t *b, int e) {
+    const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
+    const int sub = e / 32, grp = (e % 32) / 8, half = (e % 8) / 4, j = e % 4;
+    const int index = qs[8 * sub + 2 * grp + half] | ((qh[sub] << (8 - 2 * grp - half)) & 256);
+    const int magnitude = int((quant::iq3s_grid[index] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((scales[sub / 2] >> (4 * (sub % 2))) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * float(magnitude);
+    return signs[4 * sub + grp] & (1 << (4 * half + j)) ? -value : value;
+}
+
+}  // namespace grid_by_hand
+
+struct grid_case {
+    const char *file_type;  // "IQ3_S": tiny-llama-IQ3_S.gguf
+    dtype type;
+    float (*by_hand)(const uint8_t *block, int element);
+    double max_error;  // relative RMS error of the decoded tensors against the originals
+};
+
+class QuantFixtureGrid : public ::testing::TestWithParam<grid_case> {};
+
+// Every tensor of the type in the file: to_float gives, bit for bit, the values computed element
+// by element from the block layout above, and they are close to the original weights (the relative
+// RMS error of a 2- or 3-bit type, with an importance matrix).
+TEST_P(QuantFixtureGrid, DecodingMatchesTheLayoutAndTheOriginals) {
+    WEFT_REQUIRE_FIXTURES();
+    const grid_case c = GetParam();
+    const auto f32 = open_model(file_for("F32"));
+    const auto quantized = open_model(file_for(c.file_type));
+    const size_t block_bytes = type_traits(c.type).type_size;
+    double err_sq = 0, ref_sq = 0;
+    size_t tensors = 0;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (t.type != c.type) continue;
+        SCOPED_TRACE(t.name);
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr);
+        const int64_t n = t.ne[0] * rows_of(t);
+        std::vector<float> decoded(static_cast<size_t>(n));
+        quant_traits_of(t.type).to_float(quantized->tensor_data(t), decoded.data(), n);
+        const auto *blocks = quantized->tensor_data(t);
+        for (int64_t i = 0; i < n; ++i) {
+            const float want = c.by_hand(blocks + size_t(i / qk_k) * block_bytes, int(i % qk_k));
+            ASSERT_EQ(decoded[size_t(i)], want) << "element " << i;
+            err_sq += std::pow(double(decoded[size_t(i)]) - x[i], 2);
+            ref_sq += double(x[i]) * x[i];
+        }
+        ++tensors;
+    }
+    ASSERT_GT(tensors, 0u);
+    const double error = std::sqrt(err_sq / ref_sq);
+    std::cout << "[ error    ] " << type_name(c.type) << " (" << tensors << " tensors): " << error << "\n";
+    EXPECT_LE(error, c.max_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
+                         ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3}),
+                         [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's
 

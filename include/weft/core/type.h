@@ -9,7 +9,7 @@
 namespace weft {
 
 // The ids are the on-disk GGUF type ids; holes are types that GGUF retired or that weft does not
-// know (most of the IQ* family). `count` sizes tables indexed by type.
+// know (IQ2_*, IQ3_XXS and IQ1_*). `count` sizes tables indexed by type.
 enum class dtype : int32_t {
     f32 = 0,
     f16 = 1,
@@ -26,6 +26,7 @@ enum class dtype : int32_t {
     q6_k = 14,
     q8_k = 15,
     iq4_nl = 20,
+    iq3_s = 21,
     iq4_xs = 23,
     i8 = 24,
     i16 = 25,

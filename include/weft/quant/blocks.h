@@ -167,6 +167,21 @@ inline int tq1_code(uint8_t byte, int k) {
     return (uint8_t(byte * pow3[k]) * 3) >> 8;
 }
 
+// The grid i-quants: groups of 4 or 8 magnitudes are one index into a codebook (src/quant/iq_grids.cpp)
+// with the signs stored apart; super-blocks of 256 with an fp16 scale and small sub-block scales.
+//
+// iq3_s: element 32 s + 8 g + 4 h + j (s < 8 sub-blocks, g < 4, h < 2, j < 4) is
+// d * (1 + 2 scale_s) * grid[qs[8 s + 2 g + h] + 256 * bit (2 g + h) of qh[s]] byte j, negative when
+// bit 4 h + j of signs[4 s + g] is set; scale_s is the low nibble of scales[s / 2] for even s,
+// the high one for odd s.
+struct block_iq3_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 4];
+    uint8_t qh[qk_k / 32];
+    uint8_t signs[qk_k / 8];
+    uint8_t scales[qk_k / 64];
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
@@ -181,6 +196,7 @@ static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
 static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
 

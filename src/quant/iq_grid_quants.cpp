@@ -1,0 +1,94 @@
+// src/quant/iq_grid_quants.cpp — scalar reference kernels of the grid i-quant types (to-float and
+// the dot product against q8_K activations), read only: their quantizers are not implemented.
+//
+// Every type decodes a block the same way: 256 signed levels q (a grid magnitude with its sign, an
+// int8) and one integer scale ls per group of 16 values, so that x = (d * ls) * unit * q, with d
+// the block's fp16 scale and unit a power of two of the type (1/8 for iq2, 1/4 for iq3_xxs, 1 for
+// iq3_s). Scaling by a power of two is exact, so this gives the established dequantization's bits.
+// The dot product is exact integer arithmetic inside a block (sum over groups of ls * sum q * q8),
+// then one std::fma per block in block order, then the unit.
+#include <cmath>
+
+#include "quant/iq_grids.h"
+#include "quant/kernels.h"
+#include "weft/quant/blocks.h"
+
+namespace weft::quant {
+namespace {
+
+constexpr int group = 16;
+constexpr int n_groups = qk_k / group;
+
+// A decoded block: levels in element order, the scale of each group of 16.
+struct levels {
+    int8_t q[qk_k];
+    int ls[n_groups];
+};
+
+// Writes the 4 or 8 elements of a grid entry with their signs (bit j of `signs`: element j negative).
+template <class Entry>
+void put_grid(Entry entry, int count, uint8_t signs, int8_t *q) {
+    for (int j = 0; j < count; ++j) {
+        const int m = grid_byte(entry, j);
+        q[j] = int8_t((signs >> j) & 1 ? -m : m);
+    }
+}
+
+float decode_iq3_s(const void *block, levels &out) {
+    const auto &b = *static_cast<const block_iq3_s *>(block);
+    for (int s = 0; s < qk_k / 32; ++s) {
+        const int scale = (b.scales[s / 2] >> (4 * (s % 2))) & 0xf;
+        out.ls[2 * s] = out.ls[2 * s + 1] = 1 + 2 * scale;
+        for (int g = 0; g < 4; ++g)
+            for (int h = 0; h < 2; ++h) {
+                const int k = 2 * g + h;
+                const int index = b.qs[8 * s + k] | (((b.qh[s] >> k) & 1) << 8);
+                const uint8_t signs = uint8_t(b.signs[4 * s + g] >> (4 * h));
+                put_grid(iq3s_grid[index], 4, signs, out.q + 32 * s + 8 * g + 4 * h);
+            }
+    }
+    return fp16_to_fp32(b.d);
+}
+
+template <class Block, float (*decode)(const void *, levels &)>
+void to_float_grid(const void *src, float *dst, int64_t n, float unit) {
+    const auto *x = static_cast<const Block *>(src);
+    for (int64_t i = 0; i < n / qk_k; ++i, dst += qk_k) {
+        levels l;
+        const float d = decode(&x[i], l);
+        for (int g = 0; g < n_groups; ++g) {
+            const float dl = d * float(l.ls[g]) * unit;
+            for (int j = 0; j < group; ++j) dst[group * g + j] = dl * float(l.q[group * g + j]);
+        }
+    }
+}
+
+template <class Block, float (*decode)(const void *, levels &)>
+void vec_dot_grid(int64_t n, float *s, const void *vx, const void *vy, float unit) {
+    const auto *x = static_cast<const Block *>(vx);
+    const auto *y = static_cast<const block_q8_k *>(vy);
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_k; ++i) {
+        levels l;
+        const float d = decode(&x[i], l);
+        int32_t bsum = 0;
+        for (int g = 0; g < n_groups; ++g) {
+            int32_t sumi = 0;
+            for (int j = 0; j < group; ++j) sumi += int32_t(l.q[group * g + j]) * y[i].qs[group * g + j];
+            bsum += l.ls[g] * sumi;
+        }
+        sum = std::fma(d * y[i].d, float(bsum), sum);
+    }
+    *s = unit * sum;
+}
+
+}  // namespace
+
+void to_float_iq3_s(const void *src, float *dst, int64_t n) {
+    to_float_grid<block_iq3_s, decode_iq3_s>(src, dst, n, 1.0f);
+}
+void vec_dot_iq3_s_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_grid<block_iq3_s, decode_iq3_s>(n, s, vx, vy, 1.0f);
+}
+
+}  // namespace weft::quant

@@ -1,0 +1,25 @@
+// src/quant/iq_grids.h — the codebooks ("grids") of the grid i-quant types, constants of the file
+// format (iq_grids.cpp), and the sign patterns they share.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace weft::quant {
+
+// Each grid entry packs 4 (iq3) or 8 (iq2) unsigned magnitudes, element j in byte j (bits 8j..8j+7).
+extern const uint32_t iq3s_grid[512];  // iq3_s: magnitudes 1, 3, ..., 15
+
+// Byte j of a grid entry.
+inline int grid_byte(uint64_t entry, int j) {
+    return int((entry >> (8 * j)) & 0xff);
+}
+
+// The iq2 / iq3_xxs sign patterns: 7 stored bits give the signs of elements 0..6 of a group of 8
+// (bit j set: element j negative); the eighth sign makes the number of negative elements even.
+inline uint8_t even_signs(uint32_t seven_bits) {
+    const uint32_t s = seven_bits & 127;
+    return uint8_t(s | ((std::popcount(s) & 1u) << 7));
+}
+
+}  // namespace weft::quant
