@@ -34,6 +34,23 @@ void put_grid(Entry entry, int count, uint8_t signs, int8_t *q) {
     }
 }
 
+// Byte k (< 8) of the 4 little-endian 16-bit words from w.
+uint32_t byte_of(const uint16_t *w, int k) {
+    return (w[k / 2] >> (8 * (k % 2))) & 0xff;
+}
+
+float decode_iq2_xxs(const void *block, levels &out) {
+    const auto &b = *static_cast<const block_iq2_xxs *>(block);
+    for (int s = 0; s < qk_k / 32; ++s) {
+        const uint16_t *w = b.qs + 4 * s;
+        const uint32_t high = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
+        out.ls[2 * s] = out.ls[2 * s + 1] = int(1 + 2 * (high >> 28));
+        for (int g = 0; g < 4; ++g)
+            put_grid(iq2xxs_grid[byte_of(w, g)], 8, even_signs(high >> (7 * g)), out.q + 32 * s + 8 * g);
+    }
+    return fp16_to_fp32(b.d);
+}
+
 float decode_iq3_s(const void *block, levels &out) {
     const auto &b = *static_cast<const block_iq3_s *>(block);
     for (int s = 0; s < qk_k / 32; ++s) {
@@ -83,6 +100,13 @@ void vec_dot_grid(int64_t n, float *s, const void *vx, const void *vy, float uni
 }
 
 }  // namespace
+
+void to_float_iq2_xxs(const void *src, float *dst, int64_t n) {
+    to_float_grid<block_iq2_xxs, decode_iq2_xxs>(src, dst, n, 0.125f);
+}
+void vec_dot_iq2_xxs_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_grid<block_iq2_xxs, decode_iq2_xxs>(n, s, vx, vy, 0.125f);
+}
 
 void to_float_iq3_s(const void *src, float *dst, int64_t n) {
     to_float_grid<block_iq3_s, decode_iq3_s>(src, dst, n, 1.0f);

@@ -235,6 +235,21 @@ float iq3_s(const uint8_t *b, int e) {
     return signs[4 * sub + grp] & (1 << (4 * half + j)) ? -value : value;
 }
 
+// Element e of an iq2_xxs block: sub-block words 0-1 hold four grid indices (bytes), words 2-3
+// four 7-bit sign fields and the 4-bit scale on top; the eighth sign makes the count of minus even.
+float iq2_xxs(const uint8_t *b, int e) {
+    const uint8_t *sub = b + 2 + 8 * (e / 32);
+    const int grp = (e % 32) / 8, j = e % 8;
+    const uint32_t high = uint32_t(sub[4] | (sub[5] << 8) | (sub[6] << 16)) | (uint32_t(sub[7]) << 24);
+    const uint32_t sign_bits = (high >> (7 * grp)) & 127;
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (sign_bits >> k) & 1;
+    const bool negative = j < 7 ? ((sign_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+    const int magnitude = int((quant::iq2xxs_grid[sub[grp]] >> (8 * j)) & 0xff);
+    const float value = fp16_to_fp32(u16_at(b)) * float(1 + 2 * (high >> 28)) * 0.125f * float(magnitude);
+    return negative ? -value : value;
+}
+
 }  // namespace grid_by_hand
 
 struct grid_case {
@@ -281,7 +296,8 @@ TEST_P(QuantFixtureGrid, DecodingMatchesTheLayoutAndTheOriginals) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
-                         ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3}),
+                         ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3},
+                                           grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5}),
                          [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's

@@ -25,6 +25,7 @@ enum class dtype : int32_t {
     q5_k = 13,
     q6_k = 14,
     q8_k = 15,
+    iq2_xxs = 16,
     iq4_nl = 20,
     iq3_s = 21,
     iq4_xs = 23,

@@ -174,6 +174,14 @@ inline int tq1_code(uint8_t byte, int k) {
 // d * (1 + 2 scale_s) * grid[qs[8 s + 2 g + h] + 256 * bit (2 g + h) of qh[s]] byte j, negative when
 // bit 4 h + j of signs[4 s + g] is set; scale_s is the low nibble of scales[s / 2] for even s,
 // the high one for odd s.
+// iq2_xxs: sub-block s (< 8) is qs[4 s .. 4 s + 3] read as 8 bytes b0..b7 (little-endian): group g
+// (< 4) of 8 elements is grid point b_g, its signs the even-parity pattern of bits 7 g..7 g + 6 of
+// the 32-bit word w = b4..b7, and x = d * (1 + 2 (w >> 28)) / 8 * grid value.
+struct block_iq2_xxs {
+    fp16_t d;
+    uint16_t qs[qk_k / 8];
+};
+
 struct block_iq3_s {
     fp16_t d;
     uint8_t qs[qk_k / 4];
@@ -196,6 +204,7 @@ static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
 static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes");
 static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
