@@ -51,6 +51,16 @@ float decode_iq2_xxs(const void *block, levels &out) {
     return fp16_to_fp32(b.d);
 }
 
+float decode_iq2_xs(const void *block, levels &out) {
+    const auto &b = *static_cast<const block_iq2_xs *>(block);
+    for (int g = 0; g < qk_k / 8; ++g) {
+        const uint16_t w = b.qs[g];
+        put_grid(iq2xs_grid[w & 511], 8, even_signs(w >> 9), out.q + 8 * g);
+    }
+    for (int h = 0; h < n_groups; ++h) out.ls[h] = 1 + 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 0xf);
+    return fp16_to_fp32(b.d);
+}
+
 float decode_iq3_s(const void *block, levels &out) {
     const auto &b = *static_cast<const block_iq3_s *>(block);
     for (int s = 0; s < qk_k / 32; ++s) {
@@ -106,6 +116,13 @@ void to_float_iq2_xxs(const void *src, float *dst, int64_t n) {
 }
 void vec_dot_iq2_xxs_ref(int64_t n, float *s, const void *vx, const void *vy) {
     vec_dot_grid<block_iq2_xxs, decode_iq2_xxs>(n, s, vx, vy, 0.125f);
+}
+
+void to_float_iq2_xs(const void *src, float *dst, int64_t n) {
+    to_float_grid<block_iq2_xs, decode_iq2_xs>(src, dst, n, 0.125f);
+}
+void vec_dot_iq2_xs_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_grid<block_iq2_xs, decode_iq2_xs>(n, s, vx, vy, 0.125f);
 }
 
 void to_float_iq3_s(const void *src, float *dst, int64_t n) {

@@ -10,6 +10,7 @@ namespace weft::quant {
 // Each grid entry packs 4 (iq3) or 8 (iq2) unsigned magnitudes, element j in byte j (bits 8j..8j+7).
 extern const uint32_t iq3s_grid[512];    // iq3_s: magnitudes 1, 3, ..., 15
 extern const uint64_t iq2xxs_grid[256];  // iq2_xxs: magnitudes 8, 25, 43
+extern const uint64_t iq2xs_grid[512];   // iq2_xs: magnitudes 8, 25, 43
 
 // Byte j of a grid entry.
 inline int grid_byte(uint64_t entry, int j) {

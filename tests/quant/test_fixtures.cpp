@@ -250,6 +250,21 @@ float iq2_xxs(const uint8_t *b, int e) {
     return negative ? -value : value;
 }
 
+// Element e of an iq2_xs block: one 16-bit word per group of 8 (9-bit grid index, 7 sign bits),
+// one 4-bit scale per 16 elements.
+float iq2_xs(const uint8_t *b, int e) {
+    const uint16_t w = u16_at(b + 2 + 2 * (e / 8));
+    const int j = e % 8;
+    const uint32_t sign_bits = w >> 9;
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (sign_bits >> k) & 1;
+    const bool negative = j < 7 ? ((sign_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+    const int magnitude = int((quant::iq2xs_grid[w & 511] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((b[66 + e / 32] >> (4 * ((e / 16) % 2))) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * 0.125f * float(magnitude);
+    return negative ? -value : value;
+}
+
 }  // namespace grid_by_hand
 
 struct grid_case {
@@ -297,7 +312,8 @@ TEST_P(QuantFixtureGrid, DecodingMatchesTheLayoutAndTheOriginals) {
 
 INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
                          ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3},
-                                           grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5}),
+                                           grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5},
+                                           grid_case{"IQ2_XS", dtype::iq2_xs, grid_by_hand::iq2_xs, 0.5}),
                          [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's

@@ -26,6 +26,7 @@ enum class dtype : int32_t {
     q6_k = 14,
     q8_k = 15,
     iq2_xxs = 16,
+    iq2_xs = 17,
     iq4_nl = 20,
     iq3_s = 21,
     iq4_xs = 23,

@@ -182,6 +182,15 @@ struct block_iq2_xxs {
     uint16_t qs[qk_k / 8];
 };
 
+// iq2_xs: group g (< 32) of 8 elements is grid point qs[g] & 511 with the even-parity signs of
+// qs[g] >> 9; x = d * (1 + 2 scale) / 8 * grid value, scale the low nibble of scales[g / 4] for
+// g % 4 < 2, the high one otherwise.
+struct block_iq2_xs {
+    fp16_t d;
+    uint16_t qs[qk_k / 8];
+    uint8_t scales[qk_k / 32];
+};
+
 struct block_iq3_s {
     fp16_t d;
     uint8_t qs[qk_k / 4];
@@ -205,6 +214,7 @@ static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes");
+static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block is 74 bytes");
 static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
