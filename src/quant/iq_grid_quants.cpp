@@ -61,6 +61,33 @@ float decode_iq2_xs(const void *block, levels &out) {
     return fp16_to_fp32(b.d);
 }
 
+float decode_iq2_s(const void *block, levels &out) {
+    const auto &b = *static_cast<const block_iq2_s *>(block);
+    for (int g = 0; g < qk_k / 8; ++g) {
+        const int index = b.qs[g] | (((b.qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+        put_grid(iq2s_grid[index], 8, b.qs[qk_k / 8 + g], out.q + 8 * g);
+    }
+    for (int h = 0; h < n_groups; ++h) out.ls[h] = 1 + 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 0xf);
+    return fp16_to_fp32(b.d);
+}
+
+float decode_iq3_xxs(const void *block, levels &out) {
+    const auto &b = *static_cast<const block_iq3_xxs *>(block);
+    for (int s = 0; s < qk_k / 32; ++s) {
+        const uint8_t *w = b.qs + qk_k / 4 + 4 * s;
+        const uint32_t word =
+            uint32_t(w[0]) | (uint32_t(w[1]) << 8) | (uint32_t(w[2]) << 16) | (uint32_t(w[3]) << 24);
+        out.ls[2 * s] = out.ls[2 * s + 1] = int(1 + 2 * (word >> 28));
+        for (int g = 0; g < 4; ++g) {
+            const uint8_t signs = even_signs(word >> (7 * g));
+            int8_t *q = out.q + 32 * s + 8 * g;
+            put_grid(iq3xxs_grid[b.qs[8 * s + 2 * g]], 4, signs, q);
+            put_grid(iq3xxs_grid[b.qs[8 * s + 2 * g + 1]], 4, uint8_t(signs >> 4), q + 4);
+        }
+    }
+    return fp16_to_fp32(b.d);
+}
+
 float decode_iq3_s(const void *block, levels &out) {
     const auto &b = *static_cast<const block_iq3_s *>(block);
     for (int s = 0; s < qk_k / 32; ++s) {
@@ -123,6 +150,20 @@ void to_float_iq2_xs(const void *src, float *dst, int64_t n) {
 }
 void vec_dot_iq2_xs_ref(int64_t n, float *s, const void *vx, const void *vy) {
     vec_dot_grid<block_iq2_xs, decode_iq2_xs>(n, s, vx, vy, 0.125f);
+}
+
+void to_float_iq2_s(const void *src, float *dst, int64_t n) {
+    to_float_grid<block_iq2_s, decode_iq2_s>(src, dst, n, 0.125f);
+}
+void vec_dot_iq2_s_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_grid<block_iq2_s, decode_iq2_s>(n, s, vx, vy, 0.125f);
+}
+
+void to_float_iq3_xxs(const void *src, float *dst, int64_t n) {
+    to_float_grid<block_iq3_xxs, decode_iq3_xxs>(src, dst, n, 0.25f);
+}
+void vec_dot_iq3_xxs_ref(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_grid<block_iq3_xxs, decode_iq3_xxs>(n, s, vx, vy, 0.25f);
 }
 
 void to_float_iq3_s(const void *src, float *dst, int64_t n) {

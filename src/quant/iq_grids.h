@@ -11,6 +11,8 @@ namespace weft::quant {
 extern const uint32_t iq3s_grid[512];    // iq3_s: magnitudes 1, 3, ..., 15
 extern const uint64_t iq2xxs_grid[256];  // iq2_xxs: magnitudes 8, 25, 43
 extern const uint64_t iq2xs_grid[512];   // iq2_xs: magnitudes 8, 25, 43
+extern const uint64_t iq2s_grid[1024];   // iq2_s: magnitudes 8, 25, 43
+extern const uint32_t iq3xxs_grid[256];  // iq3_xxs: magnitudes 4, 12, ..., 52, 62
 
 // Byte j of a grid entry.
 inline int grid_byte(uint64_t entry, int j) {

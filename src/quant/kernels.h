@@ -79,6 +79,8 @@ WEFT_DECLARE_ROW_KERNELS(tq2_0);
     void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
 WEFT_DECLARE_DECODE_KERNELS(iq2_xxs);
 WEFT_DECLARE_DECODE_KERNELS(iq2_xs);
+WEFT_DECLARE_DECODE_KERNELS(iq2_s);
+WEFT_DECLARE_DECODE_KERNELS(iq3_xxs);
 WEFT_DECLARE_DECODE_KERNELS(iq3_s);
 #undef WEFT_DECLARE_DECODE_KERNELS
 

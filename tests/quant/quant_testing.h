@@ -25,7 +25,8 @@ inline const std::vector<dtype> &weight_types() {
 // The grid i-quants, which weft reads but cannot quantize to (no from_float): tests fill their
 // blocks with random bytes (random_grid_blocks).
 inline const std::vector<dtype> &read_only_types() {
-    static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq3_s};
+    static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
+                                             dtype::iq3_s};
     return types;
 }
 

@@ -265,6 +265,37 @@ float iq2_xs(const uint8_t *b, int e) {
     return negative ? -value : value;
 }
 
+// The eighth sign of an iq2_xxs / iq2_xs / iq3_xxs group: set when bits 0..6 hold an odd count.
+bool sign_of(uint32_t seven_bits, int j) {
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (seven_bits >> k) & 1;
+    return j < 7 ? ((seven_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+}
+
+// Element e of an iq2_s block: 10-bit grid indices (low byte in qs, two high bits in qh), the 8
+// signs of each group stored whole after the indices.
+float iq2_s(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const uint8_t *qs = b + 2, *qh = b + 66, *scales = b + 74;
+    const int index = qs[4 * sub + grp] | ((qh[sub] << (8 - 2 * grp)) & 0x300);
+    const int magnitude = int((quant::iq2s_grid[index] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((scales[sub] >> (grp < 2 ? 0 : 4)) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * 0.125f * float(magnitude);
+    return (qs[32 + 4 * sub + grp] >> j) & 1 ? -value : value;
+}
+
+// Element e of an iq3_xxs block: 8-bit indices of grid points of 4, then one word a sub-block with
+// four 7-bit sign fields and the scale.
+float iq3_xxs(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, within = e % 8;
+    const uint8_t *qs = b + 2, *w = b + 66 + 4 * sub;
+    const uint32_t word = uint32_t(w[0] | (w[1] << 8) | (w[2] << 16)) | (uint32_t(w[3]) << 24);
+    const int index = qs[8 * sub + 2 * grp + within / 4];
+    const int magnitude = int((quant::iq3xxs_grid[index] >> (8 * (within % 4))) & 0xff);
+    const float value = fp16_to_fp32(u16_at(b)) * float(1 + 2 * (word >> 28)) * 0.25f * float(magnitude);
+    return sign_of((word >> (7 * grp)) & 127, within) ? -value : value;
+}
+
 }  // namespace grid_by_hand
 
 struct grid_case {
@@ -313,7 +344,9 @@ TEST_P(QuantFixtureGrid, DecodingMatchesTheLayoutAndTheOriginals) {
 INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
                          ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3},
                                            grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5},
-                                           grid_case{"IQ2_XS", dtype::iq2_xs, grid_by_hand::iq2_xs, 0.5}),
+                                           grid_case{"IQ2_XS", dtype::iq2_xs, grid_by_hand::iq2_xs, 0.5},
+                                           grid_case{"IQ2_M", dtype::iq2_s, grid_by_hand::iq2_s, 0.5},
+                                           grid_case{"IQ3_XXS", dtype::iq3_xxs, grid_by_hand::iq3_xxs, 0.4}),
                          [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's

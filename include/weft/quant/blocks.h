@@ -191,6 +191,24 @@ struct block_iq2_xs {
     uint8_t scales[qk_k / 32];
 };
 
+// iq2_s: group g (< 32) of 8 elements is grid point qs[g] + 256 * (bits 2 (g % 4)..+1 of qh[g / 4]),
+// negative where bit j of qs[32 + g] is set (all 8 signs stored); x = d * (1 + 2 scale) / 8 * grid
+// value, scale the low nibble of scales[g / 4] for g % 4 < 2, the high one otherwise.
+struct block_iq2_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 4];
+    uint8_t qh[qk_k / 32];
+    uint8_t scales[qk_k / 32];
+};
+
+// iq3_xxs: sub-block s (< 8): qs[8 s .. 8 s + 7] index grid points of 4 (two per group of 8); the
+// little-endian word w = qs[64 + 4 s .. 64 + 4 s + 3] holds the even-parity signs of group g in bits
+// 7 g..7 g + 6 and the scale in bits 28..31: x = d * (1 + 2 (w >> 28)) / 4 * grid value.
+struct block_iq3_xxs {
+    fp16_t d;
+    uint8_t qs[3 * qk_k / 8];
+};
+
 struct block_iq3_s {
     fp16_t d;
     uint8_t qs[qk_k / 4];
@@ -215,6 +233,8 @@ static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
 static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes");
 static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block is 74 bytes");
+static_assert(sizeof(block_iq2_s) == 82, "iq2_s block is 82 bytes");
+static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs block is 98 bytes");
 static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
