@@ -82,6 +82,8 @@ WEFT_DECLARE_DECODE_KERNELS(iq2_xs);
 WEFT_DECLARE_DECODE_KERNELS(iq2_s);
 WEFT_DECLARE_DECODE_KERNELS(iq3_xxs);
 WEFT_DECLARE_DECODE_KERNELS(iq3_s);
+WEFT_DECLARE_DECODE_KERNELS(iq1_s);
+WEFT_DECLARE_DECODE_KERNELS(iq1_m);
 #undef WEFT_DECLARE_DECODE_KERNELS
 
 // The activation types have no dot product of their own (they are only ever the y side).

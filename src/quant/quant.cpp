@@ -44,6 +44,8 @@ traits_table make_scalar_table() {
     set(dtype::iq2_s, dtype::q8_k, to_float_iq2_s, nullptr, vec_dot_iq2_s_ref);        // read only
     set(dtype::iq3_xxs, dtype::q8_k, to_float_iq3_xxs, nullptr, vec_dot_iq3_xxs_ref);  // read only
     set(dtype::iq3_s, dtype::q8_k, to_float_iq3_s, nullptr, vec_dot_iq3_s_ref);        // read only
+    set(dtype::iq1_s, dtype::q8_k, to_float_iq1_s, nullptr, vec_dot_iq1_s_ref);        // read only
+    set(dtype::iq1_m, dtype::q8_k, to_float_iq1_m, nullptr, vec_dot_iq1_m_ref);        // read only
     // Activation types: only ever the y side of a dot product, so they have none of their own.
     set(dtype::q8_1, dtype::q8_1, to_float_q8_1, from_float_q8_1_ref, nullptr);
     set(dtype::q8_k, dtype::q8_k, to_float_q8_k, from_float_q8_k_ref, nullptr);

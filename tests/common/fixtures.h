@@ -30,7 +30,8 @@ inline bool fixture_has_unimplemented_types(const std::filesystem::path &p) {
     const std::string stem = p.stem().string();
     for (const char *runs :
          {"tiny-llama-IQ4_NL", "tiny-llama-IQ4_XS", "tiny-llama-IQ3_S", "tiny-llama-IQ2_XXS",
-          "tiny-llama-IQ2_XS", "tiny-llama-IQ2_S", "tiny-llama-IQ2_M", "tiny-llama-IQ3_XXS"})
+          "tiny-llama-IQ2_XS", "tiny-llama-IQ2_S", "tiny-llama-IQ2_M", "tiny-llama-IQ3_XXS",
+          "tiny-llama-IQ1_S", "tiny-llama-IQ1_M"})
         if (stem == runs) return false;
     return stem.rfind("tiny-llama-IQ", 0) == 0;
 }

@@ -26,7 +26,7 @@ inline const std::vector<dtype> &weight_types() {
 // blocks with random bytes (random_grid_blocks).
 inline const std::vector<dtype> &read_only_types() {
     static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
-                                             dtype::iq3_s};
+                                             dtype::iq3_s,   dtype::iq1_s,  dtype::iq1_m};
     return types;
 }
 
@@ -46,7 +46,15 @@ inline std::vector<uint8_t> random_grid_blocks(dtype t, int64_t blocks, uint32_t
     for (auto &b : q) b = uint8_t(byte(rng));
     for (int64_t i = 0; i < blocks; ++i) {
         const fp16_t d = fp32_to_fp16(scale * factor(rng));
-        std::memcpy(q.data() + size_t(i) * size, &d, sizeof d);
+        uint8_t *block = q.data() + size_t(i) * size;
+        if (t == dtype::iq1_m) {
+            // iq1_m keeps d in the top nibbles of its four 16-bit scale words (bytes 48..55)
+            for (int k = 0; k < 4; ++k)
+                block[48 + 2 * k + 1] =
+                    uint8_t((block[48 + 2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 0xf) << 4));
+        } else {
+            std::memcpy(block, &d, sizeof d);
+        }
     }
     return q;
 }

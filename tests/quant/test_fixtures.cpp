@@ -296,6 +296,33 @@ float iq3_xxs(const uint8_t *b, int e) {
     return sign_of((word >> (7 * grp)) & 127, within) ? -value : value;
 }
 
+// Element e of an iq1_s block: 11-bit indices of points of {-1, 0, 1}^8 (low byte in qs, three
+// high bits in the sub-block's 16-bit qh word, which also holds the scale and the delta's sign).
+float iq1_s(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const uint16_t h = u16_at(b + 34 + 2 * sub);
+    const int index = b[2 + 4 * sub + grp] | (((h >> (3 * grp)) & 7) << 8);
+    const float delta = h & 0x8000 ? -0.125f : 0.125f;
+    const float dl = fp16_to_fp32(u16_at(b)) * float(2 * ((h >> 12) & 7) + 1);
+    return dl * (float(quant::iq1s_value(index, j)) + delta);
+}
+
+// Element e of an iq1_m block: d assembled from the top nibbles of the scale words, a 3-bit
+// scale per 16 values, 4 bits of qh per group of 8 (3 index bits and the delta's sign).
+float iq1_m(const uint8_t *b, int e) {
+    const uint8_t *qs = b, *qh = b + 32, *scales = b + 48;
+    uint16_t sc[4];
+    for (int k = 0; k < 4; ++k) sc[k] = u16_at(scales + 2 * k);
+    const uint16_t d =
+        uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000));
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const int nibble = (qh[2 * sub + grp / 2] >> (4 * (grp % 2))) & 0xf;
+    const int index = qs[4 * sub + grp] | ((nibble & 7) << 8);
+    const int ls = 2 * ((sc[sub / 2] >> (6 * (sub % 2) + 3 * (grp / 2))) & 7) + 1;
+    const float delta = nibble & 8 ? -0.125f : 0.125f;
+    return fp16_to_fp32(d) * float(ls) * (float(quant::iq1s_value(index, j)) + delta);
+}
+
 }  // namespace grid_by_hand
 
 struct grid_case {
@@ -346,7 +373,9 @@ INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
                                            grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5},
                                            grid_case{"IQ2_XS", dtype::iq2_xs, grid_by_hand::iq2_xs, 0.5},
                                            grid_case{"IQ2_M", dtype::iq2_s, grid_by_hand::iq2_s, 0.5},
-                                           grid_case{"IQ3_XXS", dtype::iq3_xxs, grid_by_hand::iq3_xxs, 0.4}),
+                                           grid_case{"IQ3_XXS", dtype::iq3_xxs, grid_by_hand::iq3_xxs, 0.4},
+                                           grid_case{"IQ1_S", dtype::iq1_s, grid_by_hand::iq1_s, 0.7},
+                                           grid_case{"IQ1_M", dtype::iq1_m, grid_by_hand::iq1_m, 0.7}),
                          [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's

@@ -41,6 +41,8 @@ TEST(QuantBlocks, StructSizesMatchTheTypeTable) {
     EXPECT_EQ(sizeof(block_iq2_xs), type_traits(dtype::iq2_xs).type_size);
     EXPECT_EQ(sizeof(block_iq2_s), type_traits(dtype::iq2_s).type_size);
     EXPECT_EQ(sizeof(block_iq3_xxs), type_traits(dtype::iq3_xxs).type_size);
+    EXPECT_EQ(sizeof(block_iq1_s), type_traits(dtype::iq1_s).type_size);
+    EXPECT_EQ(sizeof(block_iq1_m), type_traits(dtype::iq1_m).type_size);
     EXPECT_EQ(qk_k, type_traits(dtype::q4_k).block_size);
     EXPECT_EQ(qk4_0, type_traits(dtype::q4_0).block_size);
 }

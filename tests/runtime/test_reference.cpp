@@ -146,18 +146,19 @@ TEST(Reference, Stories260KStartsTheKnownStory) {
 }
 
 const std::vector<std::string> tiny_models = {
-    "tiny-llama-F32",     "tiny-llama-F16",      "tiny-llama-Q8_0",     "tiny-llama-Q4_0",
-    "tiny-llama-Q4_1",    "tiny-llama-Q5_0",     "tiny-llama-Q5_1",     "tiny-llama-Q2_K",
-    "tiny-llama-Q3_K",    "tiny-llama-Q4_K",     "tiny-llama-Q5_K",     "tiny-llama-Q6_K",
-    "tiny-llama-IQ4_NL",  "tiny-llama-IQ4_XS",   "tiny-llama-TQ1_0",    "tiny-llama-TQ2_0",
-    "tiny-llama-IQ3_S",   "tiny-llama-IQ2_XXS",  "tiny-llama-IQ2_XS",   "tiny-llama-IQ2_S",
-    "tiny-llama-IQ2_M",   "tiny-llama-IQ3_XXS",  "tiny-qwen2-F32",      "tiny-qwen2-Q8_0",
-    "tiny-granite-F32",   "tiny-granite-Q8_0",   "tiny-starcoder2-F32", "tiny-starcoder2-Q8_0",
-    "tiny-gemma-F32",     "tiny-gemma-Q8_0",     "tiny-gemma2-F32",     "tiny-gemma2-Q8_0",
-    "tiny-phi2-F32",      "tiny-phi2-Q8_0",      "tiny-phi3-F32",       "tiny-phi3-Q8_0",
-    "tiny-phi3-swa-F32",  "tiny-phi3-swa-Q8_0",  "tiny-olmo2-F32",      "tiny-olmo2-Q8_0",
-    "tiny-command-r-F32", "tiny-command-r-Q8_0", "tiny-llama-moe-F32",  "tiny-llama-moe-Q8_0",
-    "tiny-qwen2moe-F32",  "tiny-qwen2moe-Q8_0",  "tiny-deepseek2-F32",  "tiny-deepseek2-Q8_0"};
+    "tiny-llama-F32",      "tiny-llama-F16",       "tiny-llama-Q8_0",    "tiny-llama-Q4_0",
+    "tiny-llama-Q4_1",     "tiny-llama-Q5_0",      "tiny-llama-Q5_1",    "tiny-llama-Q2_K",
+    "tiny-llama-Q3_K",     "tiny-llama-Q4_K",      "tiny-llama-Q5_K",    "tiny-llama-Q6_K",
+    "tiny-llama-IQ4_NL",   "tiny-llama-IQ4_XS",    "tiny-llama-TQ1_0",   "tiny-llama-TQ2_0",
+    "tiny-llama-IQ3_S",    "tiny-llama-IQ2_XXS",   "tiny-llama-IQ2_XS",  "tiny-llama-IQ2_S",
+    "tiny-llama-IQ2_M",    "tiny-llama-IQ3_XXS",   "tiny-llama-IQ1_S",   "tiny-llama-IQ1_M",
+    "tiny-qwen2-F32",      "tiny-qwen2-Q8_0",      "tiny-granite-F32",   "tiny-granite-Q8_0",
+    "tiny-starcoder2-F32", "tiny-starcoder2-Q8_0", "tiny-gemma-F32",     "tiny-gemma-Q8_0",
+    "tiny-gemma2-F32",     "tiny-gemma2-Q8_0",     "tiny-phi2-F32",      "tiny-phi2-Q8_0",
+    "tiny-phi3-F32",       "tiny-phi3-Q8_0",       "tiny-phi3-swa-F32",  "tiny-phi3-swa-Q8_0",
+    "tiny-olmo2-F32",      "tiny-olmo2-Q8_0",      "tiny-command-r-F32", "tiny-command-r-Q8_0",
+    "tiny-llama-moe-F32",  "tiny-llama-moe-Q8_0",  "tiny-qwen2moe-F32",  "tiny-qwen2moe-Q8_0",
+    "tiny-deepseek2-F32",  "tiny-deepseek2-Q8_0"};
 
 class TinyModels : public ::testing::TestWithParam<std::string> {};
 

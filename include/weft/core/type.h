@@ -9,7 +9,7 @@
 namespace weft {
 
 // The ids are the on-disk GGUF type ids; holes are types that GGUF retired or that weft does not
-// know (IQ2_*, IQ3_XXS and IQ1_*). `count` sizes tables indexed by type.
+// know. `count` sizes tables indexed by type.
 enum class dtype : int32_t {
     f32 = 0,
     f16 = 1,
@@ -28,6 +28,7 @@ enum class dtype : int32_t {
     iq2_xxs = 16,
     iq2_xs = 17,
     iq3_xxs = 18,
+    iq1_s = 19,
     iq4_nl = 20,
     iq3_s = 21,
     iq2_s = 22,
@@ -37,6 +38,7 @@ enum class dtype : int32_t {
     i32 = 26,
     i64 = 27,
     f64 = 28,
+    iq1_m = 29,
     bf16 = 30,
     tq1_0 = 34,
     tq2_0 = 35,

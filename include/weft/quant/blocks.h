@@ -209,6 +209,26 @@ struct block_iq3_xxs {
     uint8_t qs[3 * qk_k / 8];
 };
 
+// iq1_s: sub-block s (< 8) of 32, group g (< 4) of 8 is iq1s grid point qs[4 s + g] + 256 * (bits
+// 3 g..3 g + 2 of qh[s]); x = d * (1 + 2 (bits 12..14 of qh[s])) * (value + delta), delta = -1/8 when
+// bit 15 of qh[s] is set, +1/8 otherwise.
+struct block_iq1_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 8];
+    uint16_t qh[qk_k / 32];
+};
+
+// iq1_m: no separate scale: the fp16 d is the top nibbles of the four 16-bit words of scales (word
+// k's bits 12..15 are bits 4k..4k+3 of d). Group g (< 32) of 8 is grid point qs[g] + 256 * (3 bits
+// of qh[g / 2]: bits 0..2 for even g, 4..6 for odd), delta -1/8 when the next bit (3 or 7) is set;
+// x = d * (1 + 2 ls) * (value + delta), where sub-block s (< 8) takes ls from scale word s / 2: bits
+// 6 (s % 2)..+2 for its first 16 values, bits 6 (s % 2) + 3..+5 for the last 16.
+struct block_iq1_m {
+    uint8_t qs[qk_k / 8];
+    uint8_t qh[qk_k / 16];
+    uint8_t scales[qk_k / 32];
+};
+
 struct block_iq3_s {
     fp16_t d;
     uint8_t qs[qk_k / 4];
@@ -235,6 +255,8 @@ static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes");
 static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block is 74 bytes");
 static_assert(sizeof(block_iq2_s) == 82, "iq2_s block is 82 bytes");
 static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs block is 98 bytes");
+static_assert(sizeof(block_iq1_s) == 50, "iq1_s block is 50 bytes");
+static_assert(sizeof(block_iq1_m) == 56, "iq1_m block is 56 bytes");
 static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
