@@ -39,6 +39,13 @@ constexpr std::array<type_info, n_types> make_table() {
     set(dtype::i64, "i64", 1, 8, false);
     set(dtype::f64, "f64", 1, 8, false);
     set(dtype::bf16, "bf16", 1, 2, false);
+    set(dtype::iq2_xxs, "iq2_xxs", 256, 2 + 64, true);
+    set(dtype::iq2_xs, "iq2_xs", 256, 2 + 64 + 8, true);
+    set(dtype::iq3_xxs, "iq3_xxs", 256, 2 + 96, true);
+    set(dtype::iq2_s, "iq2_s", 256, 2 + 64 + 8 + 8, true);
+    set(dtype::iq1_s, "iq1_s", 256, 2 + 32 + 16, true);
+    set(dtype::iq1_m, "iq1_m", 256, 32 + 16 + 8, true);
+    set(dtype::iq3_s, "iq3_s", 256, 2 + 64 + 8 + 32 + 4, true);
     set(dtype::tq1_0, "tq1_0", 256, 48 + 4 + 2, true);
     set(dtype::tq2_0, "tq2_0", 256, 64 + 2, true);
     return t;
@@ -50,6 +57,13 @@ static_assert(table[size_t(dtype::q6_k)].type_size == 210, "q6_K block is 210 by
 static_assert(table[size_t(dtype::q8_k)].type_size == 292, "q8_K block is 292 bytes");
 static_assert(table[size_t(dtype::iq4_nl)].type_size == 18, "iq4_nl block is 18 bytes");
 static_assert(table[size_t(dtype::iq4_xs)].type_size == 136, "iq4_xs block is 136 bytes");
+static_assert(table[size_t(dtype::iq2_xxs)].type_size == 66, "iq2_xxs block is 66 bytes");
+static_assert(table[size_t(dtype::iq2_xs)].type_size == 74, "iq2_xs block is 74 bytes");
+static_assert(table[size_t(dtype::iq3_xxs)].type_size == 98, "iq3_xxs block is 98 bytes");
+static_assert(table[size_t(dtype::iq2_s)].type_size == 82, "iq2_s block is 82 bytes");
+static_assert(table[size_t(dtype::iq1_s)].type_size == 50, "iq1_s block is 50 bytes");
+static_assert(table[size_t(dtype::iq1_m)].type_size == 56, "iq1_m block is 56 bytes");
+static_assert(table[size_t(dtype::iq3_s)].type_size == 110, "iq3_s block is 110 bytes");
 static_assert(table[size_t(dtype::tq1_0)].type_size == 54, "tq1_0 block is 54 bytes");
 static_assert(table[size_t(dtype::tq2_0)].type_size == 66, "tq2_0 block is 66 bytes");
 

@@ -72,6 +72,20 @@ WEFT_DECLARE_ROW_KERNELS(tq1_0);
 WEFT_DECLARE_ROW_KERNELS(tq2_0);
 #undef WEFT_DECLARE_ROW_KERNELS
 
+// The grid i-quants are read only (their quantizers, grid searches, are not implemented): no
+// from_float, and quantize_rows refuses them.
+#define WEFT_DECLARE_DECODE_KERNELS(type)                         \
+    void to_float_##type(const void *src, float *dst, int64_t n); \
+    void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
+WEFT_DECLARE_DECODE_KERNELS(iq2_xxs);
+WEFT_DECLARE_DECODE_KERNELS(iq2_xs);
+WEFT_DECLARE_DECODE_KERNELS(iq2_s);
+WEFT_DECLARE_DECODE_KERNELS(iq3_xxs);
+WEFT_DECLARE_DECODE_KERNELS(iq3_s);
+WEFT_DECLARE_DECODE_KERNELS(iq1_s);
+WEFT_DECLARE_DECODE_KERNELS(iq1_m);
+#undef WEFT_DECLARE_DECODE_KERNELS
+
 // The activation types have no dot product of their own (they are only ever the y side).
 void to_float_q8_1(const void *src, float *dst, int64_t n);
 void from_float_q8_1_ref(const float *src, void *dst, int64_t n);

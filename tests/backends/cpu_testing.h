@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/quant_testing.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/context.h"
 #include "weft/core/graph.h"
@@ -45,7 +46,7 @@ inline tensor *make_weights(context &ctx, dtype type, int64_t k, int64_t m, int6
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist;
     for (auto &v : values) v = dist(rng);
-    quantize_rows(type, values.data(), a->data, rows, k);
+    fill_rows(type, values.data(), a->data, rows, k, seed);
     dequantized.resize(values.size());
     for (int64_t r = 0; r < rows; ++r)
         quant_traits_of(type).to_float(static_cast<const char *>(a->data) + size_t(r) * a->nb[1],

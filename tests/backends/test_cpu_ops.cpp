@@ -408,7 +408,7 @@ TEST(CpuOps, GetRowsOfQuantizedTypesDequantizes) {
         std::mt19937 rng(14);
         std::normal_distribution<float> dist;
         for (auto &v : values) v = dist(rng);
-        quantize_rows(type, values.data(), a->data, n_rows, n_embd);
+        fill_rows(type, values.data(), a->data, n_rows, n_embd, 14);
         tensor *ids = ctx->new_tensor(dtype::i32, {4});
         for (int64_t i = 0; i < 4; ++i) set_index(*ids, (i * 5 + 1) % n_rows, i);
         std::vector<float> dequantized(size_t(n_embd * n_rows));
@@ -545,6 +545,7 @@ TEST(CpuOps, CpyQuantizesAndDequantizesRows) {
     for (int raw = 0; raw < int(dtype::count); ++raw) {
         const auto type = dtype(raw);
         if (!type_is_known(raw) || !type_traits(type).is_quantized || !has_quant_traits(type)) continue;
+        if (is_read_only(type)) continue;  // weft cannot quantize to the grid i-quants
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         const int64_t n = 256, rows = 3, mats = 2;

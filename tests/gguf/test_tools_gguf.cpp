@@ -325,6 +325,9 @@ TEST(weft_quantize, errors_exit_non_zero_and_leave_no_output) {
     auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q7_X"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("unknown type 'Q7_X'"), std::string::npos) << r.err;
+    r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "iq3_s"});
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("cannot quantize to IQ3_S:"), std::string::npos) << r.err;
     r = run_weft({"quantize", dir.file("missing.gguf"), out, "Q4_0"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;

@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "weft/core/fp16.h"
 #include "weft/core/type.h"
 #include "weft/quant/quant.h"
 
@@ -18,6 +20,54 @@ inline const std::vector<dtype> &weight_types() {
         dtype::q5_1, dtype::q8_0,   dtype::q2_k,   dtype::q3_k,  dtype::q4_k, dtype::q5_k,
         dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0};
     return types;
+}
+
+// The grid i-quants, which weft reads but cannot quantize to (no from_float): tests fill their
+// blocks with random bytes (random_grid_blocks).
+inline const std::vector<dtype> &read_only_types() {
+    static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
+                                             dtype::iq3_s,   dtype::iq1_s,  dtype::iq1_m};
+    return types;
+}
+
+inline bool is_read_only(dtype t) {
+    return has_quant_traits(t) && quant_traits_of(t).vec_dot_ref != nullptr &&
+           quant_traits_of(t).from_float_ref == nullptr;
+}
+
+// `blocks` blocks of a read-only type: random bytes, with each block's fp16 scale (its first two
+// bytes) set to a random value in [scale / 2, scale].
+inline std::vector<uint8_t> random_grid_blocks(dtype t, int64_t blocks, uint32_t seed, float scale = 0.004f) {
+    const size_t size = type_traits(t).type_size;
+    std::vector<uint8_t> q(size * size_t(blocks));
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> factor(0.5f, 1.0f);
+    for (auto &b : q) b = uint8_t(byte(rng));
+    for (int64_t i = 0; i < blocks; ++i) {
+        const fp16_t d = fp32_to_fp16(scale * factor(rng));
+        uint8_t *block = q.data() + size_t(i) * size;
+        if (t == dtype::iq1_m) {
+            // iq1_m keeps d in the top nibbles of its four 16-bit scale words (bytes 48..55)
+            for (int k = 0; k < 4; ++k)
+                block[48 + 2 * k + 1] =
+                    uint8_t((block[48 + 2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 0xf) << 4));
+        } else {
+            std::memcpy(block, &d, sizeof d);
+        }
+    }
+    return q;
+}
+
+// Rows of type t: the quantized `values` (n_per_row a row), or random blocks for a read-only type.
+inline void fill_rows(dtype t, const float *values, void *dst, int64_t nrows, int64_t n_per_row,
+                      uint32_t seed) {
+    if (!is_read_only(t)) {
+        quantize_rows(t, values, dst, nrows, n_per_row);
+        return;
+    }
+    const auto q = random_grid_blocks(t, nrows * n_per_row / type_traits(t).block_size, seed);
+    std::memcpy(dst, q.data(), q.size());
 }
 
 inline std::vector<float> normal_values(size_t n, uint32_t seed, float sigma = 1.0f) {

@@ -17,8 +17,11 @@
 #include <vector>
 
 #include "common/fixtures.h"
+#include "quant/iq_grids.h"
 #include "quant/quant_testing.h"
+#include "weft/core/fp16.h"
 #include "weft/gguf/gguf.h"
+#include "weft/quant/blocks.h"
 #include "weft/quant/quant.h"
 
 using namespace weft;
@@ -211,6 +214,169 @@ TEST(QuantFixtureTernary, DecodedValuesQuantizeToTheSameBytes) {
     }
     EXPECT_EQ(compared, 4u * 7u) << "the seven matrices of each of the four layers";
 }
+
+// ---- the grid i-quants (read only): decoding of the files' tensors
+
+namespace grid_by_hand {
+
+uint16_t u16_at(const uint8_t *p) {
+    return uint16_t(p[0] | (p[1] << 8));
+}
+
+// Element e (< 256) of an iq3_s block, straight from the layout: 8 sub-blocks of 32 (four groups
+// of 8, each two grid points of 4), the grid index's ninth bit from qh, signs one bit an element.
+float iq3_s(const uint8_t *b, int e) {
+    const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
+    const int sub = e / 32, grp = (e % 32) / 8, half = (e % 8) / 4, j = e % 4;
+    const int index = qs[8 * sub + 2 * grp + half] | ((qh[sub] << (8 - 2 * grp - half)) & 256);
+    const int magnitude = int((quant::iq3s_grid[index] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((scales[sub / 2] >> (4 * (sub % 2))) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * float(magnitude);
+    return signs[4 * sub + grp] & (1 << (4 * half + j)) ? -value : value;
+}
+
+// Element e of an iq2_xxs block: sub-block words 0-1 hold four grid indices (bytes), words 2-3
+// four 7-bit sign fields and the 4-bit scale on top; the eighth sign makes the count of minus even.
+float iq2_xxs(const uint8_t *b, int e) {
+    const uint8_t *sub = b + 2 + 8 * (e / 32);
+    const int grp = (e % 32) / 8, j = e % 8;
+    const uint32_t high = uint32_t(sub[4] | (sub[5] << 8) | (sub[6] << 16)) | (uint32_t(sub[7]) << 24);
+    const uint32_t sign_bits = (high >> (7 * grp)) & 127;
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (sign_bits >> k) & 1;
+    const bool negative = j < 7 ? ((sign_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+    const int magnitude = int((quant::iq2xxs_grid[sub[grp]] >> (8 * j)) & 0xff);
+    const float value = fp16_to_fp32(u16_at(b)) * float(1 + 2 * (high >> 28)) * 0.125f * float(magnitude);
+    return negative ? -value : value;
+}
+
+// Element e of an iq2_xs block: one 16-bit word per group of 8 (9-bit grid index, 7 sign bits),
+// one 4-bit scale per 16 elements.
+float iq2_xs(const uint8_t *b, int e) {
+    const uint16_t w = u16_at(b + 2 + 2 * (e / 8));
+    const int j = e % 8;
+    const uint32_t sign_bits = w >> 9;
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (sign_bits >> k) & 1;
+    const bool negative = j < 7 ? ((sign_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+    const int magnitude = int((quant::iq2xs_grid[w & 511] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((b[66 + e / 32] >> (4 * ((e / 16) % 2))) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * 0.125f * float(magnitude);
+    return negative ? -value : value;
+}
+
+// The eighth sign of an iq2_xxs / iq2_xs / iq3_xxs group: set when bits 0..6 hold an odd count.
+bool sign_of(uint32_t seven_bits, int j) {
+    int negatives = 0;
+    for (int k = 0; k < 7; ++k) negatives += (seven_bits >> k) & 1;
+    return j < 7 ? ((seven_bits >> j) & 1) != 0 : (negatives % 2) != 0;
+}
+
+// Element e of an iq2_s block: 10-bit grid indices (low byte in qs, two high bits in qh), the 8
+// signs of each group stored whole after the indices.
+float iq2_s(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const uint8_t *qs = b + 2, *qh = b + 66, *scales = b + 74;
+    const int index = qs[4 * sub + grp] | ((qh[sub] << (8 - 2 * grp)) & 0x300);
+    const int magnitude = int((quant::iq2s_grid[index] >> (8 * j)) & 0xff);
+    const int scale = 1 + 2 * ((scales[sub] >> (grp < 2 ? 0 : 4)) & 0xf);
+    const float value = fp16_to_fp32(u16_at(b)) * float(scale) * 0.125f * float(magnitude);
+    return (qs[32 + 4 * sub + grp] >> j) & 1 ? -value : value;
+}
+
+// Element e of an iq3_xxs block: 8-bit indices of grid points of 4, then one word a sub-block with
+// four 7-bit sign fields and the scale.
+float iq3_xxs(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, within = e % 8;
+    const uint8_t *qs = b + 2, *w = b + 66 + 4 * sub;
+    const uint32_t word = uint32_t(w[0] | (w[1] << 8) | (w[2] << 16)) | (uint32_t(w[3]) << 24);
+    const int index = qs[8 * sub + 2 * grp + within / 4];
+    const int magnitude = int((quant::iq3xxs_grid[index] >> (8 * (within % 4))) & 0xff);
+    const float value = fp16_to_fp32(u16_at(b)) * float(1 + 2 * (word >> 28)) * 0.25f * float(magnitude);
+    return sign_of((word >> (7 * grp)) & 127, within) ? -value : value;
+}
+
+// Element e of an iq1_s block: 11-bit indices of points of {-1, 0, 1}^8 (low byte in qs, three
+// high bits in the sub-block's 16-bit qh word, which also holds the scale and the delta's sign).
+float iq1_s(const uint8_t *b, int e) {
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const uint16_t h = u16_at(b + 34 + 2 * sub);
+    const int index = b[2 + 4 * sub + grp] | (((h >> (3 * grp)) & 7) << 8);
+    const float delta = h & 0x8000 ? -0.125f : 0.125f;
+    const float dl = fp16_to_fp32(u16_at(b)) * float(2 * ((h >> 12) & 7) + 1);
+    return dl * (float(quant::iq1s_value(index, j)) + delta);
+}
+
+// Element e of an iq1_m block: d assembled from the top nibbles of the scale words, a 3-bit
+// scale per 16 values, 4 bits of qh per group of 8 (3 index bits and the delta's sign).
+float iq1_m(const uint8_t *b, int e) {
+    const uint8_t *qs = b, *qh = b + 32, *scales = b + 48;
+    uint16_t sc[4];
+    for (int k = 0; k < 4; ++k) sc[k] = u16_at(scales + 2 * k);
+    const uint16_t d =
+        uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000));
+    const int sub = e / 32, grp = (e % 32) / 8, j = e % 8;
+    const int nibble = (qh[2 * sub + grp / 2] >> (4 * (grp % 2))) & 0xf;
+    const int index = qs[4 * sub + grp] | ((nibble & 7) << 8);
+    const int ls = 2 * ((sc[sub / 2] >> (6 * (sub % 2) + 3 * (grp / 2))) & 7) + 1;
+    const float delta = nibble & 8 ? -0.125f : 0.125f;
+    return fp16_to_fp32(d) * float(ls) * (float(quant::iq1s_value(index, j)) + delta);
+}
+
+}  // namespace grid_by_hand
+
+struct grid_case {
+    const char *file_type;  // "IQ3_S": tiny-llama-IQ3_S.gguf
+    dtype type;
+    float (*by_hand)(const uint8_t *block, int element);
+    double max_error;  // relative RMS error of the decoded tensors against the originals
+};
+
+class QuantFixtureGrid : public ::testing::TestWithParam<grid_case> {};
+
+// Every tensor of the type in the file: to_float gives, bit for bit, the values computed element
+// by element from the block layout above, and they are close to the original weights (the relative
+// RMS error of a 2- or 3-bit type, with an importance matrix).
+TEST_P(QuantFixtureGrid, DecodingMatchesTheLayoutAndTheOriginals) {
+    WEFT_REQUIRE_FIXTURES();
+    const grid_case c = GetParam();
+    const auto f32 = open_model(file_for("F32"));
+    const auto quantized = open_model(file_for(c.file_type));
+    const size_t block_bytes = type_traits(c.type).type_size;
+    double err_sq = 0, ref_sq = 0;
+    size_t tensors = 0;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (t.type != c.type) continue;
+        SCOPED_TRACE(t.name);
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr);
+        const int64_t n = t.ne[0] * rows_of(t);
+        std::vector<float> decoded(static_cast<size_t>(n));
+        quant_traits_of(t.type).to_float(quantized->tensor_data(t), decoded.data(), n);
+        const auto *blocks = quantized->tensor_data(t);
+        for (int64_t i = 0; i < n; ++i) {
+            const float want = c.by_hand(blocks + size_t(i / qk_k) * block_bytes, int(i % qk_k));
+            ASSERT_EQ(decoded[size_t(i)], want) << "element " << i;
+            err_sq += std::pow(double(decoded[size_t(i)]) - x[i], 2);
+            ref_sq += double(x[i]) * x[i];
+        }
+        ++tensors;
+    }
+    ASSERT_GT(tensors, 0u);
+    const double error = std::sqrt(err_sq / ref_sq);
+    std::cout << "[ error    ] " << type_name(c.type) << " (" << tensors << " tensors): " << error << "\n";
+    EXPECT_LE(error, c.max_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGrid,
+                         ::testing::Values(grid_case{"IQ3_S", dtype::iq3_s, grid_by_hand::iq3_s, 0.3},
+                                           grid_case{"IQ2_XXS", dtype::iq2_xxs, grid_by_hand::iq2_xxs, 0.5},
+                                           grid_case{"IQ2_XS", dtype::iq2_xs, grid_by_hand::iq2_xs, 0.5},
+                                           grid_case{"IQ2_M", dtype::iq2_s, grid_by_hand::iq2_s, 0.5},
+                                           grid_case{"IQ3_XXS", dtype::iq3_xxs, grid_by_hand::iq3_xxs, 0.4},
+                                           grid_case{"IQ1_S", dtype::iq1_s, grid_by_hand::iq1_s, 0.7},
+                                           grid_case{"IQ1_M", dtype::iq1_m, grid_by_hand::iq1_m, 0.7}),
+                         [](const auto &info) { return std::string(info.param.file_type); });
 
 // ---- round-trip error against the established quantizer's
 

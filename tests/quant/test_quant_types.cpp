@@ -36,6 +36,13 @@ TEST(QuantBlocks, StructSizesMatchTheTypeTable) {
     EXPECT_EQ(sizeof(block_tq2_0), type_traits(dtype::tq2_0).type_size);
     EXPECT_EQ(qk_k, type_traits(dtype::tq1_0).block_size);
     EXPECT_EQ(qk_k, type_traits(dtype::tq2_0).block_size);
+    EXPECT_EQ(sizeof(block_iq3_s), type_traits(dtype::iq3_s).type_size);
+    EXPECT_EQ(sizeof(block_iq2_xxs), type_traits(dtype::iq2_xxs).type_size);
+    EXPECT_EQ(sizeof(block_iq2_xs), type_traits(dtype::iq2_xs).type_size);
+    EXPECT_EQ(sizeof(block_iq2_s), type_traits(dtype::iq2_s).type_size);
+    EXPECT_EQ(sizeof(block_iq3_xxs), type_traits(dtype::iq3_xxs).type_size);
+    EXPECT_EQ(sizeof(block_iq1_s), type_traits(dtype::iq1_s).type_size);
+    EXPECT_EQ(sizeof(block_iq1_m), type_traits(dtype::iq1_m).type_size);
     EXPECT_EQ(qk_k, type_traits(dtype::q4_k).block_size);
     EXPECT_EQ(qk4_0, type_traits(dtype::q4_0).block_size);
 }
@@ -209,7 +216,10 @@ TEST_P(QuantVecDotRef, EqualsTheDotOfDequantizedRows) {
         const auto xf = normal_values(size_t(n), uint32_t(7 + blocks));
         const auto yf = normal_values(size_t(n), uint32_t(99 + blocks), 3.0f);
         std::vector<uint8_t> xq(row_size(t, n)), yq(row_size(tr.vec_dot_type, n));
-        tr.from_float_ref(xf.data(), xq.data(), n);
+        if (is_read_only(t))
+            xq = random_grid_blocks(t, blocks, uint32_t(7 + blocks));
+        else
+            tr.from_float_ref(xf.data(), xq.data(), n);
         quant_traits_of(tr.vec_dot_type).from_float_ref(yf.data(), yq.data(), n);
         const auto xd = dequantize(t, xq, n);
         const auto yd = dequantize(tr.vec_dot_type, yq, n);
@@ -237,6 +247,62 @@ TEST_P(QuantVecDotRef, EqualsTheDotOfDequantizedRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantVecDotRef, ::testing::ValuesIn(weight_types()),
                          type_param_name);
+INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, QuantVecDotRef, ::testing::ValuesIn(read_only_types()),
+                         type_param_name);
+
+// The grid i-quants are read (to-float, dot products against q8_K) but not written: quantize_rows
+// refuses them with a message that says so.
+TEST(QuantTraits, ReadOnlyTypesDecodeButRefuseQuantization) {
+    for (dtype t : read_only_types()) {
+        SCOPED_TRACE(type_name(t));
+        ASSERT_TRUE(has_quant_traits(t));
+        const quant_traits &tr = quant_traits_of(t);
+        EXPECT_EQ(tr.vec_dot_type, dtype::q8_k);
+        EXPECT_NE(tr.to_float, nullptr);
+        EXPECT_NE(tr.vec_dot_ref, nullptr);
+        EXPECT_EQ(tr.from_float_ref, nullptr);
+        const int64_t n = type_traits(t).block_size;
+        std::vector<float> x(size_t(n), 1.0f);
+        std::vector<uint8_t> out(type_traits(t).type_size);
+        try {
+            quantize_rows(t, x.data(), out.data(), 1, n);
+            ADD_FAILURE() << "quantized to a read-only type";
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find("cannot quantize"), std::string::npos) << e.what();
+        }
+    }
+}
+
+// Hand-built iq3_s block: d = 0.5; sub-block 0 has scale nibble 1 (x 3), sub-block 1 nibble 2 (x 5).
+// The first group of 8 is index 0 (grid point 1,1,1,1), then index 511 through the high bit (bit 1
+// of qh[0]; the last grid point, bytes 1,1,15,15), with signs 0b0110'0001: elements 0, 5, 6 negative.
+TEST(QuantReference, Iq3sBlockByHand) {
+    block_iq3_s b{};
+    b.d = fp32_to_fp16(0.5f);
+    b.scales[0] = 0x21;
+    b.qs[0] = 0;
+    b.qs[1] = 255;
+    b.qh[0] = 0x02;
+    b.signs[0] = 0x61;
+    std::vector<float> y(qk_k);
+    quant_traits_of(dtype::iq3_s).to_float(&b, y.data(), qk_k);
+    const float want[8] = {-1.5f, 1.5f, 1.5f, 1.5f, 1.5f, -1.5f, -22.5f, 22.5f};
+    for (int j = 0; j < 8; ++j) EXPECT_EQ(y[size_t(j)], want[j]) << j;
+    // every other group of sub-block 0 is index 0, unsigned: 1.5; sub-block 1 (scale 5): 2.5
+    for (int j = 8; j < 32; ++j) EXPECT_EQ(y[size_t(j)], 1.5f) << j;
+    for (int j = 32; j < 64; ++j) EXPECT_EQ(y[size_t(j)], 2.5f) << j;
+    // sub-blocks 2..7: scale nibbles 0 (x 1), index 0: 0.5
+    for (int j = 64; j < qk_k; ++j) EXPECT_EQ(y[size_t(j)], 0.5f) << j;
+    // the dot product with all-ones q8_K activations (d = 1) is the sum of the values
+    block_q8_k ones{};
+    ones.d = 1.0f;
+    for (auto &q : ones.qs) q = 1;
+    float dot = 0;
+    quant_traits_of(dtype::iq3_s).vec_dot_ref(qk_k, &dot, &b, &ones);
+    float sum = 0;
+    for (float v : y) sum += v;
+    EXPECT_EQ(dot, sum);
+}
 
 TEST(QuantizeRows, RejectsRowsThatAreNotWholeBlocks) {
     std::vector<float> x(300, 1.0f);

@@ -150,6 +150,8 @@ const std::vector<std::string> tiny_models = {
     "tiny-llama-Q4_1",     "tiny-llama-Q5_0",      "tiny-llama-Q5_1",    "tiny-llama-Q2_K",
     "tiny-llama-Q3_K",     "tiny-llama-Q4_K",      "tiny-llama-Q5_K",    "tiny-llama-Q6_K",
     "tiny-llama-IQ4_NL",   "tiny-llama-IQ4_XS",    "tiny-llama-TQ1_0",   "tiny-llama-TQ2_0",
+    "tiny-llama-IQ3_S",    "tiny-llama-IQ2_XXS",   "tiny-llama-IQ2_XS",  "tiny-llama-IQ2_S",
+    "tiny-llama-IQ2_M",    "tiny-llama-IQ3_XXS",   "tiny-llama-IQ1_S",   "tiny-llama-IQ1_M",
     "tiny-qwen2-F32",      "tiny-qwen2-Q8_0",      "tiny-granite-F32",   "tiny-granite-Q8_0",
     "tiny-starcoder2-F32", "tiny-starcoder2-Q8_0", "tiny-gemma-F32",     "tiny-gemma-Q8_0",
     "tiny-gemma2-F32",     "tiny-gemma2-Q8_0",     "tiny-phi2-F32",      "tiny-phi2-Q8_0",
@@ -182,10 +184,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModels, ::testing::ValuesIn(tiny_models),
 // Fixtures of architectures and tensor types that weft does not run yet (the "more models"
 // issue): loading them must fail with a clear error, never crash or load something half-right.
 bool pending_fixture(const std::string &stem) {
-    if (stem == "tiny-llama-IQ4_NL" || stem == "tiny-llama-IQ4_XS") return false;  // implemented
-    for (const char *prefix : {"tiny-llama-IQ"})
-        if (stem.rfind(prefix, 0) == 0) return true;
-    return false;
+    return test::fixture_has_unimplemented_types(stem + ".gguf");
 }
 
 // The embedding models: prompt tokens identical, every token row and the pooled vector within the

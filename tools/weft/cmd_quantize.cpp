@@ -65,6 +65,11 @@ const recipe recipes[] = {
     {"TQ2_0", 37, dtype::tq2_0, "tq2_0 (ternary); token_embd q4_K; output q6_K"},
 };
 
+// The grid i-quant file types: weft runs such files but cannot write them (their grid-search
+// quantizers are not implemented), so they are refused as targets by name.
+const char *const read_only_file_types[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS",
+                                            "IQ3_XS",  "IQ3_S",  "IQ3_M", "IQ1_S", "IQ1_M"};
+
 struct alias {
     const char *name;
     const char *target;
@@ -372,7 +377,13 @@ int quantize_main(int argc, char **argv) {
     CLI11_PARSE(app, argc, argv);
 
     const recipe *r = find_recipe(type_arg);
-    if (!r) throw error("unknown type '" + type_arg + "' (see weft quantize --help)");
+    if (!r) {
+        for (const char *name : read_only_file_types)
+            if (upper(type_arg) == name)
+                throw error("weft cannot quantize to " + std::string(name) +
+                            ": its grid-search quantizer is not implemented (weft reads such files)");
+        throw error("unknown type '" + type_arg + "' (see weft quantize --help)");
+    }
     if (!has_quant_traits(r->base))
         throw error("type " + std::string(type_name(r->base)) +
                     " cannot be produced: the quant layer has no traits for it");

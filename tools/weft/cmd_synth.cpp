@@ -70,7 +70,8 @@ int synth_main(int argc, char **argv) {
     CLI11_PARSE(app, argc, argv);
 
     const auto type = weft::type_from_name(type_text);
-    if (!type || !weft::has_quant_traits(*type) || *type == weft::dtype::q8_1 || *type == weft::dtype::q8_k)
+    if (!type || !weft::has_quant_traits(*type) || *type == weft::dtype::q8_1 || *type == weft::dtype::q8_k ||
+        !weft::quant_traits_of(*type).from_float_ref)
         throw weft::error("--type '" + type_text + "' is not a weight type weft can write");
     s.type = *type;
 

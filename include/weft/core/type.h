@@ -9,7 +9,7 @@
 namespace weft {
 
 // The ids are the on-disk GGUF type ids; holes are types that GGUF retired or that weft does not
-// know (most of the IQ* family). `count` sizes tables indexed by type.
+// know. `count` sizes tables indexed by type.
 enum class dtype : int32_t {
     f32 = 0,
     f16 = 1,
@@ -25,13 +25,20 @@ enum class dtype : int32_t {
     q5_k = 13,
     q6_k = 14,
     q8_k = 15,
+    iq2_xxs = 16,
+    iq2_xs = 17,
+    iq3_xxs = 18,
+    iq1_s = 19,
     iq4_nl = 20,
+    iq3_s = 21,
+    iq2_s = 22,
     iq4_xs = 23,
     i8 = 24,
     i16 = 25,
     i32 = 26,
     i64 = 27,
     f64 = 28,
+    iq1_m = 29,
     bf16 = 30,
     tq1_0 = 34,
     tq2_0 = 35,

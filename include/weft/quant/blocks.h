@@ -167,6 +167,76 @@ inline int tq1_code(uint8_t byte, int k) {
     return (uint8_t(byte * pow3[k]) * 3) >> 8;
 }
 
+// The grid i-quants: groups of 4 or 8 magnitudes are one index into a codebook (src/quant/iq_grids.cpp)
+// with the signs stored apart; super-blocks of 256 with an fp16 scale and small sub-block scales.
+//
+// iq3_s: element 32 s + 8 g + 4 h + j (s < 8 sub-blocks, g < 4, h < 2, j < 4) is
+// d * (1 + 2 scale_s) * grid[qs[8 s + 2 g + h] + 256 * bit (2 g + h) of qh[s]] byte j, negative when
+// bit 4 h + j of signs[4 s + g] is set; scale_s is the low nibble of scales[s / 2] for even s,
+// the high one for odd s.
+// iq2_xxs: sub-block s (< 8) is qs[4 s .. 4 s + 3] read as 8 bytes b0..b7 (little-endian): group g
+// (< 4) of 8 elements is grid point b_g, its signs the even-parity pattern of bits 7 g..7 g + 6 of
+// the 32-bit word w = b4..b7, and x = d * (1 + 2 (w >> 28)) / 8 * grid value.
+struct block_iq2_xxs {
+    fp16_t d;
+    uint16_t qs[qk_k / 8];
+};
+
+// iq2_xs: group g (< 32) of 8 elements is grid point qs[g] & 511 with the even-parity signs of
+// qs[g] >> 9; x = d * (1 + 2 scale) / 8 * grid value, scale the low nibble of scales[g / 4] for
+// g % 4 < 2, the high one otherwise.
+struct block_iq2_xs {
+    fp16_t d;
+    uint16_t qs[qk_k / 8];
+    uint8_t scales[qk_k / 32];
+};
+
+// iq2_s: group g (< 32) of 8 elements is grid point qs[g] + 256 * (bits 2 (g % 4)..+1 of qh[g / 4]),
+// negative where bit j of qs[32 + g] is set (all 8 signs stored); x = d * (1 + 2 scale) / 8 * grid
+// value, scale the low nibble of scales[g / 4] for g % 4 < 2, the high one otherwise.
+struct block_iq2_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 4];
+    uint8_t qh[qk_k / 32];
+    uint8_t scales[qk_k / 32];
+};
+
+// iq3_xxs: sub-block s (< 8): qs[8 s .. 8 s + 7] index grid points of 4 (two per group of 8); the
+// little-endian word w = qs[64 + 4 s .. 64 + 4 s + 3] holds the even-parity signs of group g in bits
+// 7 g..7 g + 6 and the scale in bits 28..31: x = d * (1 + 2 (w >> 28)) / 4 * grid value.
+struct block_iq3_xxs {
+    fp16_t d;
+    uint8_t qs[3 * qk_k / 8];
+};
+
+// iq1_s: sub-block s (< 8) of 32, group g (< 4) of 8 is iq1s grid point qs[4 s + g] + 256 * (bits
+// 3 g..3 g + 2 of qh[s]); x = d * (1 + 2 (bits 12..14 of qh[s])) * (value + delta), delta = -1/8 when
+// bit 15 of qh[s] is set, +1/8 otherwise.
+struct block_iq1_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 8];
+    uint16_t qh[qk_k / 32];
+};
+
+// iq1_m: no separate scale: the fp16 d is the top nibbles of the four 16-bit words of scales (word
+// k's bits 12..15 are bits 4k..4k+3 of d). Group g (< 32) of 8 is grid point qs[g] + 256 * (3 bits
+// of qh[g / 2]: bits 0..2 for even g, 4..6 for odd), delta -1/8 when the next bit (3 or 7) is set;
+// x = d * (1 + 2 ls) * (value + delta), where sub-block s (< 8) takes ls from scale word s / 2: bits
+// 6 (s % 2)..+2 for its first 16 values, bits 6 (s % 2) + 3..+5 for the last 16.
+struct block_iq1_m {
+    uint8_t qs[qk_k / 8];
+    uint8_t qh[qk_k / 16];
+    uint8_t scales[qk_k / 32];
+};
+
+struct block_iq3_s {
+    fp16_t d;
+    uint8_t qs[qk_k / 4];
+    uint8_t qh[qk_k / 32];
+    uint8_t signs[qk_k / 8];
+    uint8_t scales[qk_k / 64];
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 block is 18 bytes");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 block is 20 bytes");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 block is 22 bytes");
@@ -181,6 +251,13 @@ static_assert(sizeof(block_q6_k) == 210, "q6_K block is 210 bytes");
 static_assert(sizeof(block_q8_k) == 292, "q8_K block is 292 bytes");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes");
+static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block is 74 bytes");
+static_assert(sizeof(block_iq2_s) == 82, "iq2_s block is 82 bytes");
+static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs block is 98 bytes");
+static_assert(sizeof(block_iq1_s) == 50, "iq1_s block is 50 bytes");
+static_assert(sizeof(block_iq1_m) == 56, "iq1_m block is 56 bytes");
+static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
 
