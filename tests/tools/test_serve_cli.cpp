@@ -959,6 +959,23 @@ TEST_F(ServeCli, ToolsAreRenderedByTheModelsTemplate) {
     expect_error(post("/v1/chat/completions", req, 400), "Jinja");
 }
 
+// A Range header with many overlapping ranges does not multiply an answer: ranges are ignored.
+TEST_F(ServeCli, RangeHeadersAreIgnored) {
+    auto cli = server_->client();
+    const auto whole = cli.Get("/v1/models");
+    ASSERT_TRUE(whole && whole->status == 200);
+    std::string ranges = "bytes=0-";
+    for (int i = 0; i < 100; ++i) ranges += ",0-";
+    const auto ranged = cli.Get("/v1/models", {{"Range", ranges}});
+    ASSERT_TRUE(ranged);
+    EXPECT_EQ(ranged->status, 200);
+    EXPECT_EQ(ranged->body, whole->body);
+    const auto page = cli.Get("/", {{"Range", ranges}});
+    ASSERT_TRUE(page);
+    EXPECT_EQ(page->status, 200);
+    EXPECT_LT(page->body.size(), 1000000u);
+}
+
 TEST_F(ServeCli, BusyPortIsAnError) {
     served_model second(*dir_, {"-m", *model_path_, "--port", std::to_string(server_->port()), "-c", "64"});
     EXPECT_FALSE(second.healthy());

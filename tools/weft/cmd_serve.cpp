@@ -250,6 +250,10 @@ class server {
                     return httplib::Server::HandlerResponse::Handled;
                 }
             }
+            // Range is for files: on these routes it would only let one request multiply its answer
+            // (many overlapping ranges), so it is ignored. The request object is the server's own
+            // (not const), handed to us as const.
+            const_cast<httplib::Request &>(req).ranges.clear();
             if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
             if (!opt_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
                 res.set_header("WWW-Authenticate", "Bearer");
