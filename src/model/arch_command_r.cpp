@@ -48,11 +48,7 @@ class arch_command_r final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *normed = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, normed, il);
-            if (l.attn_q_norm) q = b.build_norm(q, l.attn_q_norm, "Qcur_norm", il);
-            if (l.attn_k_norm) k = b.build_norm(k, l.attn_k_norm, "Kcur_norm", il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
+            auto [q, k, v] = b.build_qkv_rope(l, normed, il);
             tensor *attn_out = b.build_attn(il, l.wo, q, k, v, kq_scale);
             if (il == hp.n_layer - 1) {
                 attn_out = b.select_outputs(attn_out);

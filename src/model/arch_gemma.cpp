@@ -51,9 +51,7 @@ class arch_gemma final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, cur, il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
+            auto [q, k, v] = b.build_qkv_rope(l, cur, il);
             q = b.named(scale(b.ctx, q, q_scale), "Qcur_scaled", il);
             cur = b.build_attn(il, l.wo, q, k, v, 1.0f);
             if (l.attn_post_norm) cur = b.build_norm(cur, l.attn_post_norm, "attn_post_norm", il);

@@ -44,9 +44,7 @@ class arch_phi2 final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *normed = b.build_norm(x, l.attn_norm, "attn_norm", il, l.attn_norm_b);
-            auto [q, k, v] = b.build_qkv(l, normed, il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
+            auto [q, k, v] = b.build_qkv_rope(l, normed, il);
             // the scale applied to Q (as the reference does, for precision), not to the scores
             q = b.named(scale(b.ctx, q, 1.0f / std::sqrt(float(hp.n_embd_head_k))), "Qcur_scaled", il);
             tensor *attn_out = b.build_attn(il, l.wo, q, k, v, 1.0f, l.bo);

@@ -48,9 +48,7 @@ class arch_phi3 final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, cur, il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
+            auto [q, k, v] = b.build_qkv_rope(l, cur, il);
             q = b.named(scale(b.ctx, q, 1.0f / std::sqrt(float(hp.n_embd_head_k))), "Qcur_scaled", il);
             cur = b.build_attn(il, l.wo, q, k, v, 1.0f);
             x = b.build_ffn_block(l, cur, x, il, graph_builder::ffn_act::silu);

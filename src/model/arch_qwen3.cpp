@@ -35,11 +35,7 @@ class arch_qwen3 final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
-            auto [q, k, v] = b.build_qkv(l, cur, il);
-            q = b.build_norm(q, l.attn_q_norm, "Qcur_norm", il);  // RMS over each head's dims
-            k = b.build_norm(k, l.attn_k_norm, "Kcur_norm", il);
-            q = b.build_rope(q, "Qcur_rope", il);
-            k = b.build_rope(k, "Kcur_rope", il);
+            auto [q, k, v] = b.build_qkv_rope(l, cur, il);  // RMS norms over each head's dims
             cur = b.build_attn(il, l.wo, q, k, v, kq_scale);
             x = b.build_ffn_block(l, cur, x, il, graph_builder::ffn_act::silu);
         }

@@ -292,11 +292,16 @@ void create_llama_globals(tensor_loader &tl, const model_hparams &hp, model_weig
     w.rope_freqs = tl.create_optional("rope_freqs.weight", {hp.n_rot / 2});
 }
 
+graph_builder::qkv graph_builder::build_qkv_rope(const layer_weights &l, tensor *x, int64_t il) {
+    auto [q, k, v] = build_qkv(l, x, il);
+    if (l.attn_q_norm) q = build_norm(q, l.attn_q_norm, "Qcur_norm", il);  // over each head's dims
+    if (l.attn_k_norm) k = build_norm(k, l.attn_k_norm, "Kcur_norm", il);
+    return {build_rope(q, "Qcur_rope", il), build_rope(k, "Kcur_rope", il), v};
+}
+
 tensor *graph_builder::build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale) {
     tensor *cur = build_norm(x, l.attn_norm, "attn_norm", il, l.attn_norm_b);
-    auto [q, k, v] = build_qkv(l, cur, il);
-    q = build_rope(q, "Qcur_rope", il);
-    k = build_rope(k, "Kcur_rope", il);
+    auto [q, k, v] = build_qkv_rope(l, cur, il);
     return build_attn(il, l.wo, q, k, v, kq_scale, l.bo);
 }
 

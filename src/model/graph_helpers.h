@@ -43,6 +43,8 @@ class graph_builder {
         tensor *q, *k, *v;
     };
     qkv build_qkv(const layer_weights &l, tensor *x, int64_t il);
+    // build_qkv, the layer's per-head Q and K norms where it has them, then RoPE on Q and K.
+    qkv build_qkv_rope(const layer_weights &l, tensor *x, int64_t il);
     // x [head_dim, n_head, n_tokens] rotated by the positions input with the model's rope settings.
     tensor *build_rope(tensor *x, const char *name, int64_t il);
     // Writes k, v (each [head_dim, n_head_kv, n_tokens]) into layer il's cache rows, attends q
