@@ -518,6 +518,19 @@ TEST_F(ServeCli, BadRequestsGetErrorsAndTheServerKeepsServing) {
     expect_error(post("/v1/completions", {{"prompt", 42}}, 400), "'prompt'");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "ten"}}, 400), "'max_tokens'");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400), "'max_tokens'");
+    // integers beyond int64 are out of range, never wrapped to negative numbers
+    for (const char *name : {"max_tokens", "seed", "top_k", "n"}) {
+        const json e = post("/v1/completions", {{"prompt", "x"}, {name, UINT64_MAX}}, 400);
+        expect_error(e, std::string("'") + name + "' is out of range: 18446744073709551615");
+    }
+    expect_error(post("/v1/completions", {{"prompt", json::array({1, uint64_t(1) << 63})}}, 400),
+                 "out of range: 9223372036854775808");
+    expect_error(post("/v1/completions", {{"prompt", json::array({1, 100000})}}, 400),
+                 "token id 100000 is outside the vocabulary");
+    expect_error(
+        post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"99999999999999999999", 1}}}}, 400),
+        "'logit_bias' keys");
+    expect_error(post("/detokenize", {{"tokens", json::array({UINT64_MAX})}}, 400), "out of range");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}}, 400), "'temperature'");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"top_p", 5}}, 400), "top_p");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"stop", json::array({1})}}, 400), "'stop'");
@@ -782,29 +795,51 @@ TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
     EXPECT_LT(rss_after - rss_before, 16 * 1024) << rss_before << " KiB -> " << rss_after << " KiB";
 }
 
-// A crowd of slow clients, each sending its request headers a byte at a time, does not starve the
-// others: /health and completions keep answering while they trickle.
+// A connected TCP socket to the server on 127.0.0.1 (-1 on failure).
+int connect_to(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+}
+
+// A crowd of slow clients far larger than the server's worker threads (4 x slots + 16): some send
+// their request head a byte at a time, some a complete head and then the body a byte at a time,
+// some hold kept-alive connections open after a request. /health and completions keep answering
+// while they trickle: connections wait for a whole request in the server's gate, not in a worker.
 TEST_F(ServeCli, SlowClientsDoNotStarveOthers) {
     std::atomic<bool> done{false};
-    std::vector<std::thread> slow;
-    for (int i = 0; i < 24; ++i)
-        slow.emplace_back([&] {
-            const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-            sockaddr_in addr{};
-            addr.sin_family = AF_INET;
-            addr.sin_port = htons(uint16_t(server_->port()));
-            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {
-                const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
-                for (size_t b = 0; !done && b < 10000; ++b) {
-                    const char c = b < head.size() ? head[b] : 'a';
-                    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
-                    std::this_thread::sleep_for(100ms);
-                }
-            }
-            ::close(fd);
-        });
-    std::this_thread::sleep_for(500ms);  // all of them connected and trickling
+    std::thread crowd([&] {
+        const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        const std::string body_head =
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 5000\r\n\r\n";
+        const std::string idle = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+        std::vector<int> head_fds, body_fds, idle_fds;
+        for (int i = 0; i < 120; ++i) head_fds.push_back(connect_to(server_->port()));
+        for (int i = 0; i < 60; ++i) {
+            body_fds.push_back(connect_to(server_->port()));
+            ::send(body_fds.back(), body_head.data(), body_head.size(), MSG_NOSIGNAL);
+        }
+        for (int i = 0; i < 60; ++i) {
+            idle_fds.push_back(connect_to(server_->port()));
+            ::send(idle_fds.back(), idle.data(), idle.size(), MSG_NOSIGNAL);
+        }
+        for (size_t b = 0; !done && b < 10000; ++b) {
+            const char c = b < head.size() ? head[b] : 'a';
+            for (int fd : head_fds) ::send(fd, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            for (int fd : body_fds) ::send(fd, " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            std::this_thread::sleep_for(100ms);
+        }
+        for (auto *fds : {&head_fds, &body_fds, &idle_fds})
+            for (int fd : *fds)
+                if (fd >= 0) ::close(fd);
+    });
+    std::this_thread::sleep_for(1s);  // all of them connected and trickling
     for (int i = 0; i < 5; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         EXPECT_TRUE(healthy_now());
@@ -812,7 +847,56 @@ TEST_F(ServeCli, SlowClientsDoNotStarveOthers) {
         EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
     }
     done = true;
-    for (auto &t : slow) t.join();
+    crowd.join();
+}
+
+// Requests sent back to back on one connection are answered in order, even after one whose body
+// was never read (an unknown route).
+TEST_F(ServeCli, PipelinedRequestsAfterAnUnreadBody) {
+    const int fd = connect_to(server_->port());
+    ASSERT_GE(fd, 0);
+    const std::string requests =
+        "POST /v1/nothing-here HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n{\"prompt\":1}"
+        "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), ssize_t(requests.size()));
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string replies;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) replies.append(buf, size_t(n));
+    ::close(fd);
+    EXPECT_EQ(replies.rfind("HTTP/1.1 404", 0), 0u) << replies;
+    size_t oks = 0;
+    for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
+         at = replies.find("HTTP/1.1 200", at + 1))
+        ++oks;
+    EXPECT_EQ(oks, 2u) << replies;
+}
+
+// A request head that does not arrive within the time allowed (--timeout, at most 10 s) is answered
+// 408 and its connection closed; so is a body that stops coming.
+TEST_F(ServeCli, StalledRequestsTimeOut) {
+    served_model other(
+        *dir_, {"-m", *model_path_, "--port", "0", "-np", "1", "-c", "256", "-t", "1", "--timeout", "1"});
+    ASSERT_TRUE(other.healthy()) << other.log();
+    for (const std::string &start : {std::string("GET /health HTTP/1.1\r\nHost:"),
+                                     std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                 "Content-Length: 100\r\n\r\n{\"prompt\"")}) {
+        const int fd = connect_to(other.port());
+        ASSERT_GE(fd, 0);
+        ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string reply;
+        char buf[512];
+        timeval tv{5, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+        ::close(fd);
+        EXPECT_EQ(reply.rfind("HTTP/1.1 408", 0), 0u) << start << " -> " << reply;
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s) << start;
+    }
+    EXPECT_TRUE(other.stop());
 }
 
 // Options that need a server of their own: the API key, the body limit, the queue limit, CORS.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
+#include "weft/http_gate.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
@@ -131,10 +133,28 @@ std::optional<double> number_field(const json &body, const char *name) {
     return v ? std::optional<double>(v->get<double>()) : std::nullopt;
 }
 
+// An integer JSON value as int64; one beyond int64 (an unsigned 2^63 or more) is out of range
+// (400), never wrapped to a negative number.
+int64_t integer_value(const json &j, const std::string &what) {
+    if (!j.is_number_integer()) throw request_error(what + " must be an integer, got " + json_kind(j));
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw request_error(what + " is out of range: " + j.dump());
+    return j.get<int64_t>();
+}
+
 std::optional<int64_t> integer_field(const json &body, const char *name) {
     const auto v = field(
         body, name, [](const json &j) { return j.is_number_integer(); }, "an integer");
-    return v ? std::optional<int64_t>(v->get<int64_t>()) : std::nullopt;
+    return v ? std::optional<int64_t>(integer_value(*v, std::string("'") + name + "'")) : std::nullopt;
+}
+
+// A token id from a request: an integer in [0, n_vocab).
+token token_value(const json &j, const std::string &what, int32_t n_vocab) {
+    const int64_t id = integer_value(j, what);
+    if (id < 0 || id >= n_vocab)
+        throw request_error(what + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(n_vocab) + ")");
+    return token(id);
 }
 
 std::optional<bool> bool_field(const json &body, const char *name) {
@@ -360,8 +380,12 @@ class server {
         auto tokens_of = [&](const json &item) -> std::vector<token> {
             if (item.is_string()) return model_->vocab().tokenize(item.get<std::string>(), true, true);
             if (item.is_array() &&
-                std::all_of(item.begin(), item.end(), [](const json &t) { return t.is_number_integer(); }))
-                return item.get<std::vector<token>>();
+                std::all_of(item.begin(), item.end(), [](const json &t) { return t.is_number_integer(); })) {
+                std::vector<token> ids;
+                for (const json &t : item)
+                    ids.push_back(token_value(t, "'input' token ids", model_->vocab().n_tokens()));
+                return ids;
+            }
             throw request_error(
                 "'input' must be a string, an array of strings, or token ids (arrays of integers)");
         };
@@ -386,10 +410,6 @@ class server {
                 throw request_error("input " + std::to_string(i) + " has " + std::to_string(t.size()) +
                                     " tokens; the model takes at most " +
                                     std::to_string(embed_ctx_->n_ctx()));
-            for (token id : t)
-                if (id < 0 || id >= model_->hparams().n_vocab)
-                    throw request_error("input " + std::to_string(i) + ": token id " + std::to_string(id) +
-                                        " is outside the vocabulary");
             std::vector<float> v;
             {
                 std::lock_guard<std::mutex> lock(embed_mutex_);
@@ -500,17 +520,10 @@ class server {
             "a string, an array of strings, an array of token ids or an array of such arrays");
         if (!prompt) throw request_error("'prompt' is required: a string (or an array of prompts)");
         std::vector<std::vector<token>> out;
+        const int32_t n_vocab = model_->vocab().n_tokens();
         auto token_list = [&](const json &arr) {
             std::vector<token> t;
-            for (const json &v : arr) {
-                if (!v.is_number_integer())
-                    throw request_error("'prompt' arrays of token ids must hold integers, got " +
-                                        json_kind(v));
-                const int64_t id = v.get<int64_t>();
-                if (id < 0 || id > INT32_MAX)
-                    throw request_error("token id " + std::to_string(id) + " is out of range");
-                t.push_back(token(id));
-            }
+            for (const json &v : arr) t.push_back(token_value(v, "'prompt' token ids", n_vocab));
             return t;
         };
         if (prompt->is_string()) {
@@ -561,8 +574,9 @@ class server {
         if (lb->is_object()) {
             for (const auto &[key, bias] : lb->items()) {
                 char *end = nullptr;
+                errno = 0;
                 const long long id = std::strtoll(key.c_str(), &end, 10);
-                if (key.empty() || *end != '\0')
+                if (key.empty() || *end != '\0' || errno == ERANGE)
                     throw request_error("'logit_bias' keys must be token ids, got '" + key.substr(0, 40) +
                                         "'");
                 add(id, bias);
@@ -571,7 +585,7 @@ class server {
             for (const json &pair : *lb) {
                 if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
                     throw request_error("'logit_bias' array entries must be [token id, bias]");
-                add(pair[0].get<int64_t>(), pair[1]);
+                add(integer_value(pair[0], "'logit_bias' token id"), pair[1]);
             }
         }
         return out;
@@ -1099,12 +1113,7 @@ class server {
         if (!tokens) throw request_error("'tokens' is required: an array of token ids");
         std::vector<token> ids;
         const int32_t n_vocab = model_->vocab().n_tokens();
-        for (const json &t : *tokens) {
-            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
-                throw request_error("'tokens' must hold token ids in [0, " + std::to_string(n_vocab) +
-                                    "), got " + json_kind(t));
-            ids.push_back(token(t.get<int64_t>()));
-        }
+        for (const json &t : *tokens) ids.push_back(token_value(t, "'tokens' token ids", n_vocab));
         res.set_content(
             json{{"content", serving::utf8_sanitize(model_->vocab().detokenize(ids, false))}}.dump(),
             "application/json");
@@ -1202,7 +1211,7 @@ class server {
 class signal_watcher {
   public:
     // `before_stop` runs first (it cancels the running requests, so their connections end at once).
-    signal_watcher(httplib::Server &svr, std::function<void()> before_stop) {
+    signal_watcher(gated_server &svr, std::function<void()> before_stop) {
         sigemptyset(&set_);
         sigaddset(&set_, SIGINT);
         sigaddset(&set_, SIGTERM);
@@ -1214,7 +1223,7 @@ class signal_watcher {
             std::fprintf(stderr, "weft serve: signal %d, stopping\n", sig);
             signalled_ = true;
             before_stop();
-            svr.stop();
+            svr.stop_serving();
         });
     }
     signal_watcher(const signal_watcher &) = delete;
@@ -1290,8 +1299,10 @@ int serve_main(int argc, char **argv) {
     app.add_option("--max-queue", opt.max_queue,
                    "requests waiting for a slot at most (503 above; 0: no limit)")
         ->capture_default_str();
-    app.add_option("--http-threads", opt.http_threads,
-                   "threads serving connections (0: 4 x slots + 64, so slow clients cannot starve others)")
+    app.add_option(
+           "--http-threads", opt.http_threads,
+           "threads running requests (0: 4 x slots + 16); connections wait for a whole request in one "
+           "polling thread first, so slow or idle clients hold no thread")
         ->capture_default_str()
         ->check(CLI::Range(0, 4096));
     app.add_option("--cors", opt.cors, "answer CORS preflights and allow this origin ('*' for any)");
@@ -1303,35 +1314,19 @@ int serve_main(int argc, char **argv) {
 
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
     std::signal(SIGPIPE, SIG_IGN);
-    httplib::Server svr;
+    gate_limits limits;
+    limits.io_timeout = std::chrono::seconds(opt.timeout_s);
+    limits.head_timeout = std::min(limits.head_timeout, limits.io_timeout);
+    gated_server svr(limits);
     server routes(opt);
     signal_watcher watcher(svr, [&routes] { routes.cancel_all(); });
     routes.install(svr);
-    const size_t n_http_threads =
-        opt.http_threads > 0 ? size_t(opt.http_threads) : size_t(4 * opt.n_slots + 64);
-    svr.new_task_queue = [n_http_threads] { return new httplib::ThreadPool(n_http_threads); };
     svr.set_payload_max_length(opt.max_body);
-    svr.set_read_timeout(opt.timeout_s, 0);
-    svr.set_write_timeout(opt.timeout_s, 0);
-    svr.set_keep_alive_timeout(5);
-    svr.set_keep_alive_max_count(1000);
-    // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port and
-    // take half its connections; a busy port must be an error instead
-    socket_t listening = INVALID_SOCKET;
-    svr.set_socket_options([&listening](socket_t sock) {
-        int yes = 1;
-        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-        listening = sock;
-    });
-    const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host)
-                                   : (svr.bind_to_port(opt.host, opt.port) ? opt.port : -1);
-    // the library listens with a backlog of 5: many clients connecting at once would see resets
-    if (port >= 0 && listening != INVALID_SOCKET) ::listen(listening, SOMAXCONN);
-    if (port < 0)
-        throw error("cannot listen on " + opt.host + ":" + std::to_string(opt.port) +
-                    " (address in use, or not an address of this machine?)");
+    const int port = svr.bind_and_listen(opt.host, opt.port);
+    const size_t n_http_threads =
+        opt.http_threads > 0 ? size_t(opt.http_threads) : size_t(4 * opt.n_slots + 16);
     // listening while the model loads: /health says "loading model", other routes 503
-    std::thread http([&svr] { svr.listen_after_bind(); });
+    std::thread http([&svr, n_http_threads] { svr.run(n_http_threads); });
     std::fprintf(stderr, "weft serve: listening on http://%s:%d\n", opt.host.c_str(), port);
 
     std::unique_ptr<model> loaded;
@@ -1359,7 +1354,7 @@ int serve_main(int argc, char **argv) {
         eng->start();
         routes.set_ready(*loaded, *eng, chosen, template_source);
     } catch (...) {
-        svr.stop();
+        svr.stop_serving();
         http.join();
         throw;
     }
