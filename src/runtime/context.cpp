@@ -338,10 +338,13 @@ int inference_context::decode_impl(const batch &b) {
         if (cur && cur->valid && cur->shape == shape) {
             ++perf_.n_graph_reuses;
         } else {
+            const auto t_build = std::chrono::steady_clock::now();
             if (!cur) cur = std::make_unique<built_graph>(graph_capacity());
             build_graph(*cur, shape);
             state_->sched->alloc_graph(cur->g);
             ++perf_.n_graph_builds;
+            perf_.t_graph_build_ms +=
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_build).count();
         }
         set_inputs(*cur, fb, begin, nu, cells, out_local);
         state_->cpu->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);

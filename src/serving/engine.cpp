@@ -476,6 +476,8 @@ bool engine::step() {
         stats_.decode_ms += ms;
         stats_.prompt_tokens += n_prompt_tokens;
         stats_.kv_cells_used = ctx_->kv_used_cells();
+        stats_.graph_builds = uint64_t(ctx_->perf().n_graph_builds);
+        stats_.graph_build_ms = ctx_->perf().t_graph_build_ms;
     }
     for (slot *s : in_batch) {
         const int32_t row = output_of[size_t(s->id)];

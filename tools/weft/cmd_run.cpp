@@ -138,10 +138,12 @@ int run_main(int argc, char **argv) {
         "each)\n",
         n_generated, done.generate_ms, rate(n_generated > 0 ? n_generated - 1 : 0, done.generate_ms),
         (long long)p.n_eval, p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
-    std::fprintf(stderr,
-                 "weft run: graphs built %lld, reused %lld; KV %.1f MiB, compute %.1f MiB, threads %d/%d\n",
-                 (long long)p.n_graph_builds, (long long)p.n_graph_reuses, double(ctx.kv_bytes()) / 1048576.0,
-                 double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads, ip.n_threads_batch);
+    std::fprintf(
+        stderr,
+        "weft run: graphs built %lld (%.2f ms), reused %lld; KV %.1f MiB, compute %.1f MiB, threads %d/%d\n",
+        (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses,
+        double(ctx.kv_bytes()) / 1048576.0, double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads,
+        ip.n_threads_batch);
     return 0;
 }
 

@@ -1176,6 +1176,10 @@ class server {
         metric(
             "tokens_per_second", "gauge", "prompt and generated tokens per second of decoding",
             st.decode_ms > 0 ? double(st.prompt_tokens + st.generated_tokens) * 1000.0 / st.decode_ms : 0.0);
+        metric("graph_builds_total", "counter", "decode steps that built a new graph (the rest reused one)",
+               double(st.graph_builds));
+        metric("graph_build_seconds_total", "counter", "time building graphs (part of decoding)",
+               st.graph_build_ms / 1000.0);
         metric("queue_length", "gauge", "requests waiting for a slot", double(st.queued));
         metric("busy_slots", "gauge", "slots generating or processing a prompt", double(st.busy_slots));
         metric("slots", "gauge", "slots", double(st.n_slots));

@@ -53,6 +53,7 @@ struct inference_perf {
     int64_t n_eval = 0;  // tokens
     int64_t n_graph_builds = 0;
     int64_t n_graph_reuses = 0;
+    double t_graph_build_ms = 0.0;  // building and planning graphs (part of the times above)
 };
 
 // Return codes of decode.

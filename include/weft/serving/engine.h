@@ -155,6 +155,8 @@ struct engine_stats {
     uint64_t generated_tokens = 0;  // sampled
     uint64_t steps = 0;             // decode calls
     double decode_ms = 0.0;         // time inside decode calls
+    uint64_t graph_builds = 0;      // of those, steps whose batch shape needed a new graph
+    double graph_build_ms = 0.0;    // time building them (the rest reused the previous graph)
     uint32_t kv_cells_used = 0;
     uint32_t kv_cells = 0;
     std::vector<slot_state> slots;
