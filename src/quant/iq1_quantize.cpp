@@ -40,10 +40,12 @@ float max_abs(const float *x, int n) {
     return max;
 }
 
-// Positions of the n values in ascending order of value.
+// Positions of the n values in ascending order of value (equal values in position order; a NaN,
+// which quantize_rows refuses but a direct call may pass, sorts last instead of breaking the sort).
 void sort_by_value(const float *x, int n, int *order) {
     for (int i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order, order + n, [x](int a, int b) { return x[a] < x[b]; });
+    std::stable_sort(order, order + n,
+                     [x](int a, int b) { return x[a] < x[b] || (!std::isnan(x[a]) && std::isnan(x[b])); });
 }
 
 // Levels from a split of the sorted values: below i1 code 0, from i1 to i2 code 1, above code 2.

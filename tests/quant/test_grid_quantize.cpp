@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "quant/grid_lookup.h"
+#include "quant/kernels.h"
 #include "quant/quant_testing.h"
 #include "weft/core/error.h"
 #include "weft/quant/blocks.h"
@@ -207,6 +210,42 @@ TEST_P(GridQuantize, AllZeroImportance) {
             sign_flips += (back[size_t(i)] < 0) != (x[size_t(i)] < 0);
         }
         EXPECT_LE(sign_flips, qk_k / 8) << "at most one parity flip per group of 8";
+    }
+}
+
+// The lookups are built on first use: rows quantized from several threads at once (the first use
+// in this process when the test runs alone, as under ctest) equal the rows quantized one by one.
+TEST_P(GridQuantize, ConcurrentFirstUseGivesTheSameBytes) {
+    const dtype t = GetParam();
+    const int n_threads = 4;
+    const auto x = normal_values(size_t(n_threads * qk_k), 61, 0.02f);
+    const auto importance = random_importance(size_t(qk_k), 62);
+    const size_t row = row_size(t, qk_k);
+    std::vector<uint8_t> together(row * n_threads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n_threads; ++i)
+        threads.emplace_back([&, i] {
+            quantize_rows(t, x.data() + i * qk_k, together.data() + size_t(i) * row, 1, qk_k,
+                          importance.data());
+        });
+    for (auto &th : threads) th.join();
+    EXPECT_EQ(quantize_with(t, x, qk_k, importance.data()), together);
+}
+
+// A NaN or an infinity, which quantize_rows refuses, may still reach a quantizer called directly
+// (a cpy into the type): it must return, whatever it writes.
+TEST_P(GridQuantize, NonFiniteValuesDoNotCrashTheQuantizer) {
+    const dtype t = GetParam();
+    const auto importance = random_importance(size_t(qk_k), 72);
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(), 3e38f}) {
+        auto x = normal_values(size_t(qk_k), 71, 0.02f);
+        x[5] = bad;
+        x[200] = -bad;
+        std::vector<uint8_t> q(row_size(t, qk_k));
+        if (t == dtype::iq1_s)
+            quant::quantize_row_iq1_s_weighted(x.data(), q.data(), qk_k, importance.data());
+        else
+            quant_traits_of(t).from_float_ref(x.data(), q.data(), qk_k);
     }
 }
 
