@@ -52,6 +52,22 @@ std::string file_for(const std::string &type) {
     return "tiny-llama-" + type + ".gguf";
 }
 
+// "" when our quantized tensor equals theirs, else how many of its blocks differ and the first one.
+std::string block_differences(const gguf_tensor_info &t, const uint8_t *theirs,
+                              const std::vector<uint8_t> &ours) {
+    const size_t block_bytes = type_traits(t.type).type_size, n_blocks = t.nbytes / block_bytes;
+    size_t mismatched = 0, first = n_blocks;
+    for (size_t b = 0; b < n_blocks; ++b) {
+        if (std::memcmp(theirs + b * block_bytes, ours.data() + b * block_bytes, block_bytes) != 0) {
+            if (!mismatched) first = b;
+            ++mismatched;
+        }
+    }
+    if (!mismatched) return "";
+    return std::to_string(mismatched) + " of " + std::to_string(n_blocks) +
+           " blocks differ, the first is block " + std::to_string(first);
+}
+
 }  // namespace
 
 // ---- bit-exact reproduction of every quantized tensor
@@ -78,19 +94,9 @@ TEST_P(QuantFixtureBytes, ReferenceQuantizerIsReproducedBitForBit) {
         ASSERT_EQ(bytes, t.nbytes);
         std::vector<uint8_t> ours(bytes);
         EXPECT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0]), bytes);
-        const uint8_t *theirs = quantized->tensor_data(t);
-        const size_t block_bytes = type_traits(t.type).type_size;
-        size_t mismatched = 0, first = bytes;
-        for (size_t b = 0; b < bytes / block_bytes; ++b) {
-            if (std::memcmp(theirs + b * block_bytes, ours.data() + b * block_bytes, block_bytes) != 0) {
-                if (!mismatched) first = b;
-                ++mismatched;
-            }
-        }
-        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << bytes / block_bytes
-                                  << " blocks differ, the first is block " << first;
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
         ++tensors_compared;
-        blocks_compared[t.type] += bytes / block_bytes;
+        blocks_compared[t.type] += bytes / type_traits(t.type).type_size;
     }
     EXPECT_GT(tensors_compared, 0u) << file << " has no quantized tensors";
     std::ostringstream summary;
@@ -171,12 +177,7 @@ TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
         }
         std::vector<uint8_t> ours(t.nbytes);
         ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0], importance), t.nbytes);
-        const size_t block_bytes = type_traits(t.type).type_size;
-        size_t mismatched = 0;
-        for (size_t b = 0; b < t.nbytes / block_bytes; ++b)
-            mismatched += std::memcmp(quantized->tensor_data(t) + b * block_bytes,
-                                      ours.data() + b * block_bytes, block_bytes) != 0;
-        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << t.nbytes / block_bytes << " blocks differ";
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
         ++tensors_compared;
     }
     EXPECT_GT(tensors_compared, 0u);
@@ -224,19 +225,9 @@ TEST_P(QuantFixtureGridBytes, ReferenceQuantizerIsReproducedBitForBit) {
         ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0],
                                 importance ? importance->data() : nullptr),
                   t.nbytes);
-        const size_t block_bytes = type_traits(t.type).type_size, n_blocks = t.nbytes / block_bytes;
-        size_t mismatched = 0, first = n_blocks;
-        for (size_t b = 0; b < n_blocks; ++b) {
-            if (std::memcmp(quantized->tensor_data(t) + b * block_bytes, ours.data() + b * block_bytes,
-                            block_bytes) != 0) {
-                if (!mismatched) first = b;
-                ++mismatched;
-            }
-        }
-        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << n_blocks << " blocks differ, the first is block "
-                                  << first;
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
         ++tensors[t.type];
-        blocks[t.type] += n_blocks;
+        blocks[t.type] += t.nbytes / type_traits(t.type).type_size;
     }
     for (dtype type : c.types) {
         EXPECT_GT(tensors[type], 0u) << file_for(c.file_type) << " has no " << type_name(type) << " tensor";
