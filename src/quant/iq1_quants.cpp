@@ -1,5 +1,5 @@
 // src/quant/iq1_quants.cpp — scalar reference kernels of the 1-bit i-quants iq1_s and iq1_m (to-float
-// and the dot product against q8_K activations), read only: their quantizers are not implemented.
+// and the dot product against q8_K activations); their quantizers are in iq1_quantize.cpp.
 //
 // Both decode a block to levels in {-1, 0, 1} (iq1s grid points), a 3-bit scale ls per 16 values
 // and a shift delta = +-1/8 per group of 8: x = (d * (1 + 2 ls)) * (level + delta), as the

@@ -58,8 +58,7 @@ constexpr int n_try = 7;
 float search_group_scale(const float *x, const float *importance, float sigma2, uint8_t *L) {
     constexpr int n = 32;
     float w[n];
-    for (int j = 0; j < n; ++j)
-        w[j] = importance ? importance[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+    importance_weights(x, n, importance, sigma2, w);
     float amax = 0, max = 0;
     for (int j = 0; j < n; ++j) {
         const float ax = std::fabs(x[j]);
@@ -88,12 +87,6 @@ float search_group_scale(const float *x, const float *importance, float sigma2, 
     return d;
 }
 
-float sigma2_of(const float *x, int n) {
-    float sum = 0;
-    for (int j = 0; j < n; ++j) sum += x[j] * x[j];
-    return sum * (2.f / float(n));
-}
-
 // Levels of a group for the scale it will be decoded with (0: any level decodes to zero).
 void assign_levels(const float *x, int n, float scale, uint8_t *L) {
     const float inv = scale ? 1 / scale : 0.f;
@@ -109,8 +102,8 @@ void quantize_iq4_nl(const float *x, void *dst, int64_t n, const float *importan
     auto *y = static_cast<block_iq4_nl *>(dst);
     for (int64_t i = 0; i < n / qk4_nl; ++i, x += qk4_nl) {
         uint8_t L[qk4_nl];
-        const float d =
-            search_group_scale(x, importance ? importance + i * qk4_nl : nullptr, sigma2_of(x, qk4_nl), L);
+        const float d = search_group_scale(x, importance ? importance + i * qk4_nl : nullptr,
+                                           importance_sigma2(x, qk4_nl), L);
         y[i].d = fp32_to_fp16(d);
         // The established quantizer re-assigns with the unrounded scale.
         assign_levels(x, qk4_nl, d, L);
@@ -122,7 +115,7 @@ void quantize_iq4_xs(const float *x, void *dst, int64_t n, const float *importan
     auto *y = static_cast<block_iq4_xs *>(dst);
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
         const float *imp = importance ? importance + i * qk_k : nullptr;
-        const float sigma2 = sigma2_of(x, qk_k);
+        const float sigma2 = importance_sigma2(x, qk_k);
         uint8_t L[qk_k];
         float scales[qk_k / 32];
         for (int j = 0; j < qk_k / 32; ++j)

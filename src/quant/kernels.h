@@ -32,6 +32,22 @@ inline float signed_absmax(const float *x, int n) {
     return max;
 }
 
+// ---- the i-quants' importance weights: a value's squared error counts importance * sqrt(sigma2 +
+// x^2), sigma2 twice the mean square of its (super-)block; x^2 without importance.
+
+// n is a power of two: the same as the established quantizers' 2 * sum / n (short of overflow).
+inline float importance_sigma2(const float *x, int n) {
+    float sum = 0;
+    for (int j = 0; j < n; ++j) sum += x[j] * x[j];
+    return sum * (2.f / float(n));
+}
+
+// The weights of the n values x (importance: theirs, or null).
+inline void importance_weights(const float *x, int n, const float *importance, float sigma2, float *w) {
+    for (int j = 0; j < n; ++j)
+        w[j] = importance ? importance[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+}
+
 // ---- scale searches (scale_search.cpp), shared by the quantizers; weights may be null where noted
 
 // Groups whose largest magnitude is below this quantize to all zeros.
@@ -72,8 +88,8 @@ WEFT_DECLARE_ROW_KERNELS(tq1_0);
 WEFT_DECLARE_ROW_KERNELS(tq2_0);
 #undef WEFT_DECLARE_ROW_KERNELS
 
-// The grid i-quants are read only (their quantizers, grid searches, are not implemented): no
-// from_float, and quantize_rows refuses them.
+// The grid i-quants: decoding and dot products (iq_grid_quants.cpp, iq1_quants.cpp); the
+// quantizers below, where they exist, are grid searches (iq3_quantize.cpp, iq1_quantize.cpp).
 #define WEFT_DECLARE_DECODE_KERNELS(type)                         \
     void to_float_##type(const void *src, float *dst, int64_t n); \
     void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
@@ -85,6 +101,9 @@ WEFT_DECLARE_DECODE_KERNELS(iq3_s);
 WEFT_DECLARE_DECODE_KERNELS(iq1_s);
 WEFT_DECLARE_DECODE_KERNELS(iq1_m);
 #undef WEFT_DECLARE_DECODE_KERNELS
+void from_float_iq3_xxs_ref(const float *src, void *dst, int64_t n);
+void from_float_iq3_s_ref(const float *src, void *dst, int64_t n);
+void from_float_iq1_m_ref(const float *src, void *dst, int64_t n);  // iq1_s: only with importance
 
 // The activation types have no dot product of their own (they are only ever the y side).
 void to_float_q8_1(const void *src, float *dst, int64_t n);
@@ -104,5 +123,9 @@ void quantize_row_q5_k_weighted(const float *src, void *dst, int64_t n, const fl
 void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq4_nl_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq4_xs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq3_xxs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq3_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq1_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq1_m_weighted(const float *src, void *dst, int64_t n, const float *importance);
 
 }  // namespace weft::quant

@@ -22,8 +22,8 @@ inline const std::vector<dtype> &weight_types() {
     return types;
 }
 
-// The grid i-quants, which weft reads but cannot quantize to (no from_float): tests fill their
-// blocks with random bytes (random_grid_blocks).
+// The grid i-quants. weft reads them all; those it cannot quantize to without an importance matrix
+// (no from_float: is_read_only) are filled with random bytes by tests (random_grid_blocks).
 inline const std::vector<dtype> &read_only_types() {
     static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
                                              dtype::iq3_s,   dtype::iq1_s,  dtype::iq1_m};

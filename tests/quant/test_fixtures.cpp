@@ -6,6 +6,7 @@
 // error must be no worse than theirs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "weft/core/fp16.h"
 #include "weft/gguf/gguf.h"
 #include "weft/quant/blocks.h"
+#include "weft/quant/imatrix.h"
 #include "weft/quant/quant.h"
 
 using namespace weft;
@@ -50,6 +52,22 @@ std::string file_for(const std::string &type) {
     return "tiny-llama-" + type + ".gguf";
 }
 
+// "" when our quantized tensor equals theirs, else how many of its blocks differ and the first one.
+std::string block_differences(const gguf_tensor_info &t, const uint8_t *theirs,
+                              const std::vector<uint8_t> &ours) {
+    const size_t block_bytes = type_traits(t.type).type_size, n_blocks = t.nbytes / block_bytes;
+    size_t mismatched = 0, first = n_blocks;
+    for (size_t b = 0; b < n_blocks; ++b) {
+        if (std::memcmp(theirs + b * block_bytes, ours.data() + b * block_bytes, block_bytes) != 0) {
+            if (!mismatched) first = b;
+            ++mismatched;
+        }
+    }
+    if (!mismatched) return "";
+    return std::to_string(mismatched) + " of " + std::to_string(n_blocks) +
+           " blocks differ, the first is block " + std::to_string(first);
+}
+
 }  // namespace
 
 // ---- bit-exact reproduction of every quantized tensor
@@ -76,19 +94,9 @@ TEST_P(QuantFixtureBytes, ReferenceQuantizerIsReproducedBitForBit) {
         ASSERT_EQ(bytes, t.nbytes);
         std::vector<uint8_t> ours(bytes);
         EXPECT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0]), bytes);
-        const uint8_t *theirs = quantized->tensor_data(t);
-        const size_t block_bytes = type_traits(t.type).type_size;
-        size_t mismatched = 0, first = bytes;
-        for (size_t b = 0; b < bytes / block_bytes; ++b) {
-            if (std::memcmp(theirs + b * block_bytes, ours.data() + b * block_bytes, block_bytes) != 0) {
-                if (!mismatched) first = b;
-                ++mismatched;
-            }
-        }
-        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << bytes / block_bytes
-                                  << " blocks differ, the first is block " << first;
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
         ++tensors_compared;
-        blocks_compared[t.type] += bytes / block_bytes;
+        blocks_compared[t.type] += bytes / type_traits(t.type).type_size;
     }
     EXPECT_GT(tensors_compared, 0u) << file << " has no quantized tensors";
     std::ostringstream summary;
@@ -169,12 +177,7 @@ TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
         }
         std::vector<uint8_t> ours(t.nbytes);
         ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0], importance), t.nbytes);
-        const size_t block_bytes = type_traits(t.type).type_size;
-        size_t mismatched = 0;
-        for (size_t b = 0; b < t.nbytes / block_bytes; ++b)
-            mismatched += std::memcmp(quantized->tensor_data(t) + b * block_bytes,
-                                      ours.data() + b * block_bytes, block_bytes) != 0;
-        EXPECT_EQ(mismatched, 0u) << mismatched << " of " << t.nbytes / block_bytes << " blocks differ";
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
         ++tensors_compared;
     }
     EXPECT_GT(tensors_compared, 0u);
@@ -185,6 +188,61 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureImatrixBytes,
                          ::testing::Values("tiny-llama-IQ4_NL.gguf", "tiny-llama-IQ4_XS.gguf",
                                            "tiny-llama-TQ1_0.gguf", "tiny-llama-TQ2_0.gguf"),
                          [](const auto &info) { return info.param.substr(11, info.param.size() - 16); });
+
+// ---- the grid i-quants weft quantizes to: iq3_xxs, iq3_s, iq1_s, iq1_m
+
+struct grid_bytes_case {
+    const char *file_type;  // "IQ3_XXS": tiny-llama-IQ3_XXS.gguf
+    std::vector<dtype> types;
+};
+
+void PrintTo(const grid_bytes_case &c, std::ostream *os) {
+    *os << c.file_type;
+}
+
+class QuantFixtureGridBytes : public ::testing::TestWithParam<grid_bytes_case> {};
+
+// Every tensor of these types in the file is reproduced byte for byte from the F32 weights and
+// tiny-llama.imatrix (read by weft's own reader); tensors the imatrix has no entry for (token_embd)
+// were quantized without importance, and are here too.
+TEST_P(QuantFixtureGridBytes, ReferenceQuantizerIsReproducedBitForBit) {
+    WEFT_REQUIRE_FIXTURES();
+    const grid_bytes_case c = GetParam();
+    const auto f32 = open_model(file_for("F32"));
+    const auto quantized = open_model(file_for(c.file_type));
+    const importance_matrix imatrix = read_imatrix(fixture("models/tiny-llama.imatrix"));
+    std::map<dtype, size_t> tensors, blocks;
+    for (const gguf_tensor_info &t : quantized->tensors()) {
+        if (std::find(c.types.begin(), c.types.end(), t.type) == c.types.end()) continue;
+        SCOPED_TRACE(t.name + " (" + type_name(t.type) + ")");
+        const float *x = original_of(*f32, t);
+        ASSERT_NE(x, nullptr);
+        const std::vector<float> *importance = imatrix.importance(t.name);
+        if (importance) {
+            ASSERT_EQ(int64_t(importance->size()), t.ne[0]);
+        }
+        std::vector<uint8_t> ours(t.nbytes);
+        ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0],
+                                importance ? importance->data() : nullptr),
+                  t.nbytes);
+        EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
+        ++tensors[t.type];
+        blocks[t.type] += t.nbytes / type_traits(t.type).type_size;
+    }
+    for (dtype type : c.types) {
+        EXPECT_GT(tensors[type], 0u) << file_for(c.file_type) << " has no " << type_name(type) << " tensor";
+        std::cout << "[ compared ] " << type_name(type) << ": " << tensors[type] << " tensors, "
+                  << blocks[type] << " blocks\n";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama, QuantFixtureGridBytes,
+                         ::testing::Values(grid_bytes_case{"IQ3_XXS", {dtype::iq3_xxs, dtype::iq3_s}},
+                                           grid_bytes_case{"IQ3_S", {dtype::iq3_s}},
+                                           grid_bytes_case{"IQ2_M", {dtype::iq3_s}},
+                                           grid_bytes_case{"IQ1_S", {dtype::iq1_s}},
+                                           grid_bytes_case{"IQ1_M", {dtype::iq1_m}}),
+                         [](const auto &info) { return std::string(info.param.file_type); });
 
 // The ternary files' tq1_0 / tq2_0 tensors: quantizing their decoded values again gives their bytes
 // (the values are -d, 0, +d with d the largest magnitude), and both files hold the same values.

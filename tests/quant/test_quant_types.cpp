@@ -250,9 +250,10 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantVecDotRef, ::testing::ValuesIn(wei
 INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, QuantVecDotRef, ::testing::ValuesIn(read_only_types()),
                          type_param_name);
 
-// The grid i-quants are read (to-float, dot products against q8_K) but not written: quantize_rows
-// refuses them with a message that says so.
-TEST(QuantTraits, ReadOnlyTypesDecodeButRefuseQuantization) {
+// The grid i-quants are read (to-float, dot products against q8_K); iq3_xxs, iq3_s and iq1_m are
+// also written without importance (from_float). quantize_rows refuses the others without one, with
+// a message that says why: iq1_s needs an importance matrix, the iq2 types have no quantizer.
+TEST(QuantTraits, GridTypesDecodeAndSayWhyTheyRefuseQuantization) {
     for (dtype t : read_only_types()) {
         SCOPED_TRACE(type_name(t));
         ASSERT_TRUE(has_quant_traits(t));
@@ -260,7 +261,9 @@ TEST(QuantTraits, ReadOnlyTypesDecodeButRefuseQuantization) {
         EXPECT_EQ(tr.vec_dot_type, dtype::q8_k);
         EXPECT_NE(tr.to_float, nullptr);
         EXPECT_NE(tr.vec_dot_ref, nullptr);
-        EXPECT_EQ(tr.from_float_ref, nullptr);
+        const bool writable = t == dtype::iq3_xxs || t == dtype::iq3_s || t == dtype::iq1_m;
+        EXPECT_EQ(tr.from_float_ref != nullptr, writable);
+        if (writable) continue;
         const int64_t n = type_traits(t).block_size;
         std::vector<float> x(size_t(n), 1.0f);
         std::vector<uint8_t> out(type_traits(t).type_size);
@@ -268,7 +271,8 @@ TEST(QuantTraits, ReadOnlyTypesDecodeButRefuseQuantization) {
             quantize_rows(t, x.data(), out.data(), 1, n);
             ADD_FAILURE() << "quantized to a read-only type";
         } catch (const error &e) {
-            EXPECT_NE(std::string(e.what()).find("cannot quantize"), std::string::npos) << e.what();
+            const char *why = t == dtype::iq1_s ? "needs an importance matrix" : "cannot quantize";
+            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
         }
     }
 }
