@@ -46,6 +46,9 @@ float make_q3_quants(int n, int nmax, const float *x, int8_t *L, const float *we
 // grids (absolute error when use_mad). weights must not be null; Laux is n bytes of scratch.
 float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
                        uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+// Unsigned: levels in [0, nmax] for values >= 0, minimizing sum w (x - scale L)^2; weights must
+// not be null. Returns the scale (0 when every value is below k_group_max_eps).
+float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *weights);
 
 // Every type offers the same three row functions; the macro declares one family.
 #define WEFT_DECLARE_ROW_KERNELS(type)                                    \
@@ -72,8 +75,8 @@ WEFT_DECLARE_ROW_KERNELS(tq1_0);
 WEFT_DECLARE_ROW_KERNELS(tq2_0);
 #undef WEFT_DECLARE_ROW_KERNELS
 
-// The grid i-quants are read only (their quantizers, grid searches, are not implemented): no
-// from_float, and quantize_rows refuses them.
+// The grid i-quants' decoding. Without a from_float (below), quantize_rows refuses them (iq3_*,
+// iq1_*: not implemented) or takes them only with importance (iq2_xxs, iq2_xs).
 #define WEFT_DECLARE_DECODE_KERNELS(type)                         \
     void to_float_##type(const void *src, float *dst, int64_t n); \
     void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
@@ -85,6 +88,9 @@ WEFT_DECLARE_DECODE_KERNELS(iq3_s);
 WEFT_DECLARE_DECODE_KERNELS(iq1_s);
 WEFT_DECLARE_DECODE_KERNELS(iq1_m);
 #undef WEFT_DECLARE_DECODE_KERNELS
+// iq2_s quantizes without importance too (iq2_xxs and iq2_xs only with it, as the established
+// quantizer: quantize_row_iq2_*_weighted below).
+void from_float_iq2_s_ref(const float *src, void *dst, int64_t n);
 
 // The activation types have no dot product of their own (they are only ever the y side).
 void to_float_q8_1(const void *src, float *dst, int64_t n);
@@ -104,5 +110,8 @@ void quantize_row_q5_k_weighted(const float *src, void *dst, int64_t n, const fl
 void quantize_row_q6_k_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq4_nl_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq4_xs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_xxs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_xs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
 
 }  // namespace weft::quant

@@ -25,11 +25,18 @@ inline const std::vector<dtype> &weight_types() {
 // The grid i-quants, which weft reads but cannot quantize to (no from_float): tests fill their
 // blocks with random bytes (random_grid_blocks).
 inline const std::vector<dtype> &read_only_types() {
-    static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
-                                             dtype::iq3_s,   dtype::iq1_s,  dtype::iq1_m};
+    static const std::vector<dtype> types = {dtype::iq3_xxs, dtype::iq3_s, dtype::iq1_s, dtype::iq1_m};
     return types;
 }
 
+// The grid i-quants weft quantizes to: iq2_s with or without importance weights, iq2_xxs and iq2_xs
+// (as in the established library) only with them, so they have no from_float either.
+inline const std::vector<dtype> &grid_quantized_types() {
+    static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s};
+    return types;
+}
+
+// No from_float: a read-only type, or one quantized only with importance weights.
 inline bool is_read_only(dtype t) {
     return has_quant_traits(t) && quant_traits_of(t).vec_dot_ref != nullptr &&
            quant_traits_of(t).from_float_ref == nullptr;

@@ -249,6 +249,8 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantVecDotRef, ::testing::ValuesIn(wei
                          type_param_name);
 INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, QuantVecDotRef, ::testing::ValuesIn(read_only_types()),
                          type_param_name);
+INSTANTIATE_TEST_SUITE_P(GridQuantizedTypes, QuantVecDotRef, ::testing::ValuesIn(grid_quantized_types()),
+                         type_param_name);
 
 // The grid i-quants are read (to-float, dot products against q8_K) but not written: quantize_rows
 // refuses them with a message that says so.
