@@ -1,5 +1,6 @@
 // src/quant/iq_grid_quants.cpp — scalar reference kernels of the grid i-quant types (to-float and
-// the dot product against q8_K activations); the iq3 quantizers are in iq3_quantize.cpp.
+// the dot product against q8_K activations); the quantizers are in iq2_quantize.cpp, iq3_quantize.cpp
+// and iq1_quantize.cpp.
 //
 // Every type decodes a block the same way: 256 signed levels q (a grid magnitude with its sign, an
 // int8) and one integer scale ls per group of 16 values, so that x = (d * ls) * unit * q, with d

@@ -4,7 +4,8 @@
 // scale (and, for the asymmetric types, min), found by a small search that minimizes a weighted
 // squared (or absolute) error; the sub-block scales are then quantized to 4, 6 or 8 bits against
 // one fp16 super-scale, and finally every value is re-quantized with the scale it will actually be
-// decoded with. Without importance weights this follows the established reference quantizer.
+// decoded with. Without importance weights this follows the established reference quantizer, and
+// with them for q2_K too (the others' importance-weighted searches are weft's own).
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -255,18 +256,17 @@ void vec_dot_symmetric(int64_t n, float *s, const void *vx, const void *vy) {
 
 // ---- the quantizers, with optional importance (one weight per value of the row)
 
-void quantize_q2_k(const float *x, void *dst, int64_t n, const float *importance) {
+// q2_K without importance (with it: quantize_q2_k_with_importance).
+void quantize_q2_k(const float *x, void *dst, int64_t n) {
     auto *y = static_cast<block_q2_k *>(dst);
     // The 4-bit sub-block scales and mins are quantized against max / 15.
     constexpr float q4scale = 15.f;
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
-        const float *imp = importance ? importance + i * qk_k : nullptr;
         uint8_t L[qk_k], Laux[16];
         float weights[16], mins[16], scales[16];
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < 16; ++j) {
-            for (int l = 0; l < 16; ++l)
-                weights[l] = std::fabs(x[16 * j + l]) * (imp ? imp[16 * j + l] : 1.f);
+            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
             scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f,
                                          15, true);
             max_scale = std::max(max_scale, scales[j]);
@@ -295,6 +295,43 @@ void quantize_q2_k(const float *x, void *dst, int64_t n, const float *importance
                 const int q = nearest_int((x[16 * j + l] + dm) / d);
                 L[16 * j + l] = uint8_t(std::max(0, std::min(3, q)));
             }
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+// q2_K with importance, as the established quantizer does it (a different search from the plain
+// one above): each sub-block's scale and min are fitted by weighted least squares (weights
+// importance * sqrt(sigma^2 + x^2)), and the 16 scales and 16 mins are then themselves quantized
+// to 4 bits by a weighted search (make_qp_quants) whose weights are the sub-blocks' summed weights.
+void quantize_q2_k_with_importance(const float *x, void *dst, int64_t n, const float *importance) {
+    auto *y = static_cast<block_q2_k *>(dst);
+    for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
+        const float *imp = importance + i * qk_k;
+        float sumx2 = 0;
+        for (int j = 0; j < qk_k; ++j) sumx2 += x[j] * x[j];
+        const float sigma2 = sumx2 / float(qk_k);
+        uint8_t L[qk_k], Laux[16], Ls[16], Lm[16];
+        float weights[16], mins[16], scales[16], sub_block_weight[16];
+        for (int j = 0; j < 16; ++j) {
+            sub_block_weight[j] = 0;
+            for (int l = 0; l < 16; ++l) {
+                weights[l] = imp[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+                sub_block_weight[j] += weights[l];
+            }
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f,
+                                         36, false);
+        }
+        y[i].d = fp32_to_fp16(make_qp_quants(16, 15, scales, Ls, sub_block_weight));
+        y[i].dmin = fp32_to_fp16(make_qp_quants(16, 15, mins, Lm, sub_block_weight));
+        const float dm = fp16_to_fp32(y[i].d), mm = fp16_to_fp32(y[i].dmin);
+        for (int j = 0; j < 16; ++j) y[i].scales[j] = uint8_t(Ls[j] | (Lm[j] << 4));
+        for (int j = 0; j < 16; ++j) {
+            const float d = dm * float(y[i].scales[j] & 0xF);
+            if (!d) continue;  // the levels of the search stand
+            const float m = mm * float(y[i].scales[j] >> 4);
+            for (int l = 0; l < 16; ++l)
+                L[16 * j + l] = uint8_t(std::max(0, std::min(3, nearest_int((x[16 * j + l] + m) / d))));
         }
         pack_2bit(L, y[i].qs);
     }
@@ -415,7 +452,7 @@ void quantize_q6_k(const float *x, void *dst, int64_t n, const float *importance
 // ---- public row kernels
 
 void from_float_q2_k_ref(const float *src, void *dst, int64_t n) {
-    quantize_q2_k(src, dst, n, nullptr);
+    quantize_q2_k(src, dst, n);
 }
 void from_float_q3_k_ref(const float *src, void *dst, int64_t n) {
     quantize_q3_k(src, dst, n, nullptr);
@@ -431,7 +468,7 @@ void from_float_q6_k_ref(const float *src, void *dst, int64_t n) {
 }
 
 void quantize_row_q2_k_weighted(const float *src, void *dst, int64_t n, const float *importance) {
-    quantize_q2_k(src, dst, n, importance);
+    quantize_q2_k_with_importance(src, dst, n, importance);
 }
 void quantize_row_q3_k_weighted(const float *src, void *dst, int64_t n, const float *importance) {
     quantize_q3_k(src, dst, n, importance);

@@ -62,6 +62,9 @@ float make_q3_quants(int n, int nmax, const float *x, int8_t *L, const float *we
 // grids (absolute error when use_mad). weights must not be null; Laux is n bytes of scratch.
 float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
                        uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+// Unsigned: levels in [0, nmax] for values >= 0, minimizing sum w (x - scale L)^2; weights must
+// not be null. Returns the scale (0 when every value is below k_group_max_eps).
+float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *weights);
 
 // Every type offers the same three row functions; the macro declares one family.
 #define WEFT_DECLARE_ROW_KERNELS(type)                                    \
@@ -88,8 +91,9 @@ WEFT_DECLARE_ROW_KERNELS(tq1_0);
 WEFT_DECLARE_ROW_KERNELS(tq2_0);
 #undef WEFT_DECLARE_ROW_KERNELS
 
-// The grid i-quants: decoding and dot products (iq_grid_quants.cpp, iq1_quants.cpp); the
-// quantizers below, where they exist, are grid searches (iq3_quantize.cpp, iq1_quantize.cpp).
+// The grid i-quants: decoding and dot products (iq_grid_quants.cpp, iq1_quants.cpp). Their
+// quantizers are grid searches (iq2_quantize.cpp, iq3_quantize.cpp, iq1_quantize.cpp); iq2_xxs,
+// iq2_xs and iq1_s have no from_float: quantize_rows takes them only with importance.
 #define WEFT_DECLARE_DECODE_KERNELS(type)                         \
     void to_float_##type(const void *src, float *dst, int64_t n); \
     void vec_dot_##type##_ref(int64_t n, float *s, const void *x, const void *y)
@@ -104,6 +108,7 @@ WEFT_DECLARE_DECODE_KERNELS(iq1_m);
 void from_float_iq3_xxs_ref(const float *src, void *dst, int64_t n);
 void from_float_iq3_s_ref(const float *src, void *dst, int64_t n);
 void from_float_iq1_m_ref(const float *src, void *dst, int64_t n);  // iq1_s: only with importance
+void from_float_iq2_s_ref(const float *src, void *dst, int64_t n);
 
 // The activation types have no dot product of their own (they are only ever the y side).
 void to_float_q8_1(const void *src, float *dst, int64_t n);
@@ -127,5 +132,8 @@ void quantize_row_iq3_xxs_weighted(const float *src, void *dst, int64_t n, const
 void quantize_row_iq3_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq1_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
 void quantize_row_iq1_m_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_xxs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_xs_weighted(const float *src, void *dst, int64_t n, const float *importance);
+void quantize_row_iq2_s_weighted(const float *src, void *dst, int64_t n, const float *importance);
 
 }  // namespace weft::quant

@@ -39,12 +39,12 @@ traits_table make_scalar_table() {
     set(dtype::iq4_xs, dtype::q8_k, to_float_iq4_xs, from_float_iq4_xs_ref, vec_dot_iq4_xs_ref);
     set(dtype::tq1_0, dtype::q8_k, to_float_tq1_0, from_float_tq1_0_ref, vec_dot_tq1_0_ref);
     set(dtype::tq2_0, dtype::q8_k, to_float_tq2_0, from_float_tq2_0_ref, vec_dot_tq2_0_ref);
-    set(dtype::iq2_xxs, dtype::q8_k, to_float_iq2_xxs, nullptr, vec_dot_iq2_xxs_ref);  // read only
-    set(dtype::iq2_xs, dtype::q8_k, to_float_iq2_xs, nullptr, vec_dot_iq2_xs_ref);     // read only
-    set(dtype::iq2_s, dtype::q8_k, to_float_iq2_s, nullptr, vec_dot_iq2_s_ref);        // read only
+    set(dtype::iq2_xxs, dtype::q8_k, to_float_iq2_xxs, nullptr, vec_dot_iq2_xxs_ref);  // importance only
+    set(dtype::iq2_xs, dtype::q8_k, to_float_iq2_xs, nullptr, vec_dot_iq2_xs_ref);     // importance only
+    set(dtype::iq2_s, dtype::q8_k, to_float_iq2_s, from_float_iq2_s_ref, vec_dot_iq2_s_ref);
     set(dtype::iq3_xxs, dtype::q8_k, to_float_iq3_xxs, from_float_iq3_xxs_ref, vec_dot_iq3_xxs_ref);
     set(dtype::iq3_s, dtype::q8_k, to_float_iq3_s, from_float_iq3_s_ref, vec_dot_iq3_s_ref);
-    set(dtype::iq1_s, dtype::q8_k, to_float_iq1_s, nullptr, vec_dot_iq1_s_ref);  // only with importance
+    set(dtype::iq1_s, dtype::q8_k, to_float_iq1_s, nullptr, vec_dot_iq1_s_ref);  // importance only
     set(dtype::iq1_m, dtype::q8_k, to_float_iq1_m, from_float_iq1_m_ref, vec_dot_iq1_m_ref);
     // Activation types: only ever the y side of a dot product, so they have none of their own.
     set(dtype::q8_1, dtype::q8_1, to_float_q8_1, from_float_q8_1_ref, nullptr);
@@ -128,18 +128,29 @@ size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_
         case dtype::iq1_m:
             weighted = quant::quantize_row_iq1_m_weighted;
             break;
+        case dtype::iq2_xxs:
+            weighted = quant::quantize_row_iq2_xxs_weighted;
+            break;
+        case dtype::iq2_xs:
+            weighted = quant::quantize_row_iq2_xs_weighted;
+            break;
+        case dtype::iq2_s:
+            weighted = quant::quantize_row_iq2_s_weighted;
+            break;
         default:
             break;  // q8_0, tq1_0, tq2_0 and the float types ignore importance
     }
 
     // Weights are stored with the reference quantizer so files do not depend on the CPU.
     const quant_traits &traits = quant_traits_of(t);
-    if (!traits.from_float_ref && weighted && !importance)
-        throw error(std::string("[quantize_rows] ") + type_name(t) +
-                    " needs an importance matrix (per-column importance) to be quantized to");
     if (!traits.from_float_ref && !weighted)
         throw error(std::string("[quantize_rows] weft reads ") + type_name(t) +
                     " but cannot quantize to it (its grid-search quantizer is not implemented)");
+    // As in the established quantizer, some types are only made with importance weights.
+    if (!traits.from_float_ref && !importance)
+        throw error(std::string("[quantize_rows] weft cannot quantize to ") + type_name(t) +
+                    " without an importance matrix: it needs an importance matrix (per-column importance), "
+                    "as the established quantizer does");
     const size_t row_bytes = row_size(t, n_per_row);
     auto *out = static_cast<uint8_t *>(dst);
     for (int64_t r = 0; r < nrows; ++r) {

@@ -139,7 +139,10 @@ float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, ui
         iscale = (rmin + rdelta * float(is) + float(nmax)) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; ++i) {
-            const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min))));
+            // min is the best fit so far and may lie at or near max, so the product can be huge
+            // (or not finite): clamp before rounding, which is the same for every ordinary value.
+            const float v = iscale * (x[i] - min);
+            const int l = v > 0 ? nearest_int(std::min(v, float(nmax))) : 0;
             Laux[i] = uint8_t(l);
             const float w = weights[i];
             sum_l += w * float(l);
@@ -169,6 +172,77 @@ float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, ui
     }
     *the_min = -min;
     return scale;
+}
+
+// Unsigned quantization of n values (meant to be >= 0) to integers in [0, nmax]: start from the
+// scale that maps the largest value to nmax, try 8 nearby scales, keep the one with the smallest
+// sum w (x - scale l)^2, then move single values to the level the best-fit scale prefers while
+// that helps (up to 5 rounds). Returns the least-squares scale of the final levels.
+//
+// The established search keeps its levels in bytes and reads them back as bytes, so a value
+// below zero (which rounds to a negative level) wraps; that is kept here, since q2_K's and
+// iq2_xxs's scales go through it and the files must come out the same.
+float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *weights) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+    if (max < k_group_max_eps) {
+        std::fill(L, L + n, uint8_t(0));
+        return 0.f;
+    }
+    float iscale = float(nmax) / max;
+    for (int i = 0; i < n; ++i) L[i] = uint8_t(nearest_int(iscale * x[i]));
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * float(L[i]);
+        best_mse += weights[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * float(is) + float(nmax)) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * float(l);
+            mse += weights[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::min(nmax, nearest_int(iscale * x[i]));
+        L[i] = uint8_t(l);
+        const float w = weights[i];
+        sumlx += w * x[i] * float(l);
+        suml2 += w * float(l) * float(l);
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = weights[i];
+            float slx = sumlx - w * x[i] * float(L[i]);
+            float sl2 = suml2 - w * float(L[i]) * float(L[i]);
+            if (slx > 0 && sl2 > 0) {
+                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * float(new_l);
+                    sl2 += w * float(new_l) * float(new_l);
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = uint8_t(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 }  // namespace weft::quant

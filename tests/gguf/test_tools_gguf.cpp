@@ -325,9 +325,12 @@ TEST(weft_quantize, errors_exit_non_zero_and_leave_no_output) {
     auto r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "Q7_X"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("unknown type 'Q7_X'"), std::string::npos) << r.err;
-    r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "iq3_s"});
+    r = run_weft({"quantize", model("tiny-llama-F32.gguf"), out, "iq2_xxs"});
     EXPECT_NE(r.status, 0);
-    EXPECT_NE(r.err.find("cannot quantize to IQ3_S:"), std::string::npos) << r.err;
+    EXPECT_NE(
+        r.err.find("IQ2_XXS: tensor 'blk.0.attn_k.weight' would become iq2_xxs, which needs an importance"),
+        std::string::npos)
+        << r.err;
     r = run_weft({"quantize", dir.file("missing.gguf"), out, "Q4_0"});
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
@@ -341,8 +344,8 @@ TEST(weft_quantize, errors_exit_non_zero_and_leave_no_output) {
 
     r = run_weft({"quantize", "--help"});
     EXPECT_EQ(r.status, 0);
-    for (const char *mix :
-         {"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q2_K", "more-bits", "falls back"})
+    for (const char *mix : {"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q2_K", "IQ2_XXS", "IQ2_M",
+                            "IQ3_XS", "IQ1_M", "more-bits", "falls back", "--dry-run", "importance matrix"})
         EXPECT_NE(r.out.find(mix), std::string::npos) << mix;
 }
 

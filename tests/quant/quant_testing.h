@@ -22,15 +22,16 @@ inline const std::vector<dtype> &weight_types() {
     return types;
 }
 
-// The grid i-quants. weft reads them all; those it cannot quantize to without an importance matrix
-// (no from_float: is_read_only) are filled with random bytes by tests (random_grid_blocks).
-inline const std::vector<dtype> &read_only_types() {
+// The grid i-quants: tests of their decoding and dot products fill them with random bytes
+// (random_grid_blocks); their quantizers have tests of their own.
+inline const std::vector<dtype> &grid_types() {
     static const std::vector<dtype> types = {dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s, dtype::iq3_xxs,
                                              dtype::iq3_s,   dtype::iq1_s,  dtype::iq1_m};
     return types;
 }
 
-inline bool is_read_only(dtype t) {
+// No from_float: a type quantized only with importance weights (iq2_xxs, iq2_xs, iq1_s).
+inline bool needs_importance(dtype t) {
     return has_quant_traits(t) && quant_traits_of(t).vec_dot_ref != nullptr &&
            quant_traits_of(t).from_float_ref == nullptr;
 }
@@ -62,7 +63,7 @@ inline std::vector<uint8_t> random_grid_blocks(dtype t, int64_t blocks, uint32_t
 // Rows of type t: the quantized `values` (n_per_row a row), or random blocks for a read-only type.
 inline void fill_rows(dtype t, const float *values, void *dst, int64_t nrows, int64_t n_per_row,
                       uint32_t seed) {
-    if (!is_read_only(t)) {
+    if (!needs_importance(t)) {
         quantize_rows(t, values, dst, nrows, n_per_row);
         return;
     }

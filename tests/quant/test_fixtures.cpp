@@ -20,6 +20,7 @@
 #include "common/fixtures.h"
 #include "quant/iq_grids.h"
 #include "quant/quant_testing.h"
+#include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/gguf/gguf.h"
 #include "weft/quant/blocks.h"
@@ -152,9 +153,11 @@ std::map<std::string, std::vector<float>> read_legacy_imatrix(const std::string 
 
 class QuantFixtureImatrixBytes : public ::testing::TestWithParam<std::string> {};
 
-// With the same importance weights, our iq4_nl / iq4_xs quantizers (and the q6_K of the output,
-// made without) reproduce the established tool's file tensor for tensor; the ternary types take
-// no importance, and their q4_K token_embd was made without.
+// With the same importance weights, our i-quant quantizers (iq4_nl, iq4_xs, iq2_xxs, iq2_xs,
+// iq2_s; q2_K with importance, and the q5_K / q6_K of the output, made without) reproduce the
+// established tool's file tensor for tensor; the ternary types take no importance, and their q4_K
+// token_embd was made without. Tensors of grid types weft cannot make yet (iq3_*, iq1_*) are
+// skipped, by name.
 TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
     WEFT_REQUIRE_FIXTURES();
     const std::string file = GetParam();
@@ -175,6 +178,13 @@ TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
             importance = it->second.data();
             ++with_importance;
         }
+        try {
+            quantize_rows(t.type, nullptr, nullptr, 0, t.ne[0], importance);  // can weft make it?
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find("is not implemented"), std::string::npos) << e.what();
+            std::cout << "  " << t.name << ": skipped, " << e.what() << "\n";
+            continue;
+        }
         std::vector<uint8_t> ours(t.nbytes);
         ASSERT_EQ(quantize_rows(t.type, x, ours.data(), rows_of(t), t.ne[0], importance), t.nbytes);
         EXPECT_EQ(block_differences(t, quantized->tensor_data(t), ours), "");
@@ -186,7 +196,11 @@ TEST_P(QuantFixtureImatrixBytes, ReferenceQuantizerWithImportanceIsReproduced) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, QuantFixtureImatrixBytes,
                          ::testing::Values("tiny-llama-IQ4_NL.gguf", "tiny-llama-IQ4_XS.gguf",
-                                           "tiny-llama-TQ1_0.gguf", "tiny-llama-TQ2_0.gguf"),
+                                           "tiny-llama-IQ2_XXS.gguf", "tiny-llama-IQ2_XS.gguf",
+                                           "tiny-llama-IQ2_S.gguf", "tiny-llama-IQ2_M.gguf",
+                                           "tiny-llama-IQ3_XXS.gguf", "tiny-llama-IQ1_S.gguf",
+                                           "tiny-llama-IQ1_M.gguf", "tiny-llama-TQ1_0.gguf",
+                                           "tiny-llama-TQ2_0.gguf"),
                          [](const auto &info) { return info.param.substr(11, info.param.size() - 16); });
 
 // ---- the grid i-quants weft quantizes to: iq3_xxs, iq3_s, iq1_s, iq1_m

@@ -216,7 +216,7 @@ TEST_P(QuantVecDotRef, EqualsTheDotOfDequantizedRows) {
         const auto xf = normal_values(size_t(n), uint32_t(7 + blocks));
         const auto yf = normal_values(size_t(n), uint32_t(99 + blocks), 3.0f);
         std::vector<uint8_t> xq(row_size(t, n)), yq(row_size(tr.vec_dot_type, n));
-        if (is_read_only(t))
+        if (needs_importance(t))
             xq = random_grid_blocks(t, blocks, uint32_t(7 + blocks));
         else
             tr.from_float_ref(xf.data(), xq.data(), n);
@@ -247,21 +247,21 @@ TEST_P(QuantVecDotRef, EqualsTheDotOfDequantizedRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, QuantVecDotRef, ::testing::ValuesIn(weight_types()),
                          type_param_name);
-INSTANTIATE_TEST_SUITE_P(ReadOnlyTypes, QuantVecDotRef, ::testing::ValuesIn(read_only_types()),
-                         type_param_name);
+INSTANTIATE_TEST_SUITE_P(GridTypes, QuantVecDotRef, ::testing::ValuesIn(grid_types()), type_param_name);
 
-// The grid i-quants are read (to-float, dot products against q8_K); iq3_xxs, iq3_s and iq1_m are
-// also written without importance (from_float). quantize_rows refuses the others without one, with
-// a message that says why: iq1_s needs an importance matrix, the iq2 types have no quantizer.
+// The grid i-quants are read (to-float, dot products against q8_K); iq2_s, iq3_xxs, iq3_s and iq1_m
+// are also written without importance (from_float). quantize_rows refuses the others (iq2_xxs,
+// iq2_xs, iq1_s) without one, with a message that says why.
 TEST(QuantTraits, GridTypesDecodeAndSayWhyTheyRefuseQuantization) {
-    for (dtype t : read_only_types()) {
+    for (dtype t : grid_types()) {
         SCOPED_TRACE(type_name(t));
         ASSERT_TRUE(has_quant_traits(t));
         const quant_traits &tr = quant_traits_of(t);
         EXPECT_EQ(tr.vec_dot_type, dtype::q8_k);
         EXPECT_NE(tr.to_float, nullptr);
         EXPECT_NE(tr.vec_dot_ref, nullptr);
-        const bool writable = t == dtype::iq3_xxs || t == dtype::iq3_s || t == dtype::iq1_m;
+        const bool writable =
+            t == dtype::iq2_s || t == dtype::iq3_xxs || t == dtype::iq3_s || t == dtype::iq1_m;
         EXPECT_EQ(tr.from_float_ref != nullptr, writable);
         if (writable) continue;
         const int64_t n = type_traits(t).block_size;
@@ -271,8 +271,8 @@ TEST(QuantTraits, GridTypesDecodeAndSayWhyTheyRefuseQuantization) {
             quantize_rows(t, x.data(), out.data(), 1, n);
             ADD_FAILURE() << "quantized to a read-only type";
         } catch (const error &e) {
-            const char *why = t == dtype::iq1_s ? "needs an importance matrix" : "cannot quantize";
-            EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("needs an importance matrix"), std::string::npos)
+                << e.what();
         }
     }
 }

@@ -44,7 +44,9 @@ struct k_block_ints {
 bool k_block_to_ints(dtype t, const void *block, k_block_ints &out);
 
 // Quantizes nrows rows of n_per_row floats to t; returns bytes written. The quantizer may use the
-// importance weights (one per column, may be null) as the established one does.
+// importance weights (one per column, may be null) as the established one does; iq2_xxs and iq2_xs
+// need them. With nrows 0 it only checks that t can be made (with or without importance): it
+// throws the same weft::error as for real rows and reads and writes nothing.
 size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                      const float *importance = nullptr);
 
