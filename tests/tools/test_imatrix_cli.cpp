@@ -46,21 +46,16 @@ void expect_same_tensors(const std::string &a_path, const std::string &b_path) {
     }
 }
 
-// IQ2_S and IQ2_M files hold iq3_s tensors too: until weft has an iq3_s quantizer, the run must
-// fail naming it and write nothing (tests/quant/test_fixtures.cpp reproduces their iq2 tensors).
+// Every i-quant fixture file: its mix of types and every tensor's bytes.
 TEST_F(ImatrixCli, QuantizeWithTheReferenceImatrixReproducesItsFiles) {
     WEFT_REQUIRE_FIXTURES();
-    for (const char *type : {"IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M"}) {
+    for (const char *type :
+         {"IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"}) {
         SCOPED_TRACE(type);
         const std::string out = path(std::string("q-") + type + ".gguf");
         const run_result r = weft::test::run_weft_shell(
             "quantize " + shell_quote(fixture("tiny-llama-F32.gguf")) + " " + shell_quote(out) + " " + type +
             " --imatrix " + shell_quote(fixture("tiny-llama.imatrix")) + " -t 2");
-        if (r.status != 0 && r.err.find("would become iq3_s") != std::string::npos) {
-            EXPECT_NE(r.err.find("is not implemented"), std::string::npos) << r.err;
-            EXPECT_FALSE(fs::exists(out));
-            continue;
-        }
         ASSERT_EQ(r.status, 0) << r.err;
         expect_same_tensors(out, fixture(std::string("tiny-llama-") + type + ".gguf"));
         const auto f = weft::gguf_file::open(out);
