@@ -49,7 +49,13 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_
         l.v->format_name("cache_v_l%lld", static_cast<long long>(il));
         total += aligned(l.k->nbytes()) + aligned(l.v->nbytes());
     }
-    buffer_ = cpu_buffer_type().alloc(total);
+    try {
+        buffer_ = cpu_buffer_type().alloc(total);
+    } catch (const error &e) {
+        throw error("the KV cache of " + std::to_string(kv_size) + " cells (" + std::to_string(hp.n_layer) +
+                    " layers, " + type_name(type) + ") needs " + std::to_string(total >> 20) +
+                    " MiB, which cannot be allocated (a smaller context size -c would fit): " + e.what());
+    }
     buffer_->clear(0);
     size_t offset = 0;
     for (kv_layer &l : layers_) {
