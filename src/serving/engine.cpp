@@ -200,7 +200,7 @@ std::shared_ptr<job> engine::submit(request r) {
     if (r.n_probs < 0 || r.n_probs > n_vocab)
         throw error("n_probs is " + std::to_string(r.n_probs) + ", must be in [0, " +
                     std::to_string(n_vocab) + "]");
-    make_sampler_chain(r.sampling);  // throws on bad sampling parameters, before anything is queued
+    check_sampling_params(r.sampling);  // throws on bad sampling parameters, before anything is queued
     std::erase(r.stop, std::string());
 
     std::shared_ptr<job> j;
@@ -285,8 +285,8 @@ void engine::start_job(slot &s, std::shared_ptr<job> j, size_t keep) {
         s.cached.resize(keep);
     }
     s.running = std::move(j);
-    s.chain = make_sampler_chain(s.req.sampling);
-    for (token t : s.req.prompt) s.chain->accept(t);  // penalties see the prompt
+    s.chain = make_sampler_chain(s.req.sampling, &model_.vocab());
+    for (token t : s.req.prompt) s.chain->accept(t);  // penalties and DRY see the prompt
     s.out = {};
     s.out.slot = s.id;
     s.out.n_prompt = int32_t(s.req.prompt.size());

@@ -120,6 +120,24 @@ TEST(ChatCli, SameSeedSameConversation) {
     EXPECT_NE(a.err.find("formatting as ChatML"), std::string::npos) << a.err;
 }
 
+// The sampling options run has, chat has too: DRY's breakers go through the engine's vocabulary.
+TEST(ChatCli, SamplerOptionsShapeTheChain) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string args =
+        "-m '" + stories() +
+        "' -n 16 -s 9 -c 256 -t 2 -v --samplers 'penalties;dry;top_k;temp' --dry-multiplier 1 "
+        "--dry-sequence-breaker ' the'";
+    const auto a = run_chat(args, two_turns);
+    const auto b = run_chat(args, two_turns);
+    ASSERT_EQ(a.status, 0) << a.err;
+    EXPECT_NE(a.err.find("sampling penalties -> dry -> top-k -> temp -> dist"), std::string::npos) << a.err;
+    EXPECT_EQ(a.out, b.out);
+
+    const auto bad = run_chat("-m '" + stories() + "' --samplers 'top_k;heat'", "hi\n");
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("'heat' is unknown"), std::string::npos) << bad.err;
+}
+
 // A model whose tokenizer.chat_template is Jinja of no known family: the interpreter renders it
 // (no ChatML fallback), and --chat-template takes Jinja text the same way.
 TEST(ChatCli, TheModelsOwnJinjaTemplateIsRendered) {
@@ -197,8 +215,34 @@ TEST(ChatCli, BadInputFailsWithAMessage) {
 TEST(ChatCli, HelpListsTheFlags) {
     const auto r = run_chat("--help", "");
     EXPECT_EQ(r.status, 0);
-    for (const char *flag : {"--model", "--system", "--chat-template", "--n-predict", "--temp", "--top-k",
-                             "--top-p", "--min-p", "--repeat-penalty", "--seed", "--threads", "--ctx-size"})
+    for (const char *flag : {"--model",
+                             "--system",
+                             "--chat-template",
+                             "--n-predict",
+                             "--temp",
+                             "--top-k",
+                             "--top-p",
+                             "--min-p",
+                             "--repeat-penalty",
+                             "--seed",
+                             "--threads",
+                             "--ctx-size",
+                             "--typical",
+                             "--top-n-sigma",
+                             "--xtc-probability",
+                             "--xtc-threshold",
+                             "--dynatemp-range",
+                             "--dynatemp-exp",
+                             "--dry-multiplier",
+                             "--dry-base",
+                             "--dry-allowed-length",
+                             "--dry-penalty-last-n",
+                             "--dry-sequence-breaker",
+                             "--mirostat",
+                             "--mirostat-lr",
+                             "--mirostat-ent",
+                             "--samplers",
+                             "--sampling-seq"})
         EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

@@ -506,6 +506,68 @@ TEST_F(ServeCli, SeededSamplingRepeats) {
     EXPECT_EQ(a["choices"][0].value("text", "?"), b["choices"][0].value("text", "!"));
 }
 
+// The established server's sampler fields: read, honoured and type-checked.
+TEST_F(ServeCli, SamplerFieldsAreReadAndChecked) {
+    const auto text = [](const json &r) { return r["choices"][0].value("text", "?"); };
+    const std::string greedy = text(post("/v1/completions", hello));
+
+    json all = hello;
+    all["temperature"] = 1.0;
+    all["seed"] = 3;
+    all["dynatemp_range"] = 0.3;
+    all["dynatemp_exponent"] = 1.5;
+    all["top_n_sigma"] = 2;
+    all["xtc_probability"] = 0.3;
+    all["xtc_threshold"] = 0.2;
+    all["dry_multiplier"] = 0.8;
+    all["dry_base"] = 1.5;
+    all["dry_allowed_length"] = 2;
+    all["dry_penalty_last_n"] = 32;
+    all["dry_sequence_breakers"] = {"\n", "a"};
+    all["typical_p"] = 0.9;
+    all["repeat_last_n"] = -1;
+    all["samplers"] = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "xtc", "temperature"};
+    EXPECT_EQ(text(post("/v1/completions", all)), text(post("/v1/completions", all)));
+
+    // mirostat 2 aiming at 0 bits keeps only the most likely token: greedy
+    json miro = hello;
+    miro["temperature"] = 1.0;
+    miro["mirostat"] = 2;
+    miro["mirostat_tau"] = 0.0;
+    miro["mirostat_eta"] = 0.1;
+    EXPECT_EQ(text(post("/v1/completions", miro)), greedy);
+    // top_k 1 is greedy too, unless the sampler letters leave top-k out
+    json top1 = hello;
+    top1["temperature"] = 1.5;
+    top1["top_k"] = 1;
+    top1["seed"] = 1;
+    EXPECT_EQ(text(post("/v1/completions", top1)), greedy);
+    top1["samplers"] = "t";
+    EXPECT_NE(text(post("/v1/completions", top1)), greedy);
+
+    const auto refused = [&](const char *name, const json &value, const std::string &mentions) {
+        json req = hello;
+        req[name] = value;
+        expect_error(post("/v1/completions", req, 400), mentions);
+    };
+    refused("top_n_sigma", "wide", "'top_n_sigma' must be a number");
+    refused("dynatemp_range", -1, "dynatemp_range");
+    refused("xtc_threshold", 2, "xtc_threshold");
+    refused("mirostat", 1.5, "'mirostat' must be an integer");
+    refused("mirostat", 7, "mirostat is 7");
+    refused("dry_base", 0.5, "dry_base");
+    refused("dry_penalty_last_n", -5, "'dry_penalty_last_n' must be in [-1, 2147483647]");
+    refused("dry_allowed_length", 1LL << 40, "'dry_allowed_length' must be in");
+    refused("dry_sequence_breakers", json::array(), "'dry_sequence_breakers' must be a non-empty array");
+    refused("dry_sequence_breakers", "\n", "'dry_sequence_breakers' must be a non-empty array");
+    refused("dry_sequence_breakers", json::array({1}), "'dry_sequence_breakers' must hold non-empty strings");
+    refused("samplers", json::array({"top_k", "heat"}), "'samplers': sampler 'heat' is unknown");
+    refused("samplers", "kq", "letter 'q' in 'kq' is unknown");
+    refused("samplers", 5, "'samplers' must be an array");
+    refused("samplers", json::array({1}), "'samplers' must hold sampler names");
+    EXPECT_TRUE(healthy_now());
+}
+
 TEST_F(ServeCli, BadRequestsGetErrorsAndTheServerKeepsServing) {
     auto cli = server_->client();
     auto malformed = cli.Post("/v1/completions", "{\"prompt\": \"Hello", "application/json");

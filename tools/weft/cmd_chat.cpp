@@ -21,6 +21,7 @@
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
 
 namespace weft::tool {
@@ -35,8 +36,7 @@ struct chat_options {
     uint32_t n_ctx = 0;         // 0: the model's training context, at most 4096
     uint32_t n_batch = 512;
     bool verbose = false;
-    int64_t seed = -1;  // -1: random
-    sampling_params sampling;
+    tool::sampling_options sampling;
 };
 
 // Set by SIGINT (interactive sessions only): stops the reply being generated; at the "> " prompt
@@ -176,7 +176,6 @@ int chat_main(int argc, char **argv) {
         "End with EOF (Ctrl-D); Ctrl-C stops a reply. Logs go to stderr.",
         "weft chat"};
     chat_options opt;
-    sampling_params &s = opt.sampling;
     app.add_option("-m,--model", opt.model_path, "GGUF model file")->required();
     app.add_option("--system", opt.system_prompt, "system message that opens the conversation");
     app.add_option(
@@ -194,30 +193,12 @@ int chat_main(int argc, char **argv) {
     app.add_option("-t,--threads", opt.n_threads, "threads (0: the hardware's, at most 4)")
         ->capture_default_str()
         ->check(CLI::Range(0, 512));
-    app.add_option("--temp", s.temp, "temperature (<= 0: greedy)")->capture_default_str();
-    app.add_option("--top-k", s.top_k, "keep the k most likely tokens (<= 0: off)")->capture_default_str();
-    app.add_option("--top-p", s.top_p, "nucleus: keep the most likely tokens up to this mass (1: off)")
-        ->capture_default_str();
-    app.add_option("--min-p", s.min_p,
-                   "drop tokens below this fraction of the best one's probability (0: off)")
-        ->capture_default_str();
-    app.add_option("--typical", s.typical_p, "locally typical sampling mass (1: off)")->capture_default_str();
-    app.add_option("--repeat-penalty", s.penalty_repeat, "penalty for repeated tokens (1: off)")
-        ->capture_default_str();
-    app.add_option("--repeat-last-n", s.penalty_last_n,
-                   "tokens the penalties look back at (0: off, -1: context)")
-        ->capture_default_str();
-    app.add_option("--frequency-penalty", s.penalty_freq, "subtracted per occurrence (0: off)")
-        ->capture_default_str();
-    app.add_option("--presence-penalty", s.penalty_present, "subtracted once if present (0: off)")
-        ->capture_default_str();
-    app.add_option("-s,--seed", opt.seed, "sampling seed (-1: random)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t(-1), int64_t(UINT32_MAX)));
+    tool::add_sampling_options(app, opt.sampling);
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     CLI11_PARSE(app, argc, argv);
 
-    if (opt.seed >= 0) s.seed = uint32_t(opt.seed);
+    tool::finish_sampling_options(opt.sampling);
+    sampling_params &s = opt.sampling.params;
 
     const auto model = model::load(opt.model_path);
     const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
@@ -234,7 +215,7 @@ int chat_main(int argc, char **argv) {
     const inference_context &ctx = eng.context();
 
     if (s.penalty_last_n < 0) s.penalty_last_n = int32_t(ctx.n_ctx());
-    const auto chain = make_sampler_chain(s);
+    const auto chain = make_sampler_chain(s, &model->vocab());
 
     const bool interactive = isatty(STDIN_FILENO) != 0;
     if (opt.verbose || interactive) {

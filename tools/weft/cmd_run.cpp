@@ -15,6 +15,7 @@
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/sampling.h"
+#include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
 
 namespace {
@@ -33,8 +34,7 @@ int run_main(int argc, char **argv) {
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
     bool no_mmap = false, no_repack = false;
-    weft::sampling_params sp;
-    int64_t seed = -1;
+    weft::tool::sampling_options sampling;
     app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
         ->check(CLI::ExistingFile);
     app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS alone)");
@@ -42,15 +42,7 @@ int run_main(int argc, char **argv) {
                    "tokens to generate at most (stops earlier at end of generation)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--temp", sp.temp, "temperature; 0 picks the most likely token (greedy)")
-        ->capture_default_str();
-    app.add_option("--top-k", sp.top_k, "keep the K most likely tokens (0: off)")->capture_default_str();
-    app.add_option("--top-p", sp.top_p, "nucleus sampling threshold (1: off)")->capture_default_str();
-    app.add_option("--min-p", sp.min_p, "drop tokens below P x the top probability (0: off)")
-        ->capture_default_str();
-    app.add_option("--repeat-penalty", sp.penalty_repeat, "penalty for repeated tokens (1: off)")
-        ->capture_default_str();
-    app.add_option("--seed", seed, "sampling seed (-1: random)")->capture_default_str();
+    weft::tool::add_sampling_options(app, sampling);
     app.add_option("-t,--threads", n_threads, "threads for single-token generation")
         ->capture_default_str()
         ->check(CLI::Range(1, 512));
@@ -78,7 +70,8 @@ int run_main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     }
-    if (seed >= 0) sp.seed = uint32_t(seed);
+    weft::tool::finish_sampling_options(sampling);
+    const weft::sampling_params &sp = sampling.params;
 
     weft::model_params mp;
     mp.use_mmap = !no_mmap;
@@ -109,7 +102,7 @@ int run_main(int argc, char **argv) {
     }
 
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
-                 weft::make_sampler_chain(sp)->describe().c_str());
+                 weft::make_sampler_chain(sp, &vocab)->describe().c_str());
     weft::serving::request req;
     req.prompt = tokens;
     req.max_tokens = n_predict;

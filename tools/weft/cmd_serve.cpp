@@ -591,6 +591,71 @@ class server {
         return out;
     }
 
+    // The established server's fields for the samplers beyond OpenAI's; ranges are checked with the
+    // rest of the sampling parameters.
+    static void read_sampler_fields(const json &body, sampling_params &s) {
+        static const std::pair<const char *, float sampling_params::*> numbers[] = {
+            {"typical_p", &sampling_params::typical_p},
+            {"dynatemp_range", &sampling_params::dynatemp_range},
+            {"dynatemp_exponent", &sampling_params::dynatemp_exponent},
+            {"top_n_sigma", &sampling_params::top_n_sigma},
+            {"xtc_probability", &sampling_params::xtc_probability},
+            {"xtc_threshold", &sampling_params::xtc_threshold},
+            {"dry_multiplier", &sampling_params::dry_multiplier},
+            {"dry_base", &sampling_params::dry_base},
+            {"mirostat_tau", &sampling_params::mirostat_tau},
+            {"mirostat_eta", &sampling_params::mirostat_eta},
+        };
+        for (const auto &[name, member] : numbers)
+            if (auto v = number_field(body, name)) s.*member = float(*v);
+        static const std::pair<const char *, int32_t sampling_params::*> integers[] = {
+            {"repeat_last_n", &sampling_params::penalty_last_n},
+            {"dry_allowed_length", &sampling_params::dry_allowed_length},
+            {"dry_penalty_last_n", &sampling_params::dry_penalty_last_n},
+            {"mirostat", &sampling_params::mirostat},
+        };
+        for (const auto &[name, member] : integers)
+            if (auto v = integer_field(body, name)) {
+                if (*v < -1 || *v > INT32_MAX)
+                    throw request_error(std::string("'") + name + "' must be in [-1, 2147483647], got " +
+                                        std::to_string(*v));
+                s.*member = int32_t(*v);
+            }
+        if (auto breakers = field(
+                body, "dry_sequence_breakers", [](const json &j) { return j.is_array() && !j.empty(); },
+                "a non-empty array of strings")) {
+            s.dry_sequence_breakers.clear();
+            for (const json &b : *breakers) {
+                if (!b.is_string() || b.get<std::string>().empty())
+                    throw request_error("'dry_sequence_breakers' must hold non-empty strings, got " +
+                                        json_kind(b));
+                s.dry_sequence_breakers.push_back(b.get<std::string>());
+            }
+        }
+        // an array of names, or a string of the one-letter forms
+        if (auto samplers = field(
+                body, "samplers", [](const json &j) { return j.is_array() || j.is_string(); },
+                "an array of sampler names or a string of sampler letters")) {
+            try {
+                if (samplers->is_string()) {
+                    s.samplers = sampler_types_from_letters(samplers->get<std::string>());
+                } else {
+                    std::vector<std::string> names;
+                    for (const json &n : *samplers) {
+                        if (!n.is_string())
+                            throw request_error("'samplers' must hold sampler names, got " + json_kind(n));
+                        names.push_back(n.get<std::string>());
+                    }
+                    s.samplers = sampler_types_from_names(names);
+                }
+            } catch (const request_error &) {
+                throw;
+            } catch (const error &e) {
+                throw request_error(std::string("'samplers': ") + e.what());
+            }
+        }
+    }
+
     parsed_request parse_request(const json &body, bool chat) const {
         parsed_request p;
         p.chat = chat;
@@ -637,6 +702,7 @@ class server {
             if (*seed >= 0) s.seed = uint32_t(*seed);
         }
         s.logit_bias = read_logit_bias(body);
+        read_sampler_fields(body, s);
         if (auto n = integer_field(body, "n")) {
             if (*n < 1 || *n > 16) throw request_error("'n' must be in [1, 16], got " + std::to_string(*n));
             p.n = int32_t(*n);
@@ -690,7 +756,7 @@ class server {
         g.logprobs = p.logprobs;
         g.n_probs = p.top_logprobs;
         try {
-            make_sampler_chain(s);
+            check_sampling_params(s);
         } catch (const error &e) {
             throw request_error(e.what());
         }

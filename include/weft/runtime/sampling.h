@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -119,6 +120,59 @@ std::unique_ptr<sampler> make_penalties(int32_t last_n, float repeat, float freq
 // twice gets the sum. Throws weft::error on a NaN bias.
 std::unique_ptr<sampler> make_logit_bias(std::vector<std::pair<token, float>> biases);
 
+// Temperature scaled by the entropy of the candidates (dynamic temperature): with H the entropy of
+// their softmax and n their count, the logits are divided by
+// max(0, t - range) + (t + range - max(0, t - range)) * (H / ln n)^exponent, and p is set; range <= 0
+// is the plain temperature t.
+std::unique_ptr<sampler> make_temp_ext(float t, float range, float exponent);
+// Top-n-sigma: every logit below max - n * sigma becomes -inf, where the mean and the (population)
+// standard deviation sigma are taken over the finite logits; then sorted, with p. n <= 0 turns it off.
+std::unique_ptr<sampler> make_top_n_sigma(float n);
+// Exclude Top Choices: with the given probability (one draw per call from its own mt19937 seeded
+// with `seed`), drops every candidate whose probability is >= threshold except the least likely of
+// them, when at least two reach it and min_keep remain. probability <= 0 or threshold > 0.5: off.
+std::unique_ptr<sampler> make_xtc(float probability, float threshold, size_t min_keep, uint32_t seed);
+// DRY ("don't repeat yourself"): a candidate that would extend a sequence already repeated in the
+// last `last_n` accepted tokens (-1: every one since the last reset, 0: off) for n >= allowed_length
+// tokens gets multiplier * base^(n - allowed_length) subtracted. A repetition cannot reach back past
+// the most recent sequence breaker; each breaker is a head token followed by the tokens that must
+// follow it (see dry_sequence_breaker_tokens), and a single-token breaker is never penalized.
+// multiplier == 0 or base < 1 turns it off.
+std::unique_ptr<sampler> make_dry(float multiplier, float base, int32_t allowed_length, int32_t last_n,
+                                  std::vector<std::vector<token>> breakers);
+// The token sequences DRY matches for breaker strings, as the established engine finds them: each
+// token whose text (special tokens rendered) contains a breaker is a single-token breaker; a token
+// whose text ends with the beginning of a breaker is followed by the tokenization of the rest (at
+// most 20 tokens). Breakers are cut to 40 bytes; throws weft::error on an empty one.
+std::vector<std::vector<token>> dry_sequence_breaker_tokens(const vocab &v,
+                                                            const std::vector<std::string> &breakers);
+// Mirostat 1.0 (selects): estimates the Zipf exponent s from the m most likely candidates, keeps the
+// top k = (e * 2^mu / (1 - n^-e))^(1/s) of the n candidates (e = s - 1), draws one and moves mu by
+// -eta * (its surprise in bits - tau); mu starts at 2 tau.
+std::unique_ptr<sampler> make_mirostat(uint32_t seed, float tau, float eta, int32_t m = 100);
+// Mirostat 2.0 (selects): keeps the candidates whose surprise -log2 p is at most mu (at least one),
+// draws one and updates mu as mirostat 1.0 does.
+std::unique_ptr<sampler> make_mirostat_v2(uint32_t seed, float tau, float eta);
+
+// The samplers a chain runs in the order `sampling_params::samplers` lists them (logit bias always
+// first, the selecting sampler always last). Their names are the established engine's.
+enum class sampler_type { penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature };
+
+// The established default order.
+std::vector<sampler_type> default_sampler_sequence();
+// "top_k", "typ_p", "temperature" ...: the canonical name.
+const char *sampler_type_name(sampler_type type);
+// The one-letter form --sampling-seq uses ('k' top-k, 'y' typical ...).
+char sampler_type_letter(sampler_type type);
+// Names as users write them: canonical ones and the aliases ("top-k", "nucleus", "typical",
+// "temp" ...); blanks around names and empty entries are skipped. Throws weft::error naming an
+// unknown name and listing the valid ones.
+std::vector<sampler_type> sampler_types_from_names(const std::vector<std::string> &names);
+// The same from one ';'-separated string ("penalties;top_k;temperature").
+std::vector<sampler_type> sampler_types_from_list(std::string_view list);
+// The same from letters ("kypmt"); throws weft::error on an unknown letter.
+std::vector<sampler_type> sampler_types_from_letters(std::string_view letters);
+
 struct sampling_params {
     float temp = 0.8f;
     int32_t top_k = 40;
@@ -132,11 +186,35 @@ struct sampling_params {
     uint32_t seed = sampler_seed_random;
     size_t min_keep = 1;                              // the floor of top-p, min-p and typical
     std::vector<std::pair<token, float>> logit_bias;  // applied first (see make_logit_bias)
+
+    float dynatemp_range = 0.0f;  // temperature within temp +- this, by the entropy (0: off)
+    float dynatemp_exponent = 1.0f;
+    float top_n_sigma = -1.0f;     // <= 0: off
+    float xtc_probability = 0.0f;  // 0: off
+    float xtc_threshold = 0.1f;    // > 0.5: off
+    float dry_multiplier = 0.0f;   // 0: off
+    float dry_base = 1.75f;        // >= 1
+    int32_t dry_allowed_length = 2;
+    int32_t dry_penalty_last_n = -1;  // -1: every token since the start, 0: off
+    std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
+    int32_t mirostat =
+        0;  // 0: off, 1: mirostat, 2: mirostat 2.0 (they replace the chain after the logit bias)
+    float mirostat_tau = 5.0f;  // target surprise, bits
+    float mirostat_eta = 0.1f;  // learning rate
+    std::vector<sampler_type> samplers = default_sampler_sequence();
 };
 
-// The established default order: logit bias -> penalties -> top-k -> typical -> top-p -> min-p -> temp ->
-// dist; with temp <= 0: penalties -> greedy. Throws weft::error on a parameter out of range (negative repeat
-// penalty, top_p or min_p outside [0, 1], NaN).
-std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params);
+// Throws weft::error naming the first parameter out of range (negative repeat penalty, top_p or
+// min_p outside [0, 1], a NaN, a DRY base below 1, mirostat other than 0, 1, 2 ...).
+void check_sampling_params(const sampling_params &params);
+
+// Logit bias, then params.samplers in order, then dist. The established default order: logit bias ->
+// penalties -> dry -> top-n-sigma -> top-k -> typical -> top-p -> min-p -> xtc -> temp -> dist; DRY,
+// top-n-sigma and XTC join only when they are on, and temp is temp-ext when dynatemp_range > 0. With
+// temp <= 0: logit bias, the listed penalties and DRY, then greedy. With mirostat 1 or 2: logit bias ->
+// temp -> mirostat. DRY's sequence breakers are matched against `vocab` (needed only when DRY is on
+// with breakers). Throws weft::error as check_sampling_params does.
+std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params,
+                                                  const vocab *vocab = nullptr);
 
 }  // namespace weft
