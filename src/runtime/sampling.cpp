@@ -384,7 +384,8 @@ std::string sampler_chain::describe() const {
     std::string out;
     for (const auto &s : samplers_) {
         if (!out.empty()) out += " -> ";
-        out += s->name();
+        const auto *inner = dynamic_cast<const sampler_chain *>(s.get());
+        out += inner ? inner->describe() : s->name();
     }
     return out.empty() ? "(empty)" : out;
 }
@@ -448,6 +449,8 @@ std::unique_ptr<sampler> make_logit_bias(std::vector<std::pair<token, float>> bi
 }
 
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params) {
+    if (!params.grammar.empty())
+        throw error("sampling parameters: a grammar needs the vocabulary (make_sampler_chain of grammar.h)");
     if (std::isnan(params.temp)) throw error("sampling parameters: temp is NaN");
     check_probability("top_p", params.top_p);
     check_probability("min_p", params.min_p);

@@ -132,11 +132,13 @@ struct sampling_params {
     uint32_t seed = sampler_seed_random;
     size_t min_keep = 1;                              // the floor of top-p, min-p and typical
     std::vector<std::pair<token, float>> logit_bias;  // applied first (see make_logit_bias)
+    std::string grammar;  // GBNF text the output must follow; empty: none (see weft/runtime/grammar.h)
 };
 
 // The established default order: logit bias -> penalties -> top-k -> typical -> top-p -> min-p -> temp ->
 // dist; with temp <= 0: penalties -> greedy. Throws weft::error on a parameter out of range (negative repeat
-// penalty, top_p or min_p outside [0, 1], NaN).
+// penalty, top_p or min_p outside [0, 1], NaN) and on a grammar, which needs the vocabulary: the
+// make_sampler_chain of weft/runtime/grammar.h takes one.
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params);
 
 }  // namespace weft
