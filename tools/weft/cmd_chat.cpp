@@ -17,9 +17,11 @@
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
+#include "weft/grammar_options.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
 #include "weft/serving/engine.h"
 
@@ -214,10 +216,13 @@ int chat_main(int argc, char **argv) {
     app.add_option("-s,--seed", opt.seed, "sampling seed (-1: random)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(-1), int64_t(UINT32_MAX)));
+    grammar_options constrain;
+    add_grammar_options(app, constrain);  // each reply follows the grammar
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     CLI11_PARSE(app, argc, argv);
 
     if (opt.seed >= 0) s.seed = uint32_t(opt.seed);
+    s.grammar = resolve_grammar(constrain);
 
     const auto model = model::load(opt.model_path);
     const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
@@ -234,7 +239,7 @@ int chat_main(int argc, char **argv) {
     const inference_context &ctx = eng.context();
 
     if (s.penalty_last_n < 0) s.penalty_last_n = int32_t(ctx.n_ctx());
-    const auto chain = make_sampler_chain(s);
+    const auto chain = make_sampler_chain(s, model->vocab());
 
     const bool interactive = isatty(STDIN_FILENO) != 0;
     if (opt.verbose || interactive) {
