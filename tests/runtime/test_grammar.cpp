@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -13,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "common/fixtures.h"
 #include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 #include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
 #include "weft/vocab/vocab.h"
@@ -372,6 +376,73 @@ TEST(GrammarSampler, ChainRunsTheGrammarFirstAndKeepsThePromptFromIt) {
     EXPECT_TRUE(text == "true" || text == "false") << text;
     p.grammar = "root ::= (";
     EXPECT_THROW(make_sampler_chain(p, *jv.v), error);
+}
+
+// Real vocabularies (SentencePiece with byte fallback, GPT-2's byte-level BPE, a 100k BPE): every
+// token the sampler keeps continues the JSON grammar, generation under random logits ends in JSON,
+// and the time per step (trie walk included; informational, the machine may be loaded) is printed.
+TEST(GrammarSampler, RealVocabulariesWriteJson) {
+    const auto g = grammar::parse(json_gbnf);
+    std::vector<std::string> paths = {std::string(WEFT_SOURCE_DIR) + "/models/stories260K.gguf"};
+    if (test::have_fixtures())
+        for (const char *name :
+             {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf"})
+            paths.push_back(test::fixture(std::string("vocab/") + name));
+    else
+        std::printf("[ grammar ] shared fixtures absent: stories260K's vocabulary only\n");
+    for (const std::string &path : paths) {
+        const std::string name = std::filesystem::path(path).filename().string();
+        SCOPED_TRACE(name);
+        const auto file = gguf_file::open(path);
+        const auto v = vocab::load(*file);
+        const int32_t n_vocab = v->n_tokens();
+        std::mt19937 rng(1);
+        std::normal_distribution<float> noise(0.0f, 3.0f);
+        double first_ms = 0.0, ms = 0.0;  // the first apply builds the vocabulary's trie
+        int steps = 0, finished = 0;
+        for (int run = 0; run < 4; ++run) {
+            auto gs = make_grammar_sampler(*v, g);
+            std::string text;
+            for (int step = 0; step < 60; ++step) {
+                std::vector<float> logits(static_cast<size_t>(n_vocab));
+                for (float &l : logits) l = noise(rng);
+                auto cur = token_data_array_from_logits(logits.data(), n_vocab);
+                const auto t0 = std::chrono::steady_clock::now();
+                gs->apply(cur);
+                const double took =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                if (step == 0) {
+                    first_ms += took;
+                } else {
+                    ms += took;
+                    ++steps;
+                }
+                ASSERT_FALSE(cur.data.empty());
+                // a few kept tokens checked against the oracle
+                for (size_t i = 0; i < cur.data.size(); i += std::max<size_t>(1, cur.data.size() / 8)) {
+                    const token t = cur.data[i].id;
+                    if (!v->is_eog(t)) {
+                        ASSERT_TRUE(is_prefix(g, text + v->token_to_piece(t, false))) << t;
+                    }
+                }
+                const token pick =
+                    std::max_element(cur.data.begin(), cur.data.end(), [](const auto &a, const auto &b) {
+                        return a.logit < b.logit;
+                    })->id;
+                gs->accept(pick);
+                if (v->is_eog(pick)) {
+                    ++finished;
+                    EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+                    break;
+                }
+                text += v->token_to_piece(pick, false);
+            }
+        }
+        std::printf(
+            "[ grammar ] %s: %d tokens, first step (trie built) %.2f ms, then %.3f ms per step over %d "
+            "steps; %d of 4 ended\n",
+            name.c_str(), n_vocab, first_ms / 4, ms / std::max(steps, 1), steps, finished);
+    }
 }
 
 }  // namespace
