@@ -18,6 +18,8 @@ constexpr uint32_t max_code_point = 0x10FFFF;
 // The parser writes x{m,n} out as m copies and n - m nested optional rules: bounded so that a typo
 // cannot ask for a billion rules.
 constexpr uint64_t max_repetitions = 100000;
+// Groups nest by recursion in the parser: bounded so that hostile text cannot overflow the stack.
+constexpr int max_group_depth = 256;
 
 bool is_name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -243,6 +245,9 @@ class grammar_parser {
                 const std::string name = parse_name();
                 seq.push_back({grammar_element::kind::rule, rule_index(name, item_at)});
             } else if (c == '(') {
+                if (group_depth_ >= max_group_depth)
+                    fail("groups nest deeper than " + std::to_string(max_group_depth) + " levels");
+                ++group_depth_;
                 ++pos_;
                 skip_space(true);
                 auto alternatives = parse_alternatives(true);
@@ -250,6 +255,7 @@ class grammar_parser {
                     fail("expected ')' to close the group opened at " + position_of(item_at) + ", found " +
                          shown_here());
                 ++pos_;
+                --group_depth_;
                 last_item = seq.size();
                 seq.push_back(
                     {grammar_element::kind::rule, new_generated_rule(std::move(alternatives), item_at)});
@@ -556,6 +562,7 @@ class grammar_parser {
     std::unordered_map<std::string, uint32_t> names_;
     std::vector<grammar_char_set> char_sets_;
     uint32_t current_rule_ = 0;
+    int group_depth_ = 0;
 };
 
 std::shared_ptr<const grammar> grammar::parse(std::string_view text, std::string_view source,

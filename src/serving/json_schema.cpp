@@ -25,6 +25,8 @@ using json = nlohmann::ordered_json;
 // magnitude a range may name.
 constexpr int max_int_digits = 16;
 constexpr int64_t max_int_magnitude = 9999999999999999;
+// Schemas nest by recursion in the converter: bounded so that a hostile one cannot overflow the stack.
+constexpr int max_schema_depth = 128;
 
 // The primitives, written once and added to a grammar when used.
 const std::map<std::string, std::string> &primitives() {
@@ -227,6 +229,15 @@ class converter {
 
     // The grammar expression for the values `schema` allows; `hint` names the rules it makes.
     std::string visit(const json &schema, const std::string &pointer, const std::string &hint) {
+        if (depth_ >= max_schema_depth)
+            fail(pointer, "schemas nest deeper than " + std::to_string(max_schema_depth) + " levels");
+        ++depth_;
+        std::string out = visit_schema(schema, pointer, hint);
+        --depth_;
+        return out;
+    }
+
+    std::string visit_schema(const json &schema, const std::string &pointer, const std::string &hint) {
         if (schema.is_boolean()) {
             if (!schema.get<bool>()) fail(pointer, "the schema 'false' allows no value");
             return use("json-value");
@@ -510,6 +521,7 @@ class converter {
     std::set<std::string> names_ = {"root"};
     std::set<std::string> used_primitives_;
     std::map<std::string, std::string> refs_;
+    int depth_ = 0;
 };
 
 }  // namespace

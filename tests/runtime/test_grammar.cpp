@@ -106,6 +106,20 @@ TEST(Grammar, InvalidCorpusNamesTheErrorAndWhere) {
     }
 }
 
+TEST(Grammar, DeepNestingIsAnErrorNotACrash) {
+    const std::string deep = "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
+    try {
+        grammar::parse(deep);
+        ADD_FAILURE() << "parsed";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("grammar:1:266: groups nest deeper than 256 levels"),
+                  std::string::npos)
+            << e.what();
+    }
+    const std::string fine = "root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')') + "+";
+    EXPECT_TRUE(grammar_matches(grammar::parse(fine), "aaa"));
+}
+
 TEST(Grammar, RepetitionsBecomeRules) {
     const auto g = grammar::parse("root ::= [a-c]{2,3} x*\nx ::= \"x\"");
     EXPECT_EQ(g->to_string(),

@@ -137,6 +137,10 @@ TEST(JsonSchema, UnsupportedFeaturesNameTheirPointer) {
     expect_schema_error(R"({"properties": {}, "required": ["x"], "additionalProperties": false})",
                         "#/required: required property 'x'");
     expect_schema_error(R"({"type": )", "JSON schema: not valid JSON");
+    std::string deep;
+    for (int i = 0; i < 5000; ++i) deep += R"({"items": )";
+    deep += "{}" + std::string(5000, '}');
+    expect_schema_error(deep, "schemas nest deeper than 128 levels");
 }
 
 TEST(JsonSchema, AnyJsonGrammar) {
