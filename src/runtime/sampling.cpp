@@ -759,7 +759,8 @@ std::string sampler_chain::describe() const {
     std::string out;
     for (const auto &s : samplers_) {
         if (!out.empty()) out += " -> ";
-        out += s->name();
+        const auto *inner = dynamic_cast<const sampler_chain *>(s.get());
+        out += inner ? inner->describe() : s->name();
     }
     return out.empty() ? "(empty)" : out;
 }
@@ -991,6 +992,8 @@ void check_sampling_params(const sampling_params &params) {
 }
 
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params, const vocab *vocab) {
+    if (!params.grammar.empty())
+        throw error("sampling parameters: a grammar needs the vocabulary (make_sampler_chain of grammar.h)");
     check_sampling_params(params);
     auto chain = std::make_unique<sampler_chain>();
     if (!params.logit_bias.empty()) chain->add(make_logit_bias(params.logit_bias));

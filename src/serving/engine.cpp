@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "weft/runtime/batch.h"
+#include "weft/runtime/grammar.h"
 #include "weft/runtime/kv_cache.h"
 #include "weft/serving/text.h"
 
@@ -201,6 +202,7 @@ std::shared_ptr<job> engine::submit(request r) {
         throw error("n_probs is " + std::to_string(r.n_probs) + ", must be in [0, " +
                     std::to_string(n_vocab) + "]");
     check_sampling_params(r.sampling);  // throws on bad sampling parameters, before anything is queued
+    if (!r.sampling.grammar.empty()) grammar::parse(r.sampling.grammar);  // and on a bad grammar
     std::erase(r.stop, std::string());
 
     std::shared_ptr<job> j;
@@ -285,8 +287,8 @@ void engine::start_job(slot &s, std::shared_ptr<job> j, size_t keep) {
         s.cached.resize(keep);
     }
     s.running = std::move(j);
-    s.chain = make_sampler_chain(s.req.sampling, &model_.vocab());
-    for (token t : s.req.prompt) s.chain->accept(t);  // penalties and DRY see the prompt
+    s.chain =
+        make_sampler_chain(s.req.sampling, model_.vocab(), s.req.prompt);  // penalties and DRY see the prompt
     s.out = {};
     s.out.slot = s.id;
     s.out.n_prompt = int32_t(s.req.prompt.size());

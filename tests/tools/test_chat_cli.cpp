@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/fixtures.h"
 #include "common/run_weft.h"
 #include "model/model_test_util.h"
@@ -71,6 +73,24 @@ TEST(ChatCli, TwoTurnsStreamRepliesAndReuseTheCache) {
     EXPECT_GT(t2.decoded, 0);
     EXPECT_EQ(t2.context, t2.reused + t2.decoded + 11);  // 12 sampled, the last left for the next turn
     EXPECT_NE(r.err.find("template chatml (--chat-template)"), std::string::npos) << r.err;
+}
+
+// Every reply follows the grammar (the repository's own copy of stories260K: no fixtures needed).
+TEST(ChatCli, EachReplyFollowsTheGrammar) {
+    const std::string model = std::string(WEFT_SOURCE_DIR) + "/models/stories260K.gguf";
+    const auto r =
+        run_chat("-m '" + model + "' --chat-template chatml -n 40 -c 256 -t 1 -s 9 --json-schema " +
+                     "'{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", "
+                     "\"minimum\": 1, \"maximum\": 9}}, \"required\": [\"n\"]}'",
+                 two_turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::istringstream lines(r.out);
+    int replies = 0;
+    for (std::string line; std::getline(lines, line); ++replies) {
+        const nlohmann::json v = nlohmann::json::parse(line);  // throws, failing the test, unless JSON
+        EXPECT_TRUE(v.at("n").is_number_integer() && v["n"] >= 1 && v["n"] <= 9) << line;
+    }
+    EXPECT_EQ(replies, 2) << r.out;
 }
 
 // Needs no fixtures: a small random-weight model from `weft synth`.

@@ -298,4 +298,78 @@ TEST(LogitsCli, Stories260KMatchesTheReferenceFile) {
     }
 }
 
+// The issue's bar: `weft run --json-schema` with the built-in stories260K prints JSON valid under the
+// schema for 100 seeds (each run ends by the grammar, well before -n).
+TEST(RunCli, JsonSchemaRunPrintsValidJsonFor100Seeds) {
+    temp_file schema_file{"cli-schema"};
+    std::ofstream(schema_file.path()) << R"({"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 10},
+        "age": {"type": "integer", "minimum": 1, "maximum": 99},
+        "friends": {"type": "array", "items": {"enum": ["Tim", "Lily", "Sue"]}, "maxItems": 3},
+        "happy": {"type": "boolean"}},
+      "required": ["name", "age"]})";
+    for (int seed = 0; seed < 100; ++seed) {
+        const run_result r = weft("run --json-schema " + q(schema_file.path()) +
+                                  " -p 'Once upon a time' -n 400 -t 1 --seed " + std::to_string(seed));
+        ASSERT_EQ(r.status, 0) << r.err;
+        const std::string out = r.out.substr(0, r.out.size() - 1);  // the newline weft run ends with
+        nlohmann::json v;
+        ASSERT_NO_THROW(v = nlohmann::json::parse(out)) << "seed " << seed << ": " << out;
+        ASSERT_TRUE(v.is_object()) << out;
+        const std::string name = v.at("name").get<std::string>();
+        const auto chars =
+            std::count_if(name.begin(), name.end(), [](char c) { return (uint8_t(c) & 0xC0) != 0x80; });
+        EXPECT_TRUE(chars >= 1 && chars <= 10) << out;
+        EXPECT_TRUE(v.at("age").is_number_integer() && v["age"] >= 1 && v["age"] <= 99) << out;
+        for (const auto &[key, value] : v.items()) {
+            EXPECT_TRUE(key == "name" || key == "age" || key == "friends" || key == "happy") << out;
+            if (key == "friends") {
+                EXPECT_LE(value.size(), 3u) << out;
+                for (const auto &f : value) EXPECT_TRUE(f == "Tim" || f == "Lily" || f == "Sue") << out;
+            }
+            if (key == "happy") {
+                EXPECT_TRUE(value.is_boolean()) << out;
+            }
+        }
+    }
+}
+
+TEST(RunCli, GrammarOptions) {
+    const run_result yes_no = weft("run --grammar 'root ::= (\"yes\" | \"no\") \"!\"' -n 20 -t 1 --seed 5");
+    ASSERT_EQ(yes_no.status, 0) << yes_no.err;
+    EXPECT_TRUE(yes_no.out == "yes!\n" || yes_no.out == "no!\n") << yes_no.out;
+    EXPECT_NE(yes_no.err.find("sampler: grammar -> "), std::string::npos) << yes_no.err;
+
+    temp_file gbnf{"cli-grammar"};
+    std::ofstream(gbnf.path()) << "# digits, then a full stop\nroot ::= [0-9]{2,4} \".\"\n";
+    const run_result digits = weft("run --grammar-file " + q(gbnf.path()) + " -n 20 -t 1 --seed 2");
+    ASSERT_EQ(digits.status, 0) << digits.err;
+    EXPECT_TRUE(digits.out.size() >= 4 && digits.out.size() <= 6 && digits.out[digits.out.size() - 2] == '.')
+        << digits.out;
+
+    const run_result inline_schema = weft("run --json-schema '{\"enum\": [\"up\", \"down\"]}' -n 20 -t 1");
+    ASSERT_EQ(inline_schema.status, 0) << inline_schema.err;
+    EXPECT_TRUE(inline_schema.out == "\"up\"\n" || inline_schema.out == "\"down\"\n") << inline_schema.out;
+
+    const run_result any = weft("run --json -n 300 -t 1 --seed 4");
+    ASSERT_EQ(any.status, 0) << any.err;
+    EXPECT_FALSE(any.out.empty());
+
+    std::ofstream(gbnf.path()) << "root ::= \"a\"\nitem ::= [a-z";
+    const run_result bad = weft("run --grammar-file " + q(gbnf.path()) + " -n 4");
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find(gbnf.path() + ":2:10: character class is not closed"), std::string::npos)
+        << bad.err;
+    const run_result bad_schema = weft("run --json-schema '{\"type\": \"object\", \"not\": {}}' -n 4");
+    EXPECT_EQ(bad_schema.status, 1);
+    EXPECT_NE(bad_schema.err.find("JSON schema #/not: 'not' is not supported"), std::string::npos)
+        << bad_schema.err;
+    const run_result missing = weft("run --json-schema /nonexistent/schema.json -n 4");
+    EXPECT_EQ(missing.status, 1);
+    EXPECT_NE(missing.err.find("/nonexistent/schema.json"), std::string::npos) << missing.err;
+    const run_result both = weft("run --json --grammar 'root ::= \"a\"' -n 4");
+    EXPECT_NE(both.status, 0);
+    EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+}
+
 }  // namespace

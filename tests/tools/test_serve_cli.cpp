@@ -795,10 +795,89 @@ TEST_F(ServeCli, SeveralChoicesLogprobsAndTokenPrompts) {
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 0}}, 400), "'n'");
     expect_error(post("/v1/chat/completions",
                       {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
-                       {"response_format", {{"type", "json_object"}}}},
+                       {"response_format", {{"type", "xml"}}}},
                       400),
-                 "response_format");
+                 "'response_format' type 'xml' is not supported");
     expect_error(post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, 400), "logit_bias");
+}
+
+// Constrained output: OpenAI's response_format (json_object, json_schema) and llama-server's
+// 'grammar' and 'json_schema' fields; a grammar or schema that cannot be used is a 400 naming where.
+TEST_F(ServeCli, ResponseFormatAndGrammarsConstrainTheOutput) {
+    const json messages = json::array({{{"role", "user"}, {"content", "Tell me about a pet"}}});
+    const json schema = {{"type", "object"},
+                         {"properties",
+                          {{"name", {{"type", "string"}, {"maxLength", 6}}},
+                           {"legs", {{"type", "integer"}, {"minimum", 0}, {"maximum", 8}}},
+                           {"kind", {{"enum", {"cat", "dog", "bird"}}}}}},
+                         {"required", {"kind", "legs", "name"}}};
+    // the random test model would fill its 128-token slot with the whitespace the grammar allows:
+    // banning the space, tab and newline tokens (bytes 3 + b, "▁" 259) keeps every reply short
+    const json no_whitespace = json::array({json::array({3 + ' ', false}), json::array({3 + '\t', false}),
+                                            json::array({3 + '\n', false}), json::array({259, false})});
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+        const json r =
+            post("/v1/chat/completions",
+                 {{"messages", messages},
+                  {"max_tokens", 100},
+                  {"seed", seed},
+                  {"logit_bias", no_whitespace},
+                  {"response_format",
+                   {{"type", "json_schema"}, {"json_schema", {{"name", "pet"}, {"schema", schema}}}}}});
+        const std::string content = r["choices"][0]["message"].value("content", "");
+        ASSERT_FALSE(content.empty());
+        EXPECT_EQ(content[0], '{');
+        ASSERT_EQ(r["choices"][0].value("finish_reason", ""), "stop") << content;
+        const json pet = json::parse(content);  // throws, failing the test, when it is not JSON
+        const std::string name = pet["name"].get<std::string>();
+        EXPECT_LE(std::count_if(name.begin(), name.end(), [](char c) { return (uint8_t(c) & 0xC0) != 0x80; }),
+                  6)
+            << content;
+        EXPECT_GE(pet["legs"].get<int>(), 0);
+        EXPECT_LE(pet["legs"].get<int>(), 8);
+        EXPECT_TRUE(pet["kind"] == "cat" || pet["kind"] == "dog" || pet["kind"] == "bird") << content;
+    }
+    // json_object: an object, complete or cut by max_tokens
+    const json any = post("/v1/chat/completions", {{"messages", messages},
+                                                   {"max_tokens", 40},
+                                                   {"seed", 1},
+                                                   {"response_format", {{"type", "json_object"}}}});
+    const std::string object_text = any["choices"][0]["message"].value("content", "");
+    ASSERT_FALSE(object_text.empty());
+    EXPECT_EQ(object_text[0], '{');
+    if (any["choices"][0].value("finish_reason", "") == "stop") {
+        EXPECT_TRUE(json::accept(object_text)) << object_text;
+    }
+
+    const json yes_no = post("/v1/completions", {{"prompt", "Is it?"},
+                                                 {"max_tokens", 8},
+                                                 {"seed", 3},
+                                                 {"grammar", "root ::= (\"yes\" | \"no\") \".\""}});
+    const std::string answer = yes_no["choices"][0].value("text", "");
+    EXPECT_TRUE(answer == "yes." || answer == "no.") << answer;
+    const json small =
+        post("/v1/completions", {{"prompt", "n"},
+                                 {"max_tokens", 8},
+                                 {"seed", 3},
+                                 {"json_schema", {{"type", "integer"}, {"minimum", 10}, {"maximum", 12}}}});
+    const std::string number = small["choices"][0].value("text", "");
+    EXPECT_TRUE(number == "10" || number == "11" || number == "12") << number;
+
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= (\"a\""}}, 400),
+                 "grammar:1:14: expected ')' to close the group opened at 1:10");
+    expect_error(post("/v1/completions", {{"prompt", "x"}, {"grammar", "start ::= \"a\""}}, 400),
+                 "no rule named 'root'");
+    const json with_pattern = json::parse(R"({"type": "json_schema",
+        "json_schema": {"schema": {"properties": {"a": {"pattern": "^x"}}}}})");
+    expect_error(
+        post("/v1/chat/completions", {{"messages", messages}, {"response_format", with_pattern}}, 400),
+        "'response_format.json_schema.schema': JSON schema #/properties/a/pattern");
+    expect_error(post("/v1/chat/completions",
+                      {{"messages", messages}, {"response_format", {{"type", "json_schema"}}}}, 400),
+                 "needs 'json_schema'");
+    expect_error(post("/v1/completions",
+                      {{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"json_schema", json::object()}}, 400),
+                 "'grammar' and 'json_schema' both constrain the output");
 }
 
 // 64 clients at once, 5 requests each (every other one streamed): every request is answered in

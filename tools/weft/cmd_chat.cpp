@@ -17,9 +17,11 @@
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
+#include "weft/grammar_options.h"
 #include "weft/model/model.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
 #include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
@@ -194,10 +196,13 @@ int chat_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 512));
     tool::add_sampling_options(app, opt.sampling);
+    grammar_options constrain;
+    add_grammar_options(app, constrain);  // each reply follows the grammar
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     CLI11_PARSE(app, argc, argv);
 
     tool::finish_sampling_options(opt.sampling);
+    opt.sampling.params.grammar = resolve_grammar(constrain);
     sampling_params &s = opt.sampling.params;
 
     const auto model = model::load(opt.model_path);
@@ -215,7 +220,7 @@ int chat_main(int argc, char **argv) {
     const inference_context &ctx = eng.context();
 
     if (s.penalty_last_n < 0) s.penalty_last_n = int32_t(ctx.n_ctx());
-    const auto chain = make_sampler_chain(s, &model->vocab());
+    const auto chain = make_sampler_chain(s, model->vocab());
 
     const bool interactive = isatty(STDIN_FILENO) != 0;
     if (opt.verbose || interactive) {

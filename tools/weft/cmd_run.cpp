@@ -12,8 +12,10 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/type.h"
+#include "weft/grammar_options.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
 #include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
@@ -61,6 +63,8 @@ int run_main(int argc, char **argv) {
     app.add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
         ->capture_default_str()
         ->check(CLI::IsMember({"f16", "f32"}));
+    weft::tool::grammar_options constrain;
+    weft::tool::add_grammar_options(app, constrain);
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
     app.add_flag(
         "--no-repack", no_repack,
@@ -71,6 +75,7 @@ int run_main(int argc, char **argv) {
         return app.exit(e);
     }
     weft::tool::finish_sampling_options(sampling);
+    sampling.params.grammar = weft::tool::resolve_grammar(constrain);
     const weft::sampling_params &sp = sampling.params;
 
     weft::model_params mp;
@@ -102,7 +107,7 @@ int run_main(int argc, char **argv) {
     }
 
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
-                 weft::make_sampler_chain(sp, &vocab)->describe().c_str());
+                 weft::make_sampler_chain(sp, vocab)->describe().c_str());
     weft::serving::request req;
     req.prompt = tokens;
     req.max_tokens = n_predict;

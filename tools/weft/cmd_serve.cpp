@@ -35,8 +35,10 @@
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/embeddings.h"
+#include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
 #include "weft/serving/engine.h"
+#include "weft/serving/json_schema.h"
 #include "weft/serving/text.h"
 #include "weft/tool_calls.h"
 
@@ -745,18 +747,12 @@ class server {
                     body, "suffix", [](const json &j) { return j.is_string(); }, "a string"))
                 throw request_error("'suffix' (insertion) is not supported by this server");
         }
-        if (auto rf = field(
-                body, "response_format", [](const json &j) { return j.is_object(); }, "an object")) {
-            const std::string type = rf->value("type", "");
-            if (type != "text")
-                throw request_error("'response_format' type '" + type +
-                                    "' is not supported yet (constrained output comes with grammar support); "
-                                    "only 'text' is");
-        }
+        s.grammar = read_grammar(body);
         g.logprobs = p.logprobs;
         g.n_probs = p.top_logprobs;
         try {
             check_sampling_params(s);
+            if (!s.grammar.empty()) make_sampler_chain(s, model_->vocab());  // a bad grammar: 400
         } catch (const error &e) {
             throw request_error(e.what());
         }
@@ -778,6 +774,65 @@ class server {
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
         return p;
+    }
+
+    // The grammar a request's output must follow ("" when none): 'grammar' (GBNF) or 'json_schema'
+    // (both as llama-server takes them), or OpenAI's response_format json_object (any object; a
+    // 'schema' beside the type narrows it) or json_schema ({"json_schema": {"schema": ...}}). At
+    // most one of the three; a grammar that does not parse or a schema weft cannot convert is a 400.
+    static std::string read_grammar(const json &body) {
+        auto is_object = [](const json &j) { return j.is_object(); };
+        std::vector<std::string> asked;
+        std::string gbnf;
+        auto convert = [](const json &schema, const std::string &where) {
+            try {
+                return serving::json_schema_to_grammar(schema.dump());
+            } catch (const error &e) {
+                throw request_error("'" + where + "': " + e.what());
+            }
+        };
+        if (auto g = field(
+                body, "grammar", [](const json &j) { return j.is_string(); }, "a string")) {
+            gbnf = g->get<std::string>();
+            if (!gbnf.empty()) asked.push_back("grammar");
+        }
+        if (auto schema = field(body, "json_schema", is_object, "an object")) {
+            gbnf = convert(*schema, "json_schema");
+            asked.push_back("json_schema");
+        }
+        if (auto rf = field(body, "response_format", is_object, "an object")) {
+            const auto type = field(
+                *rf, "type", [](const json &j) { return j.is_string(); }, "a string");
+            const std::string kind = type ? type->get<std::string>() : "";
+            if (kind == "json_object") {
+                const auto schema = field(*rf, "schema", is_object, "an object");
+                gbnf = schema ? convert(*schema, "response_format.schema") : serving::json_any_grammar(true);
+                asked.push_back("response_format");
+            } else if (kind == "json_schema") {
+                const auto wrapper = field(*rf, "json_schema", is_object, "an object");
+                const auto schema =
+                    wrapper ? field(*wrapper, "schema", is_object, "an object") : std::nullopt;
+                if (!schema)
+                    throw request_error(
+                        "'response_format' of type 'json_schema' needs 'json_schema': {\"schema\": {...}}");
+                gbnf = convert(*schema, "response_format.json_schema.schema");
+                asked.push_back("response_format");
+            } else if (kind != "text") {
+                throw request_error("'response_format' type '" + kind +
+                                    "' is not supported; 'text', 'json_object' and 'json_schema' are");
+            }
+        }
+        if (asked.size() > 1)
+            throw request_error("'" + asked[0] + "' and '" + asked[1] +
+                                "' both constrain the output; send one");
+        if (!gbnf.empty()) {
+            try {
+                grammar::parse(gbnf, asked[0]);
+            } catch (const error &e) {
+                throw request_error(e.what());
+            }
+        }
+        return gbnf;
     }
 
     // Whether a chat request needs the structured rendering: tools offered (unless tool_choice is

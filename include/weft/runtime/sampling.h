@@ -202,6 +202,7 @@ struct sampling_params {
     float mirostat_tau = 5.0f;  // target surprise, bits
     float mirostat_eta = 0.1f;  // learning rate
     std::vector<sampler_type> samplers = default_sampler_sequence();
+    std::string grammar;  // GBNF text the output must follow; empty: none (see weft/runtime/grammar.h)
 };
 
 // Throws weft::error naming the first parameter out of range (negative repeat penalty, top_p or
@@ -213,7 +214,8 @@ void check_sampling_params(const sampling_params &params);
 // top-n-sigma and XTC join only when they are on, and temp is temp-ext when dynatemp_range > 0. With
 // temp <= 0: logit bias, the listed penalties and DRY, then greedy. With mirostat 1 or 2: logit bias ->
 // temp -> mirostat. DRY's sequence breakers are matched against `vocab` (needed only when DRY is on
-// with breakers). Throws weft::error as check_sampling_params does.
+// with breakers). Throws weft::error as check_sampling_params does, and on a grammar: the
+// make_sampler_chain of weft/runtime/grammar.h builds the chain with one.
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params,
                                                   const vocab *vocab = nullptr);
 
