@@ -71,11 +71,21 @@ struct inference_context::built_graph {
 };
 
 struct inference_context::runtime_state {
-    std::unique_ptr<cpu_backend> cpu;
+    std::unique_ptr<backend> compute;  // the device's backend
     std::unique_ptr<scheduler> sched;
     std::unique_ptr<built_graph> current;
     std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
 };
+
+std::vector<device *> available_devices() {
+    register_cpu_device();
+    return devices();
+}
+
+device &select_device(const std::string &name) {
+    const std::vector<device *> all = available_devices();
+    return name.empty() ? *all.front() : device_by_name(name);
+}
 
 inference_context::inference_context(const weft::model &m, const inference_params &params)
     : model_(m), params_(params), state_(std::make_unique<runtime_state>()) {
@@ -92,16 +102,17 @@ inference_context::inference_context(const weft::model &m, const inference_param
     if (params_.n_threads_batch <= 0) params_.n_threads_batch = params_.n_threads;
 
     // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
+    device_ = &select_device(params_.device);
     kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.kv_type,
-                                     params_.n_seq_max);
+                                     params_.n_seq_max, device_);
 
-    state_->cpu = std::make_unique<cpu_backend>(params_.n_threads);
-    if (params_.abort_callback) state_->cpu->set_abort_callback(params_.abort_callback);
+    state_->compute = device_->make_backend(params_.n_threads);
+    if (params_.abort_callback) state_->compute->set_abort_callback(params_.abort_callback);
     if (const char *env = std::getenv("WEFT_PROFILE"); env && *env && std::string(env) != "0") {
         state_->env_profile = std::make_unique<op_profile>();
-        state_->cpu->set_profile(state_->env_profile.get());
+        state_->compute->set_profile(state_->env_profile.get());
     }
-    state_->sched = std::make_unique<scheduler>(std::vector<backend *>{state_->cpu.get()});
+    state_->sched = std::make_unique<scheduler>(std::vector<backend *>{state_->compute.get()});
     if (params_.cb_eval) state_->sched->set_eval_callback(params_.cb_eval);
 
     // Worst cases over every cell: a full ubatch with every row producing logits, the same with
@@ -126,7 +137,7 @@ inference_context::~inference_context() {
 }
 
 void inference_context::set_profile(op_profile *profile) {
-    state_->cpu->set_profile(profile ? profile : state_->env_profile.get());
+    state_->compute->set_profile(profile ? profile : state_->env_profile.get());
 }
 
 size_t inference_context::graph_capacity() const {
@@ -347,7 +358,7 @@ int inference_context::decode_impl(const batch &b) {
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_build).count();
         }
         set_inputs(*cur, fb, begin, nu, cells, out_local);
-        state_->cpu->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
+        state_->compute->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
 
         const compute_status st = state_->sched->compute(cur->g);
         if (st != compute_status::ok) {
@@ -447,7 +458,8 @@ inference_context::graph_report inference_context::describe_graph(int32_t n_toke
         r.n_nodes = g.nodes.size();
         r.n_leafs = g.leafs.size();
         for (const auto &[op, count] : graph_op_counts(g)) r.ops.emplace_back(op_name(op), count);
-        r.planned_bytes = graph_allocator::make_plan(g, cpu_buffer_type().alignment()).peak_bytes;
+        r.planned_bytes =
+            graph_allocator::make_plan(g, device_->default_buffer_type().alignment()).peak_bytes;
         if (dot) graph_dump_dot(g, *dot);
     });
     return r;

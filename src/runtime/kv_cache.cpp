@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "weft/backends/cpu.h"
 #include "weft/core/backend.h"
 #include "weft/core/error.h"
+#include "weft/runtime/context.h"
 
 namespace weft {
 
@@ -22,7 +22,7 @@ bool in_range(llm_pos p, llm_pos p0, llm_pos p1) {
 
 }  // namespace
 
-kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max)
+kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max, device *dev)
     : type_(type), n_seq_max_(n_seq_max), cells_(kv_size) {
     if (type != dtype::f16 && type != dtype::f32)
         throw error(std::string("KV cache type ") + type_name(type) + " is not supported (f16, f32)");
@@ -39,7 +39,8 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_
 
     layers_.resize(size_t(hp.n_layer));
     size_t total = 0;
-    const size_t align = cpu_buffer_type().alignment();
+    buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
+    const size_t align = memory.alignment();
     auto aligned = [&](size_t n) { return (n + align - 1) / align * align; };
     for (int64_t il = 0; il < hp.n_layer; ++il) {
         kv_layer &l = layers_[size_t(il)];
@@ -50,7 +51,7 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_
         total += aligned(l.k->nbytes()) + aligned(l.v->nbytes());
     }
     try {
-        buffer_ = cpu_buffer_type().alloc(total);
+        buffer_ = memory.alloc(total);
     } catch (const error &e) {
         throw error("the KV cache of " + std::to_string(kv_size) + " cells (" + std::to_string(hp.n_layer) +
                     " layers, " + type_name(type) + ") needs " + std::to_string(total >> 20) +

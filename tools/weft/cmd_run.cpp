@@ -35,7 +35,8 @@ int run_main(int argc, char **argv) {
     int n_predict = 128;
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
-    bool no_mmap = false, no_repack = false;
+    bool no_mmap = false, no_repack = false, list_devices = false;
+    std::string device_name;
     weft::tool::sampling_options sampling;
     app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
         ->check(CLI::ExistingFile);
@@ -65,6 +66,9 @@ int run_main(int argc, char **argv) {
         ->check(CLI::IsMember({"f16", "f32"}));
     weft::tool::grammar_options constrain;
     weft::tool::add_grammar_options(app, constrain);
+    app.add_option("--device", device_name,
+                   "the device to compute on (see --list-devices; default: the first)");
+    app.add_flag("--list-devices", list_devices, "print the devices weft can compute on, and exit");
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
     app.add_flag(
         "--no-repack", no_repack,
@@ -74,6 +78,16 @@ int run_main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     }
+    if (list_devices) {
+        for (weft::device *d : weft::available_devices()) {
+            const weft::device_memory mem = d->memory();
+            std::printf("%s: %s (%s), %.1f GiB memory, %.1f GiB free\n", d->name(), d->description().c_str(),
+                        weft::device_kind_name(d->kind()), double(mem.total) / double(1 << 30),
+                        double(mem.free) / double(1 << 30));
+        }
+        return 0;
+    }
+    weft::device &device = weft::select_device(device_name);  // an unknown name fails before loading
     weft::tool::finish_sampling_options(sampling);
     sampling.params.grammar = weft::tool::resolve_grammar(constrain);
     const weft::sampling_params &sp = sampling.params;
@@ -92,6 +106,9 @@ int run_main(int argc, char **argv) {
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads_batch ? n_threads_batch : n_threads;
     ip.kv_type = kv_type == "f32" ? weft::dtype::f32 : weft::dtype::f16;
+    ip.device = device.name();
+    std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
+                 device.name(), device.description().c_str());
     weft::serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;

@@ -34,6 +34,10 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 // `passes` passes. The ceiling that generating a token (which reads every weight once) can reach.
 double cpu_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int passes = 5);
 
+// Registers the "CPU" device (weft/core/device.h) once; later calls do nothing. The runtime calls it
+// before it looks a device up.
+void register_cpu_device();
+
 class cpu_backend : public backend {
   public:
     explicit cpu_backend(int n_threads = 1);
@@ -52,14 +56,14 @@ class cpu_backend : public backend {
     // The pool grows when more threads are asked for than ever before and is never shrunk: fewer
     // threads leave workers idle rather than joining them. Workers sleep (no busy-spinning)
     // between graphs.
-    void set_n_threads(int n);
+    void set_n_threads(int n) override;
     int n_threads() const;
     // Worker threads started over this backend's life: the largest n_threads - 1, never per graph.
     int64_t threads_started() const;
     // Times every computed node into `profile` (null: stop profiling); the caller keeps it alive.
-    void set_profile(op_profile *profile);
+    void set_profile(op_profile *profile) override;
     // Polled between nodes; returning true aborts the graph (compute_status::aborted).
-    void set_abort_callback(std::function<bool()> cb);
+    void set_abort_callback(std::function<bool()> cb) override;
 
   private:
     struct impl;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 namespace weft {
 
 class buffer_type;
+class op_profile;
 
 // A block of backend memory that tensors are placed into.
 class backend_buffer {
@@ -59,6 +61,13 @@ class backend {
     }
     // Executes the nodes of g in order; the callback (may be empty) observes nodes.
     virtual compute_status graph_compute(graph &g, const eval_callback &cb) = 0;
+
+    // Optional: host threads the next graphs use (a device without host threads ignores it).
+    virtual void set_n_threads(int n) { (void)n; }
+    // Optional: times every computed node into `profile` (null: stop); the caller keeps it alive.
+    virtual void set_profile(op_profile *profile) { (void)profile; }
+    // Optional: polled between nodes; returning true aborts the graph (compute_status::aborted).
+    virtual void set_abort_callback(std::function<bool()> cb) { (void)cb; }
 };
 
 }  // namespace weft

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/core/device.h"
 #include "weft/core/graph.h"
 #include "weft/core/type.h"
 #include "weft/model/model.h"
@@ -38,11 +39,19 @@ struct inference_params {
     int32_t n_threads = 0;        // threads for single-token steps (0: the hardware's count)
     int32_t n_threads_batch = 0;  // threads for ubatches of more than one token (0: n_threads)
     dtype kv_type = dtype::f16;   // f16 or f32
+    std::string device;           // the device computing and holding the KV cache (empty: the first, the CPU)
     // Polled between graph nodes; returning true aborts decode (it returns 2).
     std::function<bool()> abort_callback;
     // Observes graph nodes (see eval_callback in core/graph.h).
     eval_callback cb_eval;
 };
+
+// The devices weft computes on, the built-in backends' registered first (the CPU is always the
+// first one).
+std::vector<device *> available_devices();
+// The device named `name` (case-insensitive; empty: the first one). Throws weft::error naming an
+// unknown device and listing the available ones.
+device &select_device(const std::string &name);
 
 // Timings since creation or the last perf_reset. A decode call of more than one token counts as
 // prompt evaluation, a single-token call as generation.
@@ -74,6 +83,8 @@ class inference_context {
     inference_context &operator=(const inference_context &) = delete;
 
     const weft::model &model() const { return model_; }
+    // The device this context computes on.
+    weft::device &device() const { return *device_; }
     uint32_t n_ctx() const;
     uint32_t n_batch() const { return params_.n_batch; }
     uint32_t n_ubatch() const { return params_.n_ubatch; }
@@ -143,6 +154,7 @@ class inference_context {
 
     const weft::model &model_;
     inference_params params_;
+    weft::device *device_ = nullptr;
     std::unique_ptr<kv_cache> kv_;
     std::unique_ptr<runtime_state> state_;     // backend, scheduler, reusable graph
     std::vector<float> logits_;                // n_outputs x n_vocab

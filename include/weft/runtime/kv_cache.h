@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/core/context.h"
+#include "weft/core/device.h"
 #include "weft/core/type.h"
 #include "weft/model/model.h"
 #include "weft/runtime/batch.h"
@@ -30,8 +31,8 @@ struct kv_cell {
 class kv_cache {
   public:
     // kv_size cells for every layer of m; type f16 or f32 (else weft::error). Memory comes from one
-    // host buffer, zeroed.
-    kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max);
+    // buffer of the device (null: the first device, the CPU), zeroed.
+    kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max, device *dev = nullptr);
     ~kv_cache();
     kv_cache(const kv_cache &) = delete;
     kv_cache &operator=(const kv_cache &) = delete;
