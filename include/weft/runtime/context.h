@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/core/backend.h"
 #include "weft/core/graph.h"
 #include "weft/core/type.h"
 #include "weft/model/model.h"
@@ -29,6 +30,7 @@ namespace weft {
 
 class kv_cache;
 class op_profile;
+struct kv_cell;
 
 struct inference_params {
     uint32_t n_ctx = 0;           // KV cache cells; 0: the model's training context
@@ -53,6 +55,8 @@ struct inference_perf {
     int64_t n_eval = 0;  // tokens
     int64_t n_graph_builds = 0;
     int64_t n_graph_reuses = 0;
+    int64_t n_k_shifts = 0;  // graphs run to re-rotate cached keys after positions moved
+    int64_t n_defrags = 0;   // KV cache compactions that made a batch fit
 };
 
 // Return codes of decode.
@@ -105,6 +109,21 @@ class inference_context {
     uint32_t kv_used_cells() const;
     const kv_cache &kv() const { return *kv_; }
 
+    // --- moving positions (a context shift: seq_rm the oldest tokens, seq_add -n to the rest).
+    // kv_seq_add adds delta to the positions of s's cells in [p0, p1) (s < 0: every sequence's; a
+    // cell that falls below 0 is dropped); kv_seq_div divides them by d >= 1. The cached keys are
+    // rotated to their new positions by a graph of their own before the next decode (or kv_update),
+    // so decoding after a shift gives the logits of a fresh decode at the new positions, to f16
+    // rounding. Throws weft::error when the model cannot move positions (!can_shift) or d < 1.
+    bool can_shift() const;
+    void kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta);
+    void kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d);
+    // Applies pending moves now (decode does it first). Throws weft::error when the graph fails.
+    void kv_update();
+    // Moves the used cells to the front of the cache (decode does it by itself when holes left by
+    // seq_rm keep a batch from fitting after its sequences' cells). Returns the cells moved.
+    uint32_t kv_defrag();
+
     // --- performance and memory
     inference_perf perf() const { return perf_; }
     void perf_reset() { perf_ = {}; }
@@ -133,7 +152,9 @@ class inference_context {
     struct filled_batch;
     struct built_graph;
     struct runtime_state;
-    int decode_impl(const batch &b);
+    struct shift_graph;
+    int decode_impl(const batch &b, std::vector<kv_cell> &saved_cells);
+    compute_status apply_kv_shift();
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
