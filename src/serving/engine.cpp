@@ -399,11 +399,47 @@ void engine::after_decode(slot &s, int32_t batch_index) {
         s.running->push(std::move(e));
     }
     const bool max_reached = s.req.max_tokens >= 0 && int64_t(s.out.tokens.size()) >= s.req.max_tokens;
+    if (!max_reached && s.n_past() >= n_ctx_slot() && params_.context_shift && s.req.max_tokens >= 0 &&
+        ctx_->can_shift()) {
+        // the context is full: keep the start, drop the oldest half of the rest, go on
+        const size_t keep = size_t(shift_keep(s.req.n_keep));
+        s.out.n_discarded += int32_t(drop_cached(s, keep, (s.n_past() - keep) / 2));
+        ++s.out.n_shifts;
+    }
     if (max_reached || s.n_past() >= n_ctx_slot()) {
         finish(s, finish_reason::length);
         return;
     }
     s.pending = t;
+}
+
+int32_t engine::shift_keep(int32_t n_keep) const {
+    return std::clamp<int32_t>(n_keep, 0, int32_t(n_ctx_slot() / 2));
+}
+
+// Removes the slot's cached tokens [keep, keep + n_discard) and moves the later ones down.
+size_t engine::drop_cached(slot &s, size_t keep, size_t n_discard) {
+    if (keep >= s.n_past()) return 0;
+    n_discard = std::min(n_discard, s.n_past() - keep);
+    if (n_discard == 0) return 0;
+    ctx_->kv_seq_rm(s.id, llm_pos(keep), llm_pos(keep + n_discard));
+    ctx_->kv_seq_add(s.id, llm_pos(keep + n_discard), -1, -llm_pos(n_discard));
+    s.cached.erase(s.cached.begin() + std::ptrdiff_t(keep),
+                   s.cached.begin() + std::ptrdiff_t(keep + n_discard));
+    return n_discard;
+}
+
+int32_t engine::shift_slot(int32_t slot_id, int32_t n_keep, int32_t n_discard) {
+    if (slot_id < 0 || slot_id >= n_slots())
+        throw error("slot " + std::to_string(slot_id) + " does not exist (" + std::to_string(n_slots()) +
+                    " slots)");
+    slot &s = *slots_[size_t(slot_id)];
+    if (s.busy() || n_discard <= 0) return 0;
+    if (!ctx_->can_shift())
+        throw error(model_.arch_name() + " cannot move cached tokens to other positions (no context shift)");
+    const size_t dropped = drop_cached(s, size_t(shift_keep(n_keep)), size_t(n_discard));
+    publish_slot(s);
+    return int32_t(dropped);
 }
 
 void engine::fail_batch(const std::vector<slot *> &in_batch, const std::string &why) {

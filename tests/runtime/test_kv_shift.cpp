@@ -96,7 +96,7 @@ TEST_F(KvShiftCells, DefragMovesRowsToTheFrontInOrder) {
     }
     kv.seq_rm(0, 1, 3);
     kv.seq_rm(0, 5, 6);
-    kv.seq_add(0, 6, -1, -1);  // a pending move travels with its cell
+    kv.seq_add(0, 6, -1, -1);    // a pending move travels with its cell
     EXPECT_EQ(kv.defrag(), 4u);  // cells 3, 4, 6, 7
     EXPECT_EQ(positions(kv), (std::vector<llm_pos>{0, 3, 4, 5, 6, -1, -1, -1}));
     EXPECT_EQ(kv.shifted_cells(), (std::vector<uint32_t>{3, 4}));
@@ -117,8 +117,9 @@ TEST_F(KvShiftCells, DefragMovesRowsToTheFrontInOrder) {
 // Decodes `toks` at positions first_pos, first_pos + step, ... into sequence 0, moves them with
 // `move`, then decodes `next` after them; returns its logits.
 template <typename Move>
-std::vector<float> logits_after_move(const model &m, const inference_params &p, const std::vector<token> &toks,
-                                     llm_pos first_pos, llm_pos step, Move move, token next) {
+std::vector<float> logits_after_move(const model &m, const inference_params &p,
+                                     const std::vector<token> &toks, llm_pos first_pos, llm_pos step,
+                                     Move move, token next) {
     inference_context ctx(m, p);
     batch b;
     for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], first_pos + llm_pos(i) * step, {0}, false);
@@ -130,7 +131,8 @@ std::vector<float> logits_after_move(const model &m, const inference_params &p, 
     return last_logits(ctx);
 }
 
-std::vector<float> fresh_logits(const model &m, const inference_params &p, std::vector<token> toks, token next) {
+std::vector<float> fresh_logits(const model &m, const inference_params &p, std::vector<token> toks,
+                                token next) {
     inference_context ctx(m, p);
     toks.push_back(next);
     EXPECT_EQ(ctx.decode(batch::from_tokens(toks)), decode_ok) << ctx.last_error();
@@ -190,8 +192,9 @@ void expect_moves_match_fresh_decode(const model &m, size_t n_tokens) {
             next);
         EXPECT_LT(max_rel_diff(there_and_back, ref.data()), bound) << "seq_add +30 -80";
 
-        EXPECT_LT(max_rel_diff(logits_after_div(m, p, toks, 1, next), logits_after_div(m, p, toks, 2, next).data()),
-                  bound)
+        EXPECT_LT(
+            max_rel_diff(logits_after_div(m, p, toks, 1, next), logits_after_div(m, p, toks, 2, next).data()),
+            bound)
             << "seq_div 2";
     }
 }
@@ -272,7 +275,8 @@ void expect_context_shift_matches_fresh_decode(const model &m) {
         EXPECT_EQ(ctx.kv_seq_pos_min(0), 0);
         EXPECT_EQ(ctx.kv_seq_pos_max(0), llm_pos(kept.size()) - 1);
         ASSERT_EQ(ctx.decode(batch::from_tokens({next})), decode_ok) << ctx.last_error();
-        EXPECT_LT(max_rel_diff(last_logits(ctx), ref.data()), kv_type == dtype::f32 ? shifted_f32 : shifted_f16);
+        EXPECT_LT(max_rel_diff(last_logits(ctx), ref.data()),
+                  kv_type == dtype::f32 ? shifted_f32 : shifted_f16);
     }
 }
 

@@ -17,6 +17,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -124,6 +125,33 @@ class inference_context {
     // seq_rm keep a batch from fitting after its sequences' cells). Returns the cells moved.
     uint32_t kv_defrag();
 
+    // --- state. The whole context (every cell with the K and V rows of the used ones, and the last
+    // decode's logits) or one sequence (its cells in order with their rows), plus the tokens they
+    // hold and the caller's own bytes, as bytes or a file. Format: magic "WEFTSTAT", version, kind,
+    // the model's identity (architecture, shapes, tensor names, types and a sample of their bytes)
+    // and name, then a payload with its size and FNV-1a checksum. Loading checks all of it, the
+    // cache type and the room, and throws weft::error naming the problem (another model, a truncated
+    // or corrupt file, a cache of another size) without changing the context. Saving applies
+    // pending position moves first. The logits after a load are bit for bit those after the save.
+    struct saved_state {
+        std::vector<token> tokens;
+        std::string user_data;
+    };
+    std::vector<uint8_t> state_save(std::span<const token> tokens = {}, std::string_view user_data = {});
+    saved_state state_load(std::span<const uint8_t> bytes, const std::string &origin = "state");
+    std::vector<uint8_t> seq_state_save(seq_id s, std::span<const token> tokens = {},
+                                        std::string_view user_data = {});
+    // Replaces dst's cells with the saved sequence's, placed after the other sequences' cells.
+    saved_state seq_state_load(std::span<const uint8_t> bytes, seq_id dst,
+                               const std::string &origin = "state");
+    // The same through a file, written to a temporary file and renamed over `path` when complete.
+    void state_save_file(const std::string &path, std::span<const token> tokens = {},
+                         std::string_view user_data = {});
+    saved_state state_load_file(const std::string &path);
+    void seq_state_save_file(const std::string &path, seq_id s, std::span<const token> tokens = {},
+                             std::string_view user_data = {});
+    saved_state seq_state_load_file(const std::string &path, seq_id dst);
+
     // --- performance and memory
     inference_perf perf() const { return perf_; }
     void perf_reset() { perf_ = {}; }
@@ -160,6 +188,10 @@ class inference_context {
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
                     std::span<const uint32_t> cells, std::span<const int32_t> out_local);
     size_t graph_capacity() const;
+    std::vector<uint8_t> save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
+                                   std::string_view user_data);
+    saved_state load_impl(std::span<const uint8_t> bytes, int32_t kind, seq_id dst,
+                          const std::string &origin);
 
     const weft::model &model_;
     inference_params params_;
