@@ -86,8 +86,9 @@ class byte_reader {
     byte_reader(std::span<const uint8_t> b, const std::string &origin) : b_(b), origin_(origin) {}
     const uint8_t *take(size_t n, const char *what) {
         if (b_.size() - at_ < n)
-            throw error(origin_ + ": truncated: " + what + " needs " + std::to_string(n) + " bytes at offset " +
-                        std::to_string(at_) + ", " + std::to_string(b_.size() - at_) + " are left");
+            throw error(origin_ + ": truncated: " + what + " needs " + std::to_string(n) +
+                        " bytes at offset " + std::to_string(at_) + ", " + std::to_string(b_.size() - at_) +
+                        " are left");
         const uint8_t *p = b_.data() + at_;
         at_ += n;
         return p;
@@ -107,8 +108,8 @@ class byte_reader {
     // allocated for it
     size_t count(uint64_t n, size_t item, const char *what) {
         if (item > 0 && n > (b_.size() - at_) / item)
-            throw error(origin_ + ": truncated: " + std::to_string(n) + " " + what + " announced, the data holds " +
-                        std::to_string((b_.size() - at_) / item));
+            throw error(origin_ + ": truncated: " + std::to_string(n) + " " + what +
+                        " announced, the data holds " + std::to_string((b_.size() - at_) / item));
         return size_t(n);
     }
     size_t left() const { return b_.size() - at_; }
@@ -199,7 +200,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
         fail("state format version " + std::to_string(version) + " is not supported (this build reads " +
              std::to_string(state_version) + ")");
     const auto file_kind = r.value<int32_t>("the kind");
-    if (file_kind != kind_context && file_kind != kind_sequence) fail("unknown kind " + std::to_string(file_kind));
+    if (file_kind != kind_context && file_kind != kind_sequence)
+        fail("unknown kind " + std::to_string(file_kind));
     if (file_kind != kind)
         fail(std::string("holds ") + kind_name(file_kind) + ", not " + kind_name(kind) +
              (file_kind == kind_sequence ? " (load it as a sequence)" : " (load it as a whole context)"));
@@ -250,7 +252,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
             if (c.index >= kv_->size() || (i > 0 && c.index <= cells[i - 1].index))
                 fail("cell index " + std::to_string(c.index) + " is out of order or outside the cache");
             if (c.mask == 0 || (c.mask & ~allowed) != 0)
-                fail("a cell belongs to sequences outside [0, n_seq_max " + std::to_string(params_.n_seq_max) + ")");
+                fail("a cell belongs to sequences outside [0, n_seq_max " +
+                     std::to_string(params_.n_seq_max) + ")");
         }
         c.pos = p.value<llm_pos>("a cell");
         if (c.pos < 0) fail("a cell has negative position " + std::to_string(c.pos));
@@ -276,16 +279,19 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
         const auto width = p.value<uint32_t>("the output width");
         if (width != model_.hparams().n_output()) fail("the saved logits rows have another width");
         out_index.resize(n_out);
-        std::memcpy(out_index.data(), p.take(n_out * sizeof(int32_t), "the outputs"), n_out * sizeof(int32_t));
+        std::memcpy(out_index.data(), p.take(n_out * sizeof(int32_t), "the outputs"),
+                    n_out * sizeof(int32_t));
         const size_t n_batch = p.count(p.value<uint32_t>("the batch size"), sizeof(int32_t), "batch rows");
         out_row.resize(n_batch);
-        std::memcpy(out_row.data(), p.take(n_batch * sizeof(int32_t), "the batch rows"), n_batch * sizeof(int32_t));
+        std::memcpy(out_row.data(), p.take(n_batch * sizeof(int32_t), "the batch rows"),
+                    n_batch * sizeof(int32_t));
         for (int32_t i : out_index)
             if (i < 0 || size_t(i) >= n_batch) fail("an output row points outside its batch");
         for (int32_t row : out_row)
             if (row < -1 || row >= int32_t(n_out)) fail("a batch row points outside the outputs");
         logits.resize(p.count(uint64_t(n_out) * width, sizeof(float), "logits"));
-        std::memcpy(logits.data(), p.take(logits.size() * sizeof(float), "the logits"), logits.size() * sizeof(float));
+        std::memcpy(logits.data(), p.take(logits.size() * sizeof(float), "the logits"),
+                    logits.size() * sizeof(float));
     }
     if (p.left() != 0) fail(std::to_string(p.left()) + " unexpected bytes at the end of the data");
 
@@ -297,8 +303,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
         for (const saved_cell &c : cells) slots.push_back(c.index);
     } else {
         if (dst < 0 || uint32_t(dst) >= params_.n_seq_max)
-            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " + std::to_string(params_.n_seq_max) +
-                 ")");
+            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " +
+                 std::to_string(params_.n_seq_max) + ")");
         std::vector<kv_cell> before = kv_->snapshot();
         kv_->seq_rm(dst, -1, -1);
         const std::vector<std::vector<seq_id>> seqs(n_saved, {dst});
@@ -311,7 +317,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
         }
     }
     for (size_t i = 0; i < n_saved; ++i) {
-        const std::vector<seq_id> seqs = kind == kind_context ? seqs_of(cells[i].mask) : std::vector<seq_id>{dst};
+        const std::vector<seq_id> seqs =
+            kind == kind_context ? seqs_of(cells[i].mask) : std::vector<seq_id>{dst};
         kv_->assign(slots[i], cells[i].pos, seqs);
         for (size_t il = 0; il < n_layer; ++il) {
             const size_t k_row = kv_->layers()[il].k->nb[1], v_row = kv_->layers()[il].v->nb[1];
@@ -327,7 +334,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     return out;
 }
 
-std::vector<uint8_t> inference_context::state_save(std::span<const token> tokens, std::string_view user_data) {
+std::vector<uint8_t> inference_context::state_save(std::span<const token> tokens,
+                                                   std::string_view user_data) {
     return save_impl(kind_context, -1, tokens, user_data);
 }
 

@@ -429,11 +429,41 @@ size_t engine::drop_cached(slot &s, size_t keep, size_t n_discard) {
     return n_discard;
 }
 
-int32_t engine::shift_slot(int32_t slot_id, int32_t n_keep, int32_t n_discard) {
+engine::slot &engine::idle_slot(int32_t slot_id, const char *what) {
     if (slot_id < 0 || slot_id >= n_slots())
-        throw error("slot " + std::to_string(slot_id) + " does not exist (" + std::to_string(n_slots()) +
-                    " slots)");
-    slot &s = *slots_[size_t(slot_id)];
+        throw error(std::string(what) + ": slot " + std::to_string(slot_id) + " does not exist (" +
+                    std::to_string(n_slots()) + " slots)");
+    return *slots_[size_t(slot_id)];
+}
+
+void engine::save_slot(int32_t slot_id, const std::string &path, std::string_view user_data) {
+    slot &s = idle_slot(slot_id, "save_slot");
+    if (s.busy()) throw error("save_slot: slot " + std::to_string(slot_id) + " is busy");
+    ctx_->seq_state_save_file(path, s.id, s.cached, user_data);
+}
+
+std::string engine::load_slot(int32_t slot_id, const std::string &path) {
+    slot &s = idle_slot(slot_id, "load_slot");
+    if (s.busy()) throw error("load_slot: slot " + std::to_string(slot_id) + " is busy");
+    inference_context::saved_state st = ctx_->seq_state_load_file(path, s.id);
+    // the slot's tokens stand for positions [0, n): anything else cannot be continued
+    const llm_pos n = llm_pos(st.tokens.size());
+    if (size_t(n) >= n_ctx_slot() || ctx_->kv_seq_pos_min(s.id) != (n > 0 ? 0 : -1) ||
+        ctx_->kv_seq_pos_max(s.id) != n - 1) {
+        ctx_->kv_seq_rm(s.id, -1, -1);
+        s.cached.clear();
+        publish_slot(s);
+        throw error("state file " + path + ": holds " + std::to_string(n) + " tokens" +
+                    (size_t(n) >= n_ctx_slot() ? ", a slot's context is " + std::to_string(n_ctx_slot())
+                                               : std::string(" that do not match its cells")));
+    }
+    s.cached = std::move(st.tokens);
+    publish_slot(s);
+    return std::move(st.user_data);
+}
+
+int32_t engine::shift_slot(int32_t slot_id, int32_t n_keep, int32_t n_discard) {
+    slot &s = idle_slot(slot_id, "shift_slot");
     if (s.busy() || n_discard <= 0) return 0;
     if (!ctx_->can_shift())
         throw error(model_.arch_name() + " cannot move cached tokens to other positions (no context shift)");

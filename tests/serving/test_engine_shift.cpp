@@ -1,10 +1,12 @@
 // tests/serving/test_engine_shift.cpp — context shift in the engine: a generation goes on past the
 // slot's context (keep the start, drop the oldest half of the rest), exactly as the same shifts done
-// by hand on an inference_context; shift_slot for a conversation's next turn.
+// by hand on an inference_context; shift_slot for a conversation's next turn; a slot's cache saved
+// to a file and loaded into another engine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/fixtures.h"
@@ -84,7 +86,8 @@ std::vector<token> ids_of(const completion &c) {
 void expect_shifts_as_by_hand(const model &m, const std::vector<token> &prompt, int32_t n_keep) {
     engine eng(m, shifting(n_ctx));
     const int32_t max_tokens = 150;  // three times the context
-    const completion c = eng.generate(greedy_run(prompt, max_tokens, n_keep), [](const event &) { return true; });
+    const completion c =
+        eng.generate(greedy_run(prompt, max_tokens, n_keep), [](const event &) { return true; });
     EXPECT_EQ(c.finish, finish_reason::length);
     ASSERT_EQ(c.tokens.size(), size_t(max_tokens)) << c.error;
     EXPECT_GE(c.n_shifts, 3);
@@ -150,6 +153,46 @@ TEST(EngineContextShift, ShiftSlotKeepsTheCacheForTheNextTurn) {
     EXPECT_EQ(second.tokens.size(), 3u);
     EXPECT_EQ(eng.shift_slot(0, 3, 0), 0);
     EXPECT_THROW(eng.shift_slot(1, 3, 5), error);
+}
+
+// A prompt saved once costs no prefill in another engine: its cells come from the file, and only
+// the last prompt token is decoded again (generation starts from its logits).
+TEST(EngineSlotState, SavedPromptIsReusedByAnotherEngine) {
+    test::synth_file f("engine-slot-state", synth_spec{});
+    auto m = model::load(f.path());
+    test::temp_file path("engine-slot-state");
+    const std::vector<token> prompt = prompt_of(40);
+    const completion fresh =
+        engine(*m, shifting(128)).generate(greedy_run(prompt, 8, 0), [](const event &) { return true; });
+
+    engine first(*m, shifting(128));
+    first.generate(greedy_run(prompt, 0, 0), [](const event &) { return true; });  // the prompt alone
+    first.save_slot(0, path.path(), "mine");
+
+    engine second(*m, shifting(128));
+    EXPECT_EQ(second.load_slot(0, path.path()), "mine");
+    EXPECT_EQ(second.stats().slots[0].n_cached, int32_t(prompt.size()));
+    const completion reused = second.generate(greedy_run(prompt, 8, 0), [](const event &) { return true; });
+    EXPECT_EQ(reused.n_cached, int32_t(prompt.size()) - 1);
+    EXPECT_EQ(second.context().perf().n_p_eval, 0);  // no prompt batch: single tokens only
+    EXPECT_EQ(ids_of(reused), ids_of(fresh));
+
+    // a context too small for the saved tokens, or another model: refused, the slot left empty
+    engine small(*m, shifting(32));
+    EXPECT_THROW(small.load_slot(0, path.path()), error);
+    EXPECT_EQ(small.stats().slots[0].n_cached, 0);
+    EXPECT_EQ(small.context().kv_used_cells(), 0u);
+    synth_spec other_spec;
+    other_spec.seed = 9;
+    test::synth_file other_file("engine-slot-other", other_spec);
+    auto other = model::load(other_file.path());
+    engine o(*other, shifting(128));
+    try {
+        o.load_slot(0, path.path());
+        ADD_FAILURE() << "loaded another model's state";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

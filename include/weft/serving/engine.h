@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -211,6 +212,14 @@ class engine {
     // n_keep as context shifts use it: at most half of a slot's context.
     int32_t shift_keep(int32_t n_keep) const;
 
+    // Saves an idle slot's cache (its cells and the tokens they hold) and the caller's bytes to a
+    // state file (inference_context::seq_state_save_file).
+    void save_slot(int32_t slot, const std::string &path, std::string_view user_data = {});
+    // Loads such a file into an idle slot, replacing what it held, so a request whose prompt starts
+    // with the saved tokens decodes only the rest; returns the caller's bytes. Throws weft::error
+    // (another model, a truncated file, more tokens than a slot's context, a busy slot).
+    std::string load_slot(int32_t slot, const std::string &path);
+
     // Submits `r` and steps until it finishes, handing each event to on_event on this thread (it
     // returns false to cancel). Not to be called while the background loop runs.
     completion generate(request r, const std::function<bool(const event &)> &on_event);
@@ -229,6 +238,7 @@ class engine {
     void start_job(slot &s, std::shared_ptr<job> j, size_t keep);
     void after_decode(slot &s, int32_t batch_index);
     size_t drop_cached(slot &s, size_t keep, size_t n_discard);
+    slot &idle_slot(int32_t slot_id, const char *what);
     void finish(slot &s, finish_reason why, const std::string &error_text = {});
     void fail_batch(const std::vector<slot *> &in_batch, const std::string &why);
     void publish_slot(const slot &s);
