@@ -128,6 +128,7 @@ std::vector<float> logits_after_move(const model &m, const inference_params &p,
     EXPECT_EQ(ctx.kv_seq_pos_max(0), llm_pos(toks.size()) - 1);
     EXPECT_EQ(ctx.decode(batch::from_tokens({next})), decode_ok) << ctx.last_error();
     EXPECT_EQ(ctx.perf().n_k_shifts, 1);
+    EXPECT_EQ(ctx.compute_grow_count(), 0);  // the constructor reserved for re-rotating every cell
     return last_logits(ctx);
 }
 

@@ -213,7 +213,8 @@ class engine {
     int32_t shift_keep(int32_t n_keep) const;
 
     // Saves an idle slot's cache (its cells and the tokens they hold) and the caller's bytes to a
-    // state file (inference_context::seq_state_save_file).
+    // state file (inference_context::seq_state_save_file). Neither this nor load_slot while the
+    // loop runs.
     void save_slot(int32_t slot, const std::string &path, std::string_view user_data = {});
     // Loads such a file into an idle slot, replacing what it held, so a request whose prompt starts
     // with the saved tokens decodes only the rest; returns the caller's bytes. Throws weft::error
