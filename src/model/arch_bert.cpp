@@ -50,6 +50,10 @@ class arch_bert final : public architecture {
         }
     }
 
+    // Positions are learned embeddings added to the input: a cached key holds its position in a
+    // way no rotation undoes.
+    std::optional<cached_k_rope> k_rope_layout(const model_hparams &) const override { return std::nullopt; }
+
     graph_inputs build_graph(graph_builder &b) const override {
         const model_hparams &hp = b.hp;
         const model_weights &w = b.w;

@@ -117,6 +117,12 @@ class arch_deepseek2 final : public architecture {
         }
     }
 
+    // The cache holds each head's decompressed key: k_nope, then the shared rope key (rotated once
+    // per head, so every head's copy turns alike).
+    std::optional<cached_k_rope> k_rope_layout(const model_hparams &hp) const override {
+        return cached_k_rope{hp.n_embd_head_k - hp.n_rot, hp.n_rot};
+    }
+
     graph_inputs build_graph(graph_builder &b) const override {
         const model_hparams &hp = b.hp;
         context &ctx = b.ctx;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -22,6 +23,12 @@ class architecture {
     virtual void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const = 0;
     // Records one ubatch's graph; returns through b.finish().
     virtual graph_inputs build_graph(graph_builder &b) const = 0;
+    // Where each cached key head holds its rotary dims, so that moving a cell's position can rotate
+    // its key by the difference (RoPE rotations compose); nullopt where a key's position cannot be
+    // changed after the fact. Default: the first n_rot dims of every head.
+    virtual std::optional<cached_k_rope> k_rope_layout(const model_hparams &hp) const {
+        return cached_k_rope{0, hp.n_rot};
+    }
 };
 
 struct architecture_entry {

@@ -110,7 +110,7 @@ graph_builder::qkv graph_builder::build_qkv(const layer_weights &l, tensor *x, i
             reshape_3d(ctx, v, head_v, n_head_kv, n_tokens)};
 }
 
-tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
+rope_params model_rope_params(const model_hparams &hp) {
     rope_params rp;
     rp.n_dims = int32_t(hp.n_rot);
     rp.mode = hp.rope_mode;
@@ -121,7 +121,57 @@ tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
     rp.attn_factor = hp.yarn_attn_factor;
     rp.beta_fast = hp.yarn_beta_fast;
     rp.beta_slow = hp.yarn_beta_slow;
-    return named(rope(ctx, x, build_inp_pos(), rp, w.rope_freqs), name, il);
+    return rp;
+}
+
+tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
+    return named(rope(ctx, x, build_inp_pos(), model_rope_params(hp), w.rope_freqs), name, il);
+}
+
+k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,
+                                   std::span<const kv_layer> kv, int64_t n_cells,
+                                   const cached_k_rope &layout) {
+    WEFT_ASSERT(int64_t(kv.size()) == hp.n_layer && n_cells > 0);
+    WEFT_ASSERT(layout.offset >= 0 && layout.n_dims > 0 && layout.offset + layout.n_dims <= hp.n_embd_head_k);
+    k_shift_inputs in;
+    in.cells = ctx.new_tensor(dtype::i32, {n_cells});
+    in.cells->set_name("inp_shift_cells");
+    in.deltas = ctx.new_tensor(dtype::i32, {n_cells});
+    in.deltas->set_name("inp_shift_deltas");
+    for (tensor *t : {in.cells, in.deltas}) t->flags |= tensor_flag_input;
+
+    // A rotation by the move: R(p + d) = R(d) R(p), the same frequencies, and no magnitude change
+    // (the key already carries YaRN's attention factor once; the kernel multiplies by
+    // attn_factor * (1 + 0.1 ln(1 / freq_scale)) under YaRN, so that product is made 1).
+    rope_params rp = model_rope_params(hp);
+    rp.n_dims = int32_t(layout.n_dims);
+    rp.attn_factor = rp.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rp.freq_scale)) : 1.0f;
+    const int64_t head_k = hp.n_embd_head_k;
+    const size_t f = sizeof(float);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const kv_layer &cache = kv[size_t(il)];
+        const int64_t n_head_kv = hp.n_head_kv(il);
+        // the moved cells' keys in f32, [head_k, n_head_kv, n_cells]
+        tensor *keys = reshape_3d(ctx, get_rows(ctx, cache.k, in.cells), head_k, n_head_kv, n_cells);
+        keys->format_name("k_shift_keys-%lld", static_cast<long long>(il));
+        tensor *rotated;
+        if (layout.offset == 0) {
+            rotated = rope(ctx, keys, in.deltas, rp, w.rope_freqs);  // dims past n_dims pass through
+        } else {
+            // the rotary dims sit after the others (deepseek2: k_nope, then the rope key)
+            tensor *plain =
+                view_3d(ctx, keys, layout.offset, n_head_kv, n_cells, keys->nb[1], keys->nb[2], 0);
+            tensor *rotary = view_3d(ctx, keys, layout.n_dims, n_head_kv, n_cells, keys->nb[1], keys->nb[2],
+                                     size_t(layout.offset) * f);
+            rotated = concat(ctx, plain, rope(ctx, rotary, in.deltas, rp, w.rope_freqs), 0);
+        }
+        rotated->format_name("k_shift_rotated-%lld", static_cast<long long>(il));
+        tensor *stored =
+            set_rows(ctx, cache.k, reshape_2d(ctx, rotated, head_k * n_head_kv, n_cells), in.cells);
+        stored->format_name("k_shift_store-%lld", static_cast<long long>(il));
+        build_forward_expand(g, stored);
+    }
+    return in;
 }
 
 tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "weft/core/context.h"
 #include "weft/core/graph.h"
@@ -81,6 +82,14 @@ class graph_builder {
     graph_inputs inputs_;
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
+
+// The model's rope settings (hparams) as the rope op takes them.
+rope_params model_rope_params(const model_hparams &hp);
+// The graph behind model::build_k_shift: per layer, the keys of the cells input gathered in f32,
+// their rotary dims (layout) rotated by the deltas input, written back with set_rows.
+k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,
+                                   std::span<const kv_layer> kv, int64_t n_cells,
+                                   const cached_k_rope &layout);
 
 // Q, K, V (or attn_qkv when the file has it fused) and the output projection of layer il; with
 // biases on Q, K, V (or QKV) when `biases`.

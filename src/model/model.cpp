@@ -185,6 +185,20 @@ graph_inputs model::build_graph(context &ctx, graph &g, const graph_build_params
     return arch_->build_graph(b);
 }
 
+bool model::can_shift_kv() const {
+    return !vocab_only_ && arch_->k_rope_layout(hparams_).has_value();
+}
+
+k_shift_inputs model::build_k_shift(context &ctx, graph &g, std::span<const kv_layer> kv,
+                                    int64_t n_cells) const {
+    if (vocab_only_) throw error(path_ + ": the model was loaded vocabulary-only and has no weights");
+    const std::optional<cached_k_rope> layout = arch_->k_rope_layout(hparams_);
+    if (!layout)
+        throw error(path_ + ": " + hparams_.arch +
+                    " keys cannot move to other positions (its positions are not rotary)");
+    return build_k_shift_graph(hparams_, weights_, ctx, g, kv, n_cells, *layout);
+}
+
 size_t model::graph_tensor_budget() const {
     // a mixture-of-experts FFN adds its router, picking, three expert products, the weighting and one
     // view and add per used expert; latent attention (deepseek2) its bottlenecks, splits and concats

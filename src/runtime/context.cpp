@@ -70,6 +70,21 @@ struct inference_context::built_graph {
     explicit built_graph(size_t capacity) : g(capacity) {}
 };
 
+// The graph that rotates the cached keys of n_cells moved cells (model::build_k_shift).
+struct inference_context::shift_graph {
+    std::unique_ptr<context> ctx;
+    graph g;
+    k_shift_inputs in;
+
+    shift_graph(const inference_context &c, int64_t n_cells) : g(c.graph_capacity()) {
+        context_params cp;
+        cp.mem_size = context_overhead(size_t(c.model_.hparams().n_layer) * 12 + 16);
+        cp.no_alloc = true;
+        ctx = std::make_unique<context>(cp);
+        in = c.model_.build_k_shift(*ctx, g, c.kv_->layers(), n_cells);
+    }
+};
+
 struct inference_context::runtime_state {
     std::unique_ptr<backend> compute;  // the device's backend
     std::unique_ptr<scheduler> sched;
@@ -127,6 +142,11 @@ inference_context::inference_context(const weft::model &m, const inference_param
         shape.n_outputs = n_outputs;
         shape.n_kv = params_.n_ctx;
         build_graph(worst, shape);
+        state_->sched->reserve(worst.g);
+    }
+    // and re-rotating the keys of every cell, so a context shift does not grow it either
+    if (m.can_shift_kv()) {
+        shift_graph worst(*this, params_.n_ctx);
         state_->sched->reserve(worst.g);
     }
 }
@@ -271,13 +291,52 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
 }
 
+compute_status inference_context::apply_kv_shift() {
+    const std::vector<uint32_t> moved = kv_->shifted_cells();
+    if (moved.empty()) {
+        kv_->clear_shift();  // moved cells may have been removed since
+        return compute_status::ok;
+    }
+    shift_graph sg(*this, int64_t(moved.size()));
+    std::vector<int32_t> cells(moved.begin(), moved.end()), deltas;
+    for (uint32_t c : moved) deltas.push_back(kv_->cells()[c].delta);
+    state_->sched->alloc_graph(sg.g);
+    write_input(sg.in.cells, cells.data(), cells.size() * sizeof(int32_t));
+    write_input(sg.in.deltas, deltas.data(), deltas.size() * sizeof(int32_t));
+    state_->compute->set_n_threads(params_.n_threads_batch);
+    // the decode graph's memory was handed to this one: it is placed again before its next use
+    if (state_->current) state_->current->valid = false;
+    const compute_status st = state_->sched->compute(sg.g);
+    if (st == compute_status::ok) {
+        kv_->clear_shift();
+        ++perf_.n_k_shifts;
+    }
+    return st;
+}
+
+void inference_context::kv_update() {
+    const compute_status st = apply_kv_shift();
+    if (st == compute_status::aborted)
+        throw error("re-rotating the cached keys was aborted by the abort callback");
+    if (st != compute_status::ok) throw error("re-rotating the cached keys failed");
+}
+
 int inference_context::decode(const batch &b) {
     last_error_.clear();
+    try {
+        if (apply_kv_shift() != compute_status::ok) {
+            last_error_ = "re-rotating the cached keys after a position move failed or was aborted";
+            return decode_failed;
+        }
+    } catch (const std::exception &e) {
+        last_error_ = std::string("re-rotating the cached keys: ") + e.what();
+        return decode_failed;
+    }
     // A batch that fails part way leaves the cache as it was before the call.
     std::vector<kv_cell> saved_cells = kv_->snapshot();
     int rc;
     try {
-        rc = decode_impl(b);
+        rc = decode_impl(b, saved_cells);
     } catch (const std::exception &e) {
         last_error_ = e.what();
         if (state_->current) state_->current->valid = false;
@@ -292,14 +351,24 @@ int inference_context::decode(const batch &b) {
     return rc;
 }
 
-int inference_context::decode_impl(const batch &b) {
+int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_cells) {
     const auto t0 = clock_type::now();
     filled_batch fb;
     if (!validate_and_fill(b, fb)) return decode_invalid;
     const int32_t n = fb.n;
 
-    // Cells for every ubatch first: a batch that does not fit changes nothing.
-    const std::vector<uint32_t> slots = kv_->find_slots(std::span<const std::vector<seq_id>>(fb.seqs));
+    // Cells for every ubatch first: a batch that does not fit changes nothing. The tokens go after
+    // their sequences' cells (attention then sums a sequence in position order); when holes are
+    // all that is left, compacting the cache makes room there.
+    const std::span<const std::vector<seq_id>> seqs(fb.seqs);
+    std::vector<uint32_t> slots = kv_->find_slots(seqs, false);
+    if (slots.empty() && kv_->size() - kv_->used_cells() >= uint32_t(n)) {
+        if (kv_->defrag() > 0) {
+            ++perf_.n_defrags;
+            saved_cells = kv_->snapshot();  // the rows moved: a rollback keeps them where they are now
+        }
+        slots = kv_->find_slots(seqs, true);
+    }
     if (slots.empty()) {
         last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
                       std::to_string(kv_->size() - kv_->used_cells()) + " of " + std::to_string(kv_->size()) +
@@ -422,6 +491,33 @@ llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
 llm_pos inference_context::kv_seq_pos_min(seq_id s) const {
     return kv_->seq_pos_min(s);
 }
+bool inference_context::can_shift() const {
+    return model_.can_shift_kv();
+}
+
+void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
+    if (delta == 0) return;
+    if (!can_shift())
+        throw error("kv_seq_add: " + model_.arch_name() +
+                    " cannot move cached tokens to other positions (its positions are not rotary)");
+    kv_->seq_add(s, p0, p1, delta);
+}
+
+void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
+    if (d < 1) throw error("kv_seq_div: the divisor is " + std::to_string(d) + ", must be at least 1");
+    if (d == 1) return;
+    if (!can_shift())
+        throw error("kv_seq_div: " + model_.arch_name() +
+                    " cannot move cached tokens to other positions (its positions are not rotary)");
+    kv_->seq_div(s, p0, p1, d);
+}
+
+uint32_t inference_context::kv_defrag() {
+    const uint32_t moved = kv_->defrag();
+    if (moved > 0) ++perf_.n_defrags;
+    return moved;
+}
+
 void inference_context::kv_clear() {
     kv_->clear();
 }

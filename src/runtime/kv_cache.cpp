@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "weft/core/backend.h"
@@ -86,7 +87,8 @@ std::vector<uint32_t> kv_cache::find_slots(uint32_t n_tokens) const {
     return slots;
 }
 
-std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> seqs) const {
+std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> seqs,
+                                           bool out_of_order) const {
     const uint32_t size = this->size();
     std::vector<int64_t> last(max_sequences, -1);  // the highest cell of each sequence
     for (uint32_t i = 0; i < size; ++i)
@@ -105,7 +107,7 @@ std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> 
                 found = i;
                 break;
             }
-        for (; found == size && any < size; ++any)
+        for (; found == size && out_of_order && any < size; ++any)
             if (cells_[any].empty() && !taken[any]) found = any;
         if (found == size) return {};
         taken[found] = true;
@@ -144,7 +146,7 @@ bool kv_cache::seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
             c.seq_mask = 0;
         else
             c.seq_mask &= ~(uint64_t(1) << s);
-        if (c.empty()) c.pos = -1;
+        if (c.empty()) c = kv_cell{};
     }
     return true;
 }
@@ -161,8 +163,7 @@ void kv_cache::seq_keep(seq_id s) {
         if (s >= 0 && uint32_t(s) < n_seq_max_ && c.has_seq(s)) {
             c.seq_mask = uint64_t(1) << s;
         } else {
-            c.seq_mask = 0;
-            c.pos = -1;
+            c = kv_cell{};
         }
     }
 }
@@ -195,6 +196,67 @@ llm_pos kv_cache::seq_pos_min(seq_id s) const {
 
 void kv_cache::clear() {
     for (kv_cell &c : cells_) c = kv_cell{};
+}
+
+void kv_cache::seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
+    if (delta == 0 || s >= int32_t(n_seq_max_)) return;
+    for (kv_cell &c : cells_) {
+        if (c.empty() || !in_range(c.pos, p0, p1) || (s >= 0 && !c.has_seq(s))) continue;
+        c.pos += delta;
+        c.delta += delta;
+        if (c.pos < 0) c = kv_cell{};
+    }
+}
+
+void kv_cache::seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
+    WEFT_ASSERT(d >= 1);
+    if (d == 1 || s >= int32_t(n_seq_max_)) return;
+    for (kv_cell &c : cells_) {
+        if (c.empty() || !in_range(c.pos, p0, p1) || (s >= 0 && !c.has_seq(s))) continue;
+        const llm_pos divided = c.pos / d;
+        c.delta += divided - c.pos;
+        c.pos = divided;
+    }
+}
+
+std::vector<uint32_t> kv_cache::shifted_cells() const {
+    std::vector<uint32_t> moved;
+    for (uint32_t i = 0; i < cells_.size(); ++i)
+        if (!cells_[i].empty() && cells_[i].delta != 0) moved.push_back(i);
+    return moved;
+}
+
+void kv_cache::clear_shift() {
+    for (kv_cell &c : cells_) c.delta = 0;
+}
+
+uint8_t *kv_cache::k_row(size_t il, uint32_t c) const {
+    const tensor &k = *layers_.at(il).k;
+    return static_cast<uint8_t *>(k.data) + size_t(c) * k.nb[1];
+}
+
+uint8_t *kv_cache::v_row(size_t il, uint32_t c) const {
+    const tensor &v = *layers_.at(il).v;
+    return static_cast<uint8_t *>(v.data) + size_t(c) * v.nb[1];
+}
+
+uint32_t kv_cache::defrag() {
+    uint32_t moved = 0, to = 0;
+    for (uint32_t from = 0; from < cells_.size(); ++from) {
+        if (cells_[from].empty()) continue;
+        if (from != to) {
+            // to < from and every cell below `to` is already placed: the rows never overlap
+            for (size_t il = 0; il < layers_.size(); ++il) {
+                std::memcpy(k_row(il, to), k_row(il, from), layers_[il].k->nb[1]);
+                std::memcpy(v_row(il, to), v_row(il, from), layers_[il].v->nb[1]);
+            }
+            cells_[to] = cells_[from];
+            cells_[from] = kv_cell{};
+            ++moved;
+        }
+        ++to;
+    }
+    return moved;
 }
 
 void kv_cache::fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,

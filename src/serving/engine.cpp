@@ -401,11 +401,77 @@ void engine::after_decode(slot &s, int32_t batch_index) {
         s.running->push(std::move(e));
     }
     const bool max_reached = s.req.max_tokens >= 0 && int64_t(s.out.tokens.size()) >= s.req.max_tokens;
+    if (!max_reached && s.n_past() >= n_ctx_slot() && params_.context_shift && s.req.max_tokens >= 0 &&
+        ctx_->can_shift()) {
+        // the context is full: keep the start, drop the oldest half of the rest, go on
+        const size_t keep = size_t(shift_keep(s.req.n_keep));
+        s.out.n_discarded += int32_t(drop_cached(s, keep, (s.n_past() - keep) / 2));
+        ++s.out.n_shifts;
+    }
     if (max_reached || s.n_past() >= n_ctx_slot()) {
         finish(s, finish_reason::length);
         return;
     }
     s.pending = t;
+}
+
+int32_t engine::shift_keep(int32_t n_keep) const {
+    return std::clamp<int32_t>(n_keep, 0, int32_t(n_ctx_slot() / 2));
+}
+
+// Removes the slot's cached tokens [keep, keep + n_discard) and moves the later ones down.
+size_t engine::drop_cached(slot &s, size_t keep, size_t n_discard) {
+    if (keep >= s.n_past()) return 0;
+    n_discard = std::min(n_discard, s.n_past() - keep);
+    if (n_discard == 0) return 0;
+    ctx_->kv_seq_rm(s.id, llm_pos(keep), llm_pos(keep + n_discard));
+    ctx_->kv_seq_add(s.id, llm_pos(keep + n_discard), -1, -llm_pos(n_discard));
+    s.cached.erase(s.cached.begin() + std::ptrdiff_t(keep),
+                   s.cached.begin() + std::ptrdiff_t(keep + n_discard));
+    return n_discard;
+}
+
+engine::slot &engine::idle_slot(int32_t slot_id, const char *what) {
+    if (slot_id < 0 || slot_id >= n_slots())
+        throw error(std::string(what) + ": slot " + std::to_string(slot_id) + " does not exist (" +
+                    std::to_string(n_slots()) + " slots)");
+    return *slots_[size_t(slot_id)];
+}
+
+void engine::save_slot(int32_t slot_id, const std::string &path, std::string_view user_data) {
+    slot &s = idle_slot(slot_id, "save_slot");
+    if (s.busy()) throw error("save_slot: slot " + std::to_string(slot_id) + " is busy");
+    ctx_->seq_state_save_file(path, s.id, s.cached, user_data);
+}
+
+std::string engine::load_slot(int32_t slot_id, const std::string &path) {
+    slot &s = idle_slot(slot_id, "load_slot");
+    if (s.busy()) throw error("load_slot: slot " + std::to_string(slot_id) + " is busy");
+    inference_context::saved_state st = ctx_->seq_state_load_file(path, s.id);
+    // the slot's tokens stand for positions [0, n): anything else cannot be continued
+    const llm_pos n = llm_pos(st.tokens.size());
+    if (size_t(n) >= n_ctx_slot() || ctx_->kv_seq_pos_min(s.id) != (n > 0 ? 0 : -1) ||
+        ctx_->kv_seq_pos_max(s.id) != n - 1) {
+        ctx_->kv_seq_rm(s.id, -1, -1);
+        s.cached.clear();
+        publish_slot(s);
+        throw error("state file " + path + ": holds " + std::to_string(n) + " tokens" +
+                    (size_t(n) >= n_ctx_slot() ? ", a slot's context is " + std::to_string(n_ctx_slot())
+                                               : std::string(" that do not match its cells")));
+    }
+    s.cached = std::move(st.tokens);
+    publish_slot(s);
+    return std::move(st.user_data);
+}
+
+int32_t engine::shift_slot(int32_t slot_id, int32_t n_keep, int32_t n_discard) {
+    slot &s = idle_slot(slot_id, "shift_slot");
+    if (s.busy() || n_discard <= 0) return 0;
+    if (!ctx_->can_shift())
+        throw error(model_.arch_name() + " cannot move cached tokens to other positions (no context shift)");
+    const size_t dropped = drop_cached(s, size_t(shift_keep(n_keep)), size_t(n_discard));
+    publish_slot(s);
+    return int32_t(dropped);
 }
 
 void engine::fail_batch(const std::vector<slot *> &in_batch, const std::string &why) {

@@ -201,13 +201,68 @@ TEST(ChatCli, SystemMessageChangesThePrompt) {
     EXPECT_GT(find_turn(with_system.err, 1).decoded, find_turn(plain.err, 1).decoded);
 }
 
-TEST(ChatCli, ContextOverflowIsReported) {
+TEST(ChatCli, ContextOverflowIsReportedWithoutContextShift) {
     WEFT_REQUIRE_FIXTURES();
     const auto r =
-        run_chat("-m '" + stories() + "' --chat-template chatml -n 64 --temp 0 -c 48 -t 2", two_turns);
+        run_chat("-m '" + stories() + "' --chat-template chatml -n 64 --temp 0 -c 48 -t 2 --no-context-shift",
+                 two_turns);
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.err.find("context full"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("-c/--ctx-size"), std::string::npos) << r.err;
+}
+
+// The tokens dropped by context shifts so far, from the verbose turn line.
+int dropped_by_turn(const std::string &err, int turn) {
+    const std::regex line("turn " + std::to_string(turn) + ": .*, (\\d+) tokens dropped by context shifts");
+    std::smatch m;
+    return std::regex_search(err, m, line) ? std::stoi(m[1]) : -1;
+}
+
+const char *seven_turns =
+    "Once upon a time\nThe dog ran\nShe was happy\nThey played in the park\nThe end\nOne more day\nThe cat "
+    "sat\n";
+
+// Seven turns of 64 tokens in a context of 256: the oldest tokens go (during replies and before
+// turns that would not fit) and the chat goes on, reusing the cache after every shift.
+TEST(ChatCli, ConversationGoesOnPastTheContext) {
+    WEFT_REQUIRE_FIXTURES();
+    const auto r =
+        run_chat("-m '" + stories() + "' --chat-template chatml -n 64 --temp 0 -c 256 -t 2 -v", seven_turns);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(dropped_by_turn(r.err, 1), 0) << r.err;
+    EXPECT_GT(dropped_by_turn(r.err, 7), 256) << r.err;
+    for (int turn = 2; turn <= 7; ++turn) {
+        const turn_log t = find_turn(r.err, turn);
+        EXPECT_GT(t.reused, 40) << "turn " << turn << "\n" << r.err;
+        EXPECT_LE(t.context, 256) << r.err;
+    }
+}
+
+// --save at the end, --load in another process: the next turn reuses the whole cache and replies
+// as the same conversation held in one process does. Another model's or a damaged file is refused.
+TEST(ChatCli, SavedConversationContinues) {
+    WEFT_REQUIRE_FIXTURES();
+    weft::test::temp_file saved("chat-session");
+    const std::string base = "-m '" + stories() + "' --chat-template chatml -n 24 --temp 0 -c 128 -t 2 -v";
+    const auto whole = run_chat(base, "Once upon a time\nThe dog ran\nThe cat sat\n");
+    ASSERT_EQ(whole.status, 0) << whole.err;
+    const auto first = run_chat(base + " --save '" + saved.path() + "'", "Once upon a time\nThe dog ran\n");
+    ASSERT_EQ(first.status, 0) << first.err;
+    const auto second = run_chat(base + " --load '" + saved.path() + "'", "The cat sat\n");
+    ASSERT_EQ(second.status, 0) << second.err;
+    EXPECT_EQ(first.out + second.out, whole.out);
+    EXPECT_EQ(find_turn(second.err, 3).reused, find_turn(whole.err, 3).reused) << second.err;
+    EXPECT_GT(find_turn(second.err, 3).reused, 0) << second.err;
+
+    const auto other = run_chat("-m '" + weft::test::fixture("models/tiny-llama-F32.gguf") +
+                                    "' --chat-template chatml --load '" + saved.path() + "'",
+                                "hi\n");
+    EXPECT_EQ(other.status, 1);
+    EXPECT_NE(other.err.find("saved with another model"), std::string::npos) << other.err;
+    std::filesystem::resize_file(saved.path(), 200);
+    const auto damaged = run_chat(base + " --load '" + saved.path() + "'", "hi\n");
+    EXPECT_EQ(damaged.status, 1);
+    EXPECT_NE(damaged.err.find("truncated"), std::string::npos) << damaged.err;
 }
 
 TEST(ChatCli, EmptyInputEndsCleanly) {
@@ -262,7 +317,11 @@ TEST(ChatCli, HelpListsTheFlags) {
                              "--mirostat-lr",
                              "--mirostat-ent",
                              "--samplers",
-                             "--sampling-seq"})
+                             "--sampling-seq",
+                             "--keep",
+                             "--no-context-shift",
+                             "--save",
+                             "--load"})
         EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -222,6 +223,64 @@ TEST(RunCli, BadSamplerOptionsAreRejected) {
         EXPECT_TRUE(r.out.empty());
     }
     EXPECT_NE(weft("run -p hi -n 2 --top-n-sigma many").status, 0);
+}
+
+// A full context drops the oldest half of the tokens after --keep and generation goes on;
+// --no-context-shift stops there as before.
+TEST(RunCli, ContextShiftGoesOnPastTheContext) {
+    synth_model m;
+    const std::string base =
+        "run -m " + q(m.path()) + " -p 'Hello there' -n 150 -c 48 --temp 0 -t 1 --keep 2";
+    const run_result r = weft(base);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("generated 150 tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("context shifted"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kept the first 3"), std::string::npos) << r.err;  // the BOS and --keep 2
+
+    const run_result off = weft(base + " --no-context-shift");
+    ASSERT_EQ(off.status, 0) << off.err;
+    EXPECT_NE(off.err.find("context full (48 tokens)"), std::string::npos) << off.err;
+    EXPECT_EQ(off.err.find("context shifted"), std::string::npos) << off.err;
+    EXPECT_EQ(r.out.substr(0, off.out.size() - 1), off.out.substr(0, off.out.size() - 1))
+        << "the same text up to the full context";
+}
+
+// --prompt-cache: the first run decodes the prompt and saves its cache; the second loads it and
+// decodes only the last prompt token again; the text is the same. Another model's file is refused.
+TEST(RunCli, PromptCacheSkipsThePrefillTheSecondTime) {
+    synth_model m;
+    temp_file cache("cli-prompt-cache");
+    std::filesystem::remove(cache.path());
+    const std::string prompt = "A long prompt about many things that happened on a sunny day in the park";
+    const std::string args =
+        "run -m " + q(m.path()) + " -p '" + prompt + "' -n 8 --temp 0 -t 1 --prompt-cache " + q(cache.path());
+    const run_result first = weft(args);
+    ASSERT_EQ(first.status, 0) << first.err;
+    EXPECT_NE(first.err.find("(0 reused from the cache)"), std::string::npos) << first.err;
+    EXPECT_NE(first.err.find("prompt cache " + cache.path() + ": saved"), std::string::npos) << first.err;
+    ASSERT_TRUE(std::filesystem::exists(cache.path()));
+
+    const run_result second = weft(args);
+    ASSERT_EQ(second.status, 0) << second.err;
+    EXPECT_EQ(second.out, first.out);
+    EXPECT_NE(second.err.find("prompt cache " + cache.path() + ": loaded"), std::string::npos) << second.err;
+    // "prompt N tokens (N - 1 reused ...)"
+    const size_t reused_at = second.err.find("reused from the cache");
+    ASSERT_NE(reused_at, std::string::npos) << second.err;
+    const size_t at = second.err.rfind("weft run: prompt ", reused_at);
+    int n_prompt = 0, n_reused = -1;
+    ASSERT_EQ(
+        std::sscanf(second.err.c_str() + at, "weft run: prompt %d tokens (%d reused", &n_prompt, &n_reused),
+        2);
+    EXPECT_GT(n_prompt, 10);
+    EXPECT_EQ(n_reused, n_prompt - 1);
+    EXPECT_EQ(second.err.find(": saved"), std::string::npos) << second.err;
+
+    synth_model other("--seed 5");
+    const run_result wrong =
+        weft("run -m " + q(other.path()) + " -p hi -n 2 --prompt-cache " + q(cache.path()));
+    EXPECT_EQ(wrong.status, 1);
+    EXPECT_NE(wrong.err.find("saved with another model"), std::string::npos) << wrong.err;
 }
 
 TEST(RunCli, BadFlagsAreRejected) {

@@ -624,13 +624,31 @@ TEST_F(ServeCli, ContextLimitsThePromptAndTheReply) {
     while (tokenize(prompt + "a").size() < test_n_ctx - 8) prompt += "a";
     const size_t n_prompt = tokenize(prompt).size();
     ASSERT_EQ(n_prompt, test_n_ctx - 9);
-    // the reply stops when the context is full: the last sampled token is never decoded
-    const json r = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 100}, {"temperature", 0}});
+    // the reply goes on past the full context (the oldest tokens after n_keep are dropped)
+    const json r = post("/v1/completions",
+                        {{"prompt", prompt}, {"max_tokens", 100}, {"temperature", 0}, {"n_keep", -1}});
     const int n_generated = r["usage"].value("completion_tokens", -1);
     if (r["choices"][0].value("finish_reason", "") == "length")
-        EXPECT_EQ(n_generated, int(test_n_ctx - n_prompt + 1));
+        EXPECT_EQ(n_generated, 100);
     else
-        EXPECT_LT(n_generated, int(test_n_ctx - n_prompt + 1));
+        EXPECT_LT(n_generated, 100);
+    expect_error(post("/v1/completions", {{"prompt", "hi"}, {"n_keep", -2}}, 400), "'n_keep' must be >= -1");
+
+    // with --no-context-shift the reply stops when the context is full: the last sampled token is
+    // never decoded
+    served_model off(*dir_, {"-m", *model_path_, "--host", "127.0.0.1", "--port", "0", "-np", "1", "-c",
+                             std::to_string(test_n_ctx), "-t", "2", "--no-context-shift"});
+    ASSERT_TRUE(off.healthy()) << off.log();
+    const auto res = off.client().Post(
+        "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 100}, {"temperature", 0}}.dump(),
+        "application/json");
+    ASSERT_TRUE(res) << off.log();
+    const json stopped = json::parse(res->body, nullptr, false);
+    const int n_stopped = stopped["usage"].value("completion_tokens", -1);
+    if (stopped["choices"][0].value("finish_reason", "") == "length")
+        EXPECT_EQ(n_stopped, int(test_n_ctx - n_prompt + 1));
+    else
+        EXPECT_LT(n_stopped, int(test_n_ctx - n_prompt + 1));
 
     std::string longest = prompt;  // n_ctx - 1 tokens: accepted; n_ctx: refused
     while (tokenize(longest).size() < test_n_ctx - 1) longest += "a";

@@ -1,6 +1,7 @@
 // tools/weft/cmd_chat.cpp — `weft chat`: a conversation kept in the KV cache, one decode per new text.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +39,9 @@ struct chat_options {
     uint32_t n_ctx = 0;         // 0: the model's training context, at most 4096
     uint32_t n_batch = 512;
     bool verbose = false;
+    bool no_context_shift = false;
+    int32_t n_keep = -1;  // tokens a context shift keeps after the BOS; -1: through the system message
+    std::string save_path, load_path;
     tool::sampling_options sampling;
 };
 
@@ -60,6 +64,11 @@ class context_full : public error {
 // still starts with plus the new text's, and the engine reuses the cache cells of the prefix it
 // shares with what the slot holds. A template that rewrites the reply (trims it, say) so drops
 // only the pieces that changed.
+//
+// Context shift: when the slot's context fills (during a reply, or before a turn whose prompt would
+// not fit), the first keep_ tokens stay and the oldest tokens after them go. The slot then holds
+// tokens_[0, keep_) and tokens_[keep_ + dropped_, end): one run is ever dropped, since the kept start
+// never changes. tokens_ and the text pieces stay whole; held() is what is sent.
 class chat_session {
   public:
     chat_session(const model &m, serving::engine &eng, const sampling_params &sampling,
@@ -82,21 +91,20 @@ class chat_session {
                 const size_t begin = std::max(s.offset, kv_text_.size());
                 literal.push_back({begin - kv_text_.size(), s.offset + s.length - begin});
             }
-        const std::vector<token> new_tokens =
-            model_.vocab().tokenize(new_text, tokens_.empty(), true, literal);
+        const bool first = tokens_.empty();
+        const std::vector<token> new_tokens = model_.vocab().tokenize(new_text, first, true, literal);
         if (new_tokens.empty())
             throw error("turn " + std::to_string(n_turns_ + 1) + ": the formatted prompt adds no tokens");
+        if (first) choose_keep(prompt, contents, new_tokens, literal);
         tokens_.insert(tokens_.end(), new_tokens.begin(), new_tokens.end());
         kv_text_ += new_text;
         pieces_.push_back({kv_text_.size(), tokens_.size()});
-        if (tokens_.size() >= engine_.n_ctx_slot())
-            throw context_full("the conversation needs " + std::to_string(tokens_.size() + 1) +
-                               " tokens but the context holds " + std::to_string(engine_.n_ctx_slot()) +
-                               "; start a new chat with a larger -c/--ctx-size");
+        make_room();
 
         const int32_t held_before = engine_.stats().slots[0].n_cached;
         serving::request r;
-        r.prompt = tokens_;
+        r.prompt = held();
+        r.n_keep = int32_t(keep_);
         r.max_tokens = opt_.n_predict;
         r.sampling = sampling_;
         if (sampling_.seed != sampler_seed_random) r.sampling.seed = sampling_.seed + uint32_t(n_turns_);
@@ -111,6 +119,7 @@ class chat_session {
         std::fputc('\n', stdout);
         std::fflush(stdout);
         if (done.finish == serving::finish_reason::error) throw error("generation failed: " + done.error);
+        dropped_ += size_t(done.n_discarded);  // [keep_, keep_ + n_discarded) of what was held and said
 
         // the conversation keeps control tokens as text, so re-tokenizing it gives them back
         const vocab &v = model_.vocab();
@@ -129,11 +138,12 @@ class chat_session {
             const int n_generated = int(done.tokens.size());
             std::fprintf(stderr,
                          "weft chat: turn %d: reused %d cached tokens, rolled back %d, decoded %d new prompt "
-                         "tokens (%.1f ms), generated %d tokens (%.1f tok/s), context %d of %u\n",
+                         "tokens (%.1f ms), generated %d tokens (%.1f tok/s), context %d of %u, %zu tokens "
+                         "dropped by context shifts\n",
                          n_turns_, done.n_cached, std::max(0, held_before - done.n_cached),
                          done.n_prompt - done.n_cached, done.prompt_ms, n_generated,
                          done.generate_ms > 0 ? 1000.0 * (n_generated - 1) / done.generate_ms : 0.0, held,
-                         engine_.n_ctx_slot());
+                         engine_.n_ctx_slot(), dropped_);
         }
         const bool limit = opt_.n_predict >= 0 && int32_t(done.tokens.size()) >= opt_.n_predict;
         if (done.finish == serving::finish_reason::length && !limit)
@@ -142,20 +152,112 @@ class chat_session {
                                " tokens; start a new chat with a larger -c/--ctx-size");
     }
 
+    // The session as JSON (messages, text, tokens, pieces, the shift state), for --save.
+    nlohmann::json to_json() const {
+        nlohmann::json j;
+        j["format"] = "weft-chat-1";
+        for (const chat_message &m : messages_)
+            j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+        j["text"] = kv_text_;
+        j["tokens"] = tokens_;
+        for (const kv_piece &p : pieces_) j["pieces"].push_back({p.text_end, p.token_end});
+        j["keep"] = keep_;
+        j["dropped"] = dropped_;
+        j["turns"] = n_turns_;
+        return j;
+    }
+    // Restores a saved session (--load); throws weft::error when it is not one or is inconsistent.
+    void from_json(const std::string &text, const std::string &path) {
+        try {
+            const nlohmann::json j = nlohmann::json::parse(text);
+            if (j.value("format", "") != "weft-chat-1") throw error("not a weft chat session");
+            messages_.clear();
+            for (const auto &m : j.at("messages"))
+                messages_.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+            kv_text_ = j.at("text").get<std::string>();
+            tokens_ = j.at("tokens").get<std::vector<token>>();
+            pieces_.clear();
+            for (const auto &p : j.at("pieces"))
+                pieces_.push_back({p.at(0).get<size_t>(), p.at(1).get<size_t>()});
+            keep_ = j.at("keep").get<size_t>();
+            dropped_ = j.at("dropped").get<size_t>();
+            n_turns_ = j.at("turns").get<int>();
+            for (const kv_piece &p : pieces_)
+                if (p.text_end > kv_text_.size() || p.token_end > tokens_.size())
+                    throw error("a text piece points past the conversation");
+            if (keep_ + dropped_ > tokens_.size())
+                throw error("the dropped tokens are past the conversation");
+        } catch (const nlohmann::json::exception &e) {
+            throw error("chat session " + path + ": " + e.what());
+        } catch (const error &e) {
+            throw error("chat session " + path + ": " + e.what());
+        }
+    }
+    int n_turns() const { return n_turns_; }
+
   private:
     struct kv_piece {
         size_t text_end;   // kv_text_ up to here ...
         size_t token_end;  // ... is spelled by tokens_[0, token_end)
     };
 
+    // The tokens the slot holds: the kept start and what follows the dropped run.
+    std::vector<token> held() const {
+        std::vector<token> t(tokens_.begin(),
+                             tokens_.begin() + std::ptrdiff_t(std::min(keep_, tokens_.size())));
+        if (keep_ + dropped_ < tokens_.size())
+            t.insert(t.end(), tokens_.begin() + std::ptrdiff_t(keep_ + dropped_), tokens_.end());
+        return t;
+    }
+
+    // The kept start, from the first turn's tokens: the BOS, then --keep tokens, or (-1) everything
+    // through the system message; capped as the engine caps it.
+    void choose_keep(const std::string &prompt, const std::vector<text_span> &contents,
+                     const std::vector<token> &first_tokens, const std::vector<text_span> &literal) {
+        const vocab &v = model_.vocab();
+        const size_t n_bos = v.bos() != token_null && first_tokens.front() == v.bos() ? 1 : 0;
+        size_t keep = n_bos + size_t(std::max(0, opt_.n_keep));
+        if (opt_.n_keep < 0 && !messages_.empty() && messages_[0].role == "system" && !contents.empty()) {
+            const size_t end = contents[0].offset + contents[0].length;
+            std::vector<text_span> inside;
+            for (const text_span &s : literal)
+                if (s.offset < end) inside.push_back({s.offset, std::min(s.length, end - s.offset)});
+            keep = v.tokenize(prompt.substr(0, end), true, true, inside).size();
+        }
+        keep_ = size_t(engine_.shift_keep(int32_t(std::min(keep, first_tokens.size()))));
+    }
+
+    // Before a turn whose prompt would not fit: drop the oldest half of the held tokens after the
+    // kept start, as often as needed, in the slot too (its cells are moved, not decoded again).
+    // Only earlier turns' tokens go: the new text is sent whole.
+    void make_room() {
+        const size_t limit = engine_.n_ctx_slot();
+        for (size_t n_held = held().size(); n_held >= limit; n_held = held().size()) {
+            const size_t old_after_keep = turn_start_ > keep_ + dropped_ ? turn_start_ - keep_ - dropped_ : 0;
+            if (opt_.no_context_shift || old_after_keep == 0)
+                throw context_full("the conversation needs " + std::to_string(n_held + 1) +
+                                   " tokens but the context holds " + std::to_string(limit) +
+                                   (opt_.no_context_shift ? "" : " (the new message alone does not fit)") +
+                                   "; start a new chat with a larger -c/--ctx-size");
+            const size_t n_discard = std::clamp<size_t>((n_held - keep_) / 2, 1, old_after_keep);
+            engine_.shift_slot(0, int32_t(keep_), int32_t(n_discard));
+            dropped_ += n_discard;
+        }
+    }
+
     // Drops the pieces that the new prompt does not start with.
     void keep_shared_prefix(const std::string &prompt) {
         const auto mismatch = std::mismatch(kv_text_.begin(), kv_text_.end(), prompt.begin(), prompt.end());
         const size_t shared = size_t(mismatch.first - kv_text_.begin());
-        if (shared == kv_text_.size()) return;
-        while (!pieces_.empty() && pieces_.back().text_end > shared) pieces_.pop_back();
-        kv_text_.resize(pieces_.empty() ? 0 : pieces_.back().text_end);
-        tokens_.resize(pieces_.empty() ? 0 : pieces_.back().token_end);
+        if (shared != kv_text_.size()) {
+            while (!pieces_.empty() && pieces_.back().text_end > shared) pieces_.pop_back();
+            kv_text_.resize(pieces_.empty() ? 0 : pieces_.back().text_end);
+            tokens_.resize(pieces_.empty() ? 0 : pieces_.back().token_end);
+            // rolled back into the dropped run: everything after the kept start is gone
+            if (tokens_.size() < keep_ + dropped_)
+                dropped_ = tokens_.size() > keep_ ? tokens_.size() - keep_ : 0;
+        }
+        turn_start_ = tokens_.size();
     }
 
     const model &model_;
@@ -168,6 +270,9 @@ class chat_session {
     std::vector<token> tokens_;
     std::vector<kv_piece> pieces_;
     int n_turns_ = 0;
+    size_t keep_ = 0;        // tokens at the start that context shifts keep
+    size_t dropped_ = 0;     // tokens after them that context shifts dropped
+    size_t turn_start_ = 0;  // tokens_ before this turn's new text
 };
 
 int chat_main(int argc, char **argv) {
@@ -198,6 +303,18 @@ int chat_main(int argc, char **argv) {
     tool::add_sampling_options(app, opt.sampling);
     grammar_options constrain;
     add_grammar_options(app, constrain);  // each reply follows the grammar
+    app.add_option("--keep", opt.n_keep,
+                   "tokens at the conversation's start that a context shift keeps, after the BOS (-1: "
+                   "through the system message; at most half the context)")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1 << 24));
+    app.add_flag("--no-context-shift", opt.no_context_shift,
+                 "end the chat with an error when the context is full instead of dropping the oldest turns' "
+                 "tokens after --keep and going on");
+    app.add_option("--save", opt.save_path,
+                   "when the chat ends, write the conversation and its KV cache to this file");
+    app.add_option("--load", opt.load_path,
+                   "continue the conversation saved in this file (by --save, with the same model)");
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     CLI11_PARSE(app, argc, argv);
 
@@ -216,6 +333,7 @@ int chat_main(int argc, char **argv) {
     serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;
+    ep.context_shift = !opt.no_context_shift;
     serving::engine eng(*model, ep);
     const inference_context &ctx = eng.context();
 
@@ -242,6 +360,18 @@ int chat_main(int argc, char **argv) {
     }
 
     chat_session session(*model, eng, s, chosen, opt);
+    if (!opt.load_path.empty()) {
+        session.from_json(eng.load_slot(0, opt.load_path), opt.load_path);
+        if (opt.verbose || interactive)
+            std::fprintf(stderr, "weft chat: continuing %s: %d turns, %d tokens cached\n",
+                         opt.load_path.c_str(), session.n_turns(), eng.stats().slots[0].n_cached);
+    }
+    auto save = [&] {
+        if (opt.save_path.empty()) return;
+        eng.save_slot(0, opt.save_path, session.to_json().dump());
+        if (opt.verbose)
+            std::fprintf(stderr, "weft chat: saved the conversation to %s\n", opt.save_path.c_str());
+    };
     std::string line;
     while (true) {
         if (interactive) std::fputs("> ", stderr);
@@ -252,9 +382,11 @@ int chat_main(int argc, char **argv) {
             session.turn(line);
         } catch (const context_full &e) {
             std::fprintf(stderr, "weft chat: context full: %s\n", e.what());
+            save();
             return 1;
         }
     }
+    save();
     if (interactive) std::fputc('\n', stderr);
     if (opt.verbose) {
         const inference_perf p = ctx.perf();

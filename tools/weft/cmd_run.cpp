@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,8 +36,10 @@ int run_main(int argc, char **argv) {
     int n_predict = 128;
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
-    bool no_mmap = false, no_repack = false, list_devices = false;
+    bool no_mmap = false, no_repack = false, list_devices = false, no_context_shift = false;
     std::string device_name;
+    int32_t n_keep = 0;
+    std::string prompt_cache;
     weft::tool::sampling_options sampling;
     app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
         ->check(CLI::ExistingFile);
@@ -69,6 +72,17 @@ int run_main(int argc, char **argv) {
     app.add_option("--device", device_name,
                    "the device to compute on (see --list-devices; default: the first)");
     app.add_flag("--list-devices", list_devices, "print the devices weft can compute on, and exit");
+    app.add_option("--keep", n_keep,
+                   "prompt tokens a context shift keeps, after the BOS (-1: the whole prompt; at most half "
+                   "the context)")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1 << 24));
+    app.add_flag("--no-context-shift", no_context_shift,
+                 "stop when the context is full instead of dropping the oldest half of the tokens after "
+                 "--keep and going on");
+    app.add_option("--prompt-cache", prompt_cache,
+                   "state file for the prompt's KV cache: loaded when it exists (the prompt tokens it holds "
+                   "are not decoded again), written after a run that could not reuse it");
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
     app.add_flag(
         "--no-repack", no_repack,
@@ -112,6 +126,7 @@ int run_main(int argc, char **argv) {
     weft::serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;
+    ep.context_shift = !no_context_shift;
     weft::serving::engine eng(*model, ep);
     const weft::inference_context &ctx = eng.context();
 
@@ -125,10 +140,18 @@ int run_main(int argc, char **argv) {
 
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
                  weft::make_sampler_chain(sp, vocab)->describe().c_str());
+    if (!prompt_cache.empty() && std::filesystem::exists(prompt_cache)) {
+        eng.load_slot(0, prompt_cache);
+        std::fprintf(stderr, "weft run: prompt cache %s: loaded %d tokens\n", prompt_cache.c_str(),
+                     eng.stats().slots[0].n_cached);
+    }
     weft::serving::request req;
     req.prompt = tokens;
     req.max_tokens = n_predict;
     req.sampling = sp;
+    // the BOS always stays; -1 keeps the whole prompt
+    const int32_t n_bos = vocab.bos() != weft::token_null && tokens.front() == vocab.bos() ? 1 : 0;
+    req.n_keep = n_keep < 0 ? int32_t(tokens.size()) : std::min(int32_t(tokens.size()), n_keep + n_bos);
     const weft::serving::completion done = eng.generate(std::move(req), [](const weft::serving::event &e) {
         std::fwrite(e.text.data(), 1, e.text.size(), stdout);
         std::fflush(stdout);
@@ -141,12 +164,27 @@ int run_main(int argc, char **argv) {
     const int n_generated = int(done.tokens.size());
     if (done.finish == weft::serving::finish_reason::length && n_generated < n_predict)
         std::fprintf(stderr, "weft run: context full (%u tokens)\n", ctx.n_ctx());
+    if (done.n_shifts > 0)
+        std::fprintf(stderr, "weft run: context shifted %d times, %d tokens dropped (kept the first %d)\n",
+                     done.n_shifts, done.n_discarded, eng.shift_keep(req.n_keep));
+    if (!prompt_cache.empty() && size_t(done.n_cached) + 1 < tokens.size()) {
+        // a shift moved the prompt's cells: what the slot holds no longer starts with the prompt
+        if (done.n_shifts > 0) {
+            std::fprintf(stderr, "weft run: prompt cache %s: not written (the context shifted)\n",
+                         prompt_cache.c_str());
+        } else {
+            eng.save_slot(0, prompt_cache);
+            std::fprintf(stderr, "weft run: prompt cache %s: saved %d tokens\n", prompt_cache.c_str(),
+                         eng.stats().slots[0].n_cached);
+        }
+    }
 
     const weft::inference_perf p = ctx.perf();
     auto rate = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
     std::fprintf(stderr, "weft run: load %.1f ms\n", model->load_ms());
-    std::fprintf(stderr, "weft run: prompt %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(),
-                 done.prompt_ms, rate(int64_t(tokens.size()), done.prompt_ms));
+    std::fprintf(stderr,
+                 "weft run: prompt %zu tokens (%d reused from the cache) in %.1f ms (%.2f tokens/s)\n",
+                 tokens.size(), done.n_cached, done.prompt_ms, rate(int64_t(tokens.size()), done.prompt_ms));
     std::fprintf(
         stderr,
         "weft run: generated %d tokens in %.1f ms (%.2f tokens/s; single-token decode %lld calls, %.2f ms "

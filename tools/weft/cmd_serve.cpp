@@ -65,6 +65,7 @@ struct serve_options {
     size_t max_queue = 256;  // 0: no limit
     int http_threads = 0;
     std::string cors;
+    bool no_context_shift = false;
 };
 
 // A request the server refuses; the message goes back to the client as an OpenAI error object.
@@ -705,6 +706,11 @@ class server {
         }
         s.logit_bias = read_logit_bias(body);
         read_sampler_fields(body, s);
+        if (auto keep = integer_field(body, "n_keep")) {  // llama.cpp's field: -1 keeps the whole prompt
+            if (*keep < -1 || *keep > INT32_MAX)
+                throw request_error("'n_keep' must be >= -1, got " + std::to_string(*keep));
+            g.n_keep = int32_t(*keep);
+        }
         if (auto n = integer_field(body, "n")) {
             if (*n < 1 || *n > 16) throw request_error("'n' must be in [1, 16], got " + std::to_string(*n));
             p.n = int32_t(*n);
@@ -900,6 +906,7 @@ class server {
                 for (int32_t j = 0; j < p.n; ++j) {
                     serving::request r = p.base;
                     r.prompt = p.prompts[i];
+                    if (r.n_keep < 0) r.n_keep = int32_t(r.prompt.size());
                     const uint32_t k = uint32_t(i) * uint32_t(p.n) + uint32_t(j);
                     if (r.sampling.seed != sampler_seed_random) r.sampling.seed += k;
                     jobs.push_back(engine_->submit(std::move(r)));
@@ -1431,6 +1438,10 @@ int serve_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 4096));
     app.add_option("--cors", opt.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    app.add_flag(
+        "--no-context-shift", opt.no_context_shift,
+        "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
+        "of the tokens after the request's n_keep and going on");
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -1466,6 +1477,7 @@ int serve_main(int argc, char **argv) {
         serving::engine_params ep;
         ep.n_slots = opt.n_slots;
         ep.max_queue = opt.max_queue;
+        ep.context_shift = !opt.no_context_shift;
         ep.context = tool::conversation_params(*loaded, n_ctx_slot, opt.n_batch, opt.n_threads);
         ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);

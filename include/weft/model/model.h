@@ -140,6 +140,18 @@ struct graph_inputs {
     tensor *logits = nullptr;  // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]
 };
 
+// The rotary dims [offset, offset + n_dims) of every head of a cached key row.
+struct cached_k_rope {
+    int64_t offset = 0;
+    int64_t n_dims = 0;
+};
+
+// The inputs of the graph that re-rotates cached keys (model::build_k_shift).
+struct k_shift_inputs {
+    tensor *cells = nullptr;   // i32 [n_cells]: the cache cells whose keys are rotated
+    tensor *deltas = nullptr;  // i32 [n_cells]: by how many positions each one moved
+};
+
 class model {
   public:
     // Opens the GGUF file, picks the architecture by general.architecture, reads hyper-parameters,
@@ -174,6 +186,16 @@ class model {
     graph_inputs build_graph(context &ctx, graph &g, const graph_build_params &p) const;
     // Tensors (upper bound) that build_graph creates for one ubatch, to size the arena.
     size_t graph_tensor_budget() const;
+
+    // Whether a cached key can move to another position (KV cache seq_add / seq_div): true where the
+    // position is a RoPE rotation (moving is one more rotation), false where it is baked in
+    // otherwise (bert's learned position embeddings).
+    bool can_shift_kv() const;
+    // Records into ctx (no_alloc) and g the graph that rotates, in every layer of kv, the cached keys
+    // of n_cells cells by their position moves with this model's rope settings (NeoX or normal
+    // pairs, frequency base and scale, YaRN, frequency factors, only the rotary dims) and writes them
+    // back in place. Throws weft::error when !can_shift_kv().
+    k_shift_inputs build_k_shift(context &ctx, graph &g, std::span<const kv_layer> kv, int64_t n_cells) const;
 
   private:
     model();

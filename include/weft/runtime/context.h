@@ -17,9 +17,11 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "weft/core/backend.h"
 #include "weft/core/device.h"
 #include "weft/core/graph.h"
 #include "weft/core/type.h"
@@ -30,6 +32,7 @@ namespace weft {
 
 class kv_cache;
 class op_profile;
+struct kv_cell;
 
 struct inference_params {
     uint32_t n_ctx = 0;           // KV cache cells; 0: the model's training context
@@ -63,6 +66,8 @@ struct inference_perf {
     int64_t n_graph_builds = 0;
     int64_t n_graph_reuses = 0;
     double t_graph_build_ms = 0.0;  // building and planning graphs (part of the times above)
+    int64_t n_k_shifts = 0;         // graphs run to re-rotate cached keys after positions moved
+    int64_t n_defrags = 0;          // KV cache compactions that made a batch fit
 };
 
 // Return codes of decode.
@@ -117,6 +122,48 @@ class inference_context {
     uint32_t kv_used_cells() const;
     const kv_cache &kv() const { return *kv_; }
 
+    // --- moving positions (a context shift: seq_rm the oldest tokens, seq_add -n to the rest).
+    // kv_seq_add adds delta to the positions of s's cells in [p0, p1) (s < 0: every sequence's; a
+    // cell that falls below 0 is dropped); kv_seq_div divides them by d >= 1. The cached keys are
+    // rotated to their new positions by a graph of their own before the next decode (or kv_update),
+    // so decoding after a shift gives the logits of a fresh decode at the new positions, to f16
+    // rounding. Throws weft::error when the model cannot move positions (!can_shift) or d < 1.
+    bool can_shift() const;
+    void kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta);
+    void kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d);
+    // Applies pending moves now (decode does it first). Throws weft::error when the graph fails.
+    void kv_update();
+    // Moves the used cells to the front of the cache (decode does it by itself when holes left by
+    // seq_rm keep a batch from fitting after its sequences' cells). Returns the cells moved.
+    uint32_t kv_defrag();
+
+    // --- state. The whole context (every cell with the K and V rows of the used ones, and the last
+    // decode's logits) or one sequence (its cells in order with their rows), plus the tokens they
+    // hold and the caller's own bytes, as bytes or a file. Format: magic "WEFTSTAT", version, kind,
+    // the model's identity (architecture, shapes, tensor names, types and a sample of their bytes)
+    // and name, then a payload with its size and FNV-1a checksum. Loading checks all of it, the
+    // cache type and the room, and throws weft::error naming the problem (another model, a truncated
+    // or corrupt file, a cache of another size) without changing the context. Saving applies
+    // pending position moves first. The logits after a load are bit for bit those after the save.
+    struct saved_state {
+        std::vector<token> tokens;
+        std::string user_data;
+    };
+    std::vector<uint8_t> state_save(std::span<const token> tokens = {}, std::string_view user_data = {});
+    saved_state state_load(std::span<const uint8_t> bytes, const std::string &origin = "state");
+    std::vector<uint8_t> seq_state_save(seq_id s, std::span<const token> tokens = {},
+                                        std::string_view user_data = {});
+    // Replaces dst's cells with the saved sequence's, placed after the other sequences' cells.
+    saved_state seq_state_load(std::span<const uint8_t> bytes, seq_id dst,
+                               const std::string &origin = "state");
+    // The same through a file, written to a temporary file and renamed over `path` when complete.
+    void state_save_file(const std::string &path, std::span<const token> tokens = {},
+                         std::string_view user_data = {});
+    saved_state state_load_file(const std::string &path);
+    void seq_state_save_file(const std::string &path, seq_id s, std::span<const token> tokens = {},
+                             std::string_view user_data = {});
+    saved_state seq_state_load_file(const std::string &path, seq_id dst);
+
     // --- performance and memory
     inference_perf perf() const { return perf_; }
     void perf_reset() { perf_ = {}; }
@@ -145,12 +192,18 @@ class inference_context {
     struct filled_batch;
     struct built_graph;
     struct runtime_state;
-    int decode_impl(const batch &b);
+    struct shift_graph;
+    int decode_impl(const batch &b, std::vector<kv_cell> &saved_cells);
+    compute_status apply_kv_shift();
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
                     std::span<const uint32_t> cells, std::span<const int32_t> out_local);
     size_t graph_capacity() const;
+    std::vector<uint8_t> save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
+                                   std::string_view user_data);
+    saved_state load_impl(std::span<const uint8_t> bytes, int32_t kind, seq_id dst,
+                          const std::string &origin);
 
     const weft::model &model_;
     inference_params params_;

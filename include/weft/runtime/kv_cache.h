@@ -23,6 +23,9 @@ constexpr int32_t max_sequences = 64;
 struct kv_cell {
     llm_pos pos = -1;       // -1: empty
     uint64_t seq_mask = 0;  // bit s: the cell belongs to sequence s
+    // How far pos moved (seq_add, seq_div) since the cached key was last rotated to match it; the
+    // context re-rotates the keys of such cells before its next decode.
+    llm_pos delta = 0;
 
     bool empty() const { return seq_mask == 0; }
     bool has_seq(seq_id s) const { return (seq_mask >> s) & 1u; }
@@ -52,8 +55,10 @@ class kv_cache {
     // position order: a token takes the first free cell after every cell of its sequences, so
     // attention, which visits cells in index order, sums a sequence's cells in the same order
     // whatever else the cache holds (holes that other sequences left are not filled out of order).
-    // Only when no cell is free after them does a token take a free cell before them.
-    std::vector<uint32_t> find_slots(std::span<const std::vector<seq_id>> seqs) const;
+    // Only when no cell is free after them does a token take a free cell before them, and only when
+    // out_of_order is true (false: the batch does not fit; defrag() makes it fit in order).
+    std::vector<uint32_t> find_slots(std::span<const std::vector<seq_id>> seqs,
+                                     bool out_of_order = true) const;
     void assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs);
     // Cells [0, n) that a graph must attend over to see every used cell: one past the highest used
     // cell, rounded up to `pad` (capped at size()), so consecutive decode steps share a shape.
@@ -69,9 +74,27 @@ class kv_cache {
     std::vector<llm_pos> seq_pos_max_all() const;
     void clear();
 
+    // --- moving positions. seq_add adds delta to the positions of s's cells in [p0, p1) (s < 0:
+    // every sequence's), dropping a cell whose position falls below 0; seq_div divides them by d
+    // (>= 1, rounding down). A cell that other sequences share moves for them too: a cell has one
+    // position. Each moved cell records its move in kv_cell::delta until clear_shift().
+    void seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta);
+    void seq_div(seq_id s, llm_pos p0, llm_pos p1, int d);
+    // The used cells whose position moved since the last clear_shift, in cell order.
+    std::vector<uint32_t> shifted_cells() const;
+    void clear_shift();
+
+    // Moves the used cells to the front, in their order, with their K and V rows, so the free cells
+    // form one run at the end. Returns how many cells moved.
+    uint32_t defrag();
+
     // Saved and restored around a decode call that fails part way (the cells, not the data).
     std::vector<kv_cell> snapshot() const { return cells_; }
     void restore(std::vector<kv_cell> cells) { cells_ = std::move(cells); }
+
+    // The bytes of cell c's K (V) row in layer il, in the cache's type (state save and load).
+    uint8_t *k_row(size_t il, uint32_t c) const;
+    uint8_t *v_row(size_t il, uint32_t c) const;
 
     // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
     // (shares one of its sequences and holds a position <= its position), -INF elsewhere. A window

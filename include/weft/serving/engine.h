@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct request {
     int32_t n_probs = 0;            // per generated token, report this many most likely alternatives
     bool logprobs = false;          // per generated token, report its log-probability
     int32_t slot = -1;              // run in this slot (a conversation pinned to its cache); -1: any
+    // With engine_params::context_shift: the tokens at the start that a context shift keeps (at
+    // most half the slot's context is kept).
+    int32_t n_keep = 0;
 };
 
 struct token_logprob {
@@ -85,11 +89,15 @@ struct completion {
     std::string text;                     // everything generated, stop string excluded, valid UTF-8
     std::vector<generated_token> tokens;  // every sampled token (an end-of-generation token excluded)
     finish_reason finish = finish_reason::none;
-    std::string error;            // finish == error: why
-    std::string stop_word;        // finish == stop by a stop string: which one
-    int32_t slot = -1;            // where it ran
-    int32_t n_prompt = 0;         // prompt tokens
-    int32_t n_cached = 0;         // prompt tokens whose cache cells were reused
+    std::string error;      // finish == error: why
+    std::string stop_word;  // finish == stop by a stop string: which one
+    int32_t slot = -1;      // where it ran
+    int32_t n_prompt = 0;   // prompt tokens
+    int32_t n_cached = 0;   // prompt tokens whose cache cells were reused
+    // Tokens context shifts dropped: with n_keep the request's kept start (capped as the shift caps
+    // it), the tokens [n_keep, n_keep + n_discarded) of prompt + generated are gone from the slot.
+    int32_t n_discarded = 0;
+    int32_t n_shifts = 0;         // context shifts
     double queued_ms = 0.0;       // from submit to a slot
     double first_token_ms = 0.0;  // from submit to the first sampled token
     double prompt_ms = 0.0;       // from a slot to the first sampled token
@@ -134,6 +142,11 @@ struct engine_params {
     int32_t n_slots = 1;       // parallel sequences (1..64)
     inference_params context;  // n_ctx: cells for all slots together (each gets n_ctx / n_slots)
     size_t max_queue = 0;      // requests waiting for a slot at most (0: no limit)
+    // When a slot's context fills up during generation, keep the request's first n_keep tokens, drop
+    // the oldest half of the rest and go on (the cached keys are re-rotated to their new positions)
+    // instead of finishing with `length`. Applies to requests with max_tokens >= 0 on a model that
+    // can move positions (not bert).
+    bool context_shift = false;
 };
 
 struct slot_state {
@@ -192,6 +205,24 @@ class engine {
     // while the background loop runs.
     bool step();
 
+    // Drops the cached tokens [n_keep, n_keep + n_discard) of an idle slot and moves the later ones
+    // down into their place, as a context shift does (a conversation about to outgrow the context
+    // makes room before its next turn). n_keep is capped at half the slot's context, as in a shift
+    // during generation. Returns the tokens dropped (0 when the slot is busy or holds no more than
+    // n_keep). Throws weft::error when the model cannot move positions. Not while the loop runs.
+    int32_t shift_slot(int32_t slot, int32_t n_keep, int32_t n_discard);
+    // n_keep as context shifts use it: at most half of a slot's context.
+    int32_t shift_keep(int32_t n_keep) const;
+
+    // Saves an idle slot's cache (its cells and the tokens they hold) and the caller's bytes to a
+    // state file (inference_context::seq_state_save_file). Neither this nor load_slot while the
+    // loop runs.
+    void save_slot(int32_t slot, const std::string &path, std::string_view user_data = {});
+    // Loads such a file into an idle slot, replacing what it held, so a request whose prompt starts
+    // with the saved tokens decodes only the rest; returns the caller's bytes. Throws weft::error
+    // (another model, a truncated file, more tokens than a slot's context, a busy slot).
+    std::string load_slot(int32_t slot, const std::string &path);
+
     // Submits `r` and steps until it finishes, handing each event to on_event on this thread (it
     // returns false to cancel). Not to be called while the background loop runs.
     completion generate(request r, const std::function<bool(const event &)> &on_event);
@@ -209,6 +240,8 @@ class engine {
     bool pick_slot(const request &r, int32_t &chosen, size_t &keep) const;
     void start_job(slot &s, std::shared_ptr<job> j, size_t keep);
     void after_decode(slot &s, int32_t batch_index);
+    size_t drop_cached(slot &s, size_t keep, size_t n_discard);
+    slot &idle_slot(int32_t slot_id, const char *what);
     void finish(slot &s, finish_reason why, const std::string &error_text = {});
     void fail_batch(const std::vector<slot *> &in_batch, const std::string &why);
     void publish_slot(const slot &s);

@@ -1,0 +1,391 @@
+// src/runtime/state.cpp — saving and loading an inference_context's state (the whole context or one
+// sequence) as bytes or a file, with the checks that keep a state from landing in the wrong place.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "weft/core/error.h"
+#include "weft/core/safe_file.h"
+#include "weft/gguf/gguf.h"
+#include "weft/runtime/context.h"
+#include "weft/runtime/kv_cache.h"
+
+namespace weft {
+
+namespace {
+
+constexpr char state_magic[8] = {'W', 'E', 'F', 'T', 'S', 'T', 'A', 'T'};
+constexpr uint32_t state_version = 1;
+constexpr int32_t kind_context = 1;
+constexpr int32_t kind_sequence = 2;
+
+const char *kind_name(int32_t kind) {
+    return kind == kind_context ? "a whole context's state" : "one sequence's state";
+}
+
+struct fnv1a {
+    uint64_t hash = 14695981039346656037ull;
+    void add(const void *p, size_t n) {
+        const auto *b = static_cast<const uint8_t *>(p);
+        for (size_t i = 0; i < n; ++i) hash = (hash ^ b[i]) * 1099511628211ull;
+    }
+    template <typename T>
+    void add_value(T v) {
+        add(&v, sizeof v);
+    }
+    void add_string(std::string_view s) {
+        add_value(uint64_t(s.size()));
+        add(s.data(), s.size());
+    }
+};
+
+// Two models whose states are interchangeable have the same architecture, shapes, tensors and
+// (as far as a sample of each tensor's first and last bytes tells) weights.
+uint64_t model_identity(const model &m) {
+    fnv1a h;
+    const model_hparams &hp = m.hparams();
+    h.add_string(hp.arch);
+    for (int64_t v : {hp.n_layer, hp.n_embd, hp.n_vocab, hp.n_embd_head_k, hp.n_embd_head_v, hp.n_rot})
+        h.add_value(v);
+    for (int64_t il = 0; il < hp.n_layer; ++il) h.add_value(hp.n_head_kv(il));
+    const gguf_file &f = m.file();
+    constexpr size_t sample = 64;
+    for (const gguf_tensor_info &t : f.tensors()) {
+        h.add_string(t.name);
+        h.add_value(int32_t(t.type));
+        for (int64_t ne : t.ne) h.add_value(ne);
+        if (const uint8_t *data = f.tensor_data(t)) {
+            const size_t n = std::min(sample, t.nbytes);
+            h.add(data, n);
+            h.add(data + t.nbytes - n, n);
+        }
+    }
+    return h.hash;
+}
+
+class byte_writer {
+  public:
+    void bytes(const void *p, size_t n) {
+        const auto *b = static_cast<const uint8_t *>(p);
+        out.insert(out.end(), b, b + n);
+    }
+    template <typename T>
+    void value(T v) {
+        bytes(&v, sizeof v);
+    }
+    void string(std::string_view s) {
+        value(uint32_t(s.size()));
+        bytes(s.data(), s.size());
+    }
+    std::vector<uint8_t> out;
+};
+
+// Reads what a byte_writer wrote, every read bounds-checked: a short input is a truncated state.
+class byte_reader {
+  public:
+    byte_reader(std::span<const uint8_t> b, const std::string &origin) : b_(b), origin_(origin) {}
+    const uint8_t *take(size_t n, const char *what) {
+        if (b_.size() - at_ < n)
+            throw error(origin_ + ": truncated: " + what + " needs " + std::to_string(n) +
+                        " bytes at offset " + std::to_string(at_) + ", " + std::to_string(b_.size() - at_) +
+                        " are left");
+        const uint8_t *p = b_.data() + at_;
+        at_ += n;
+        return p;
+    }
+    template <typename T>
+    T value(const char *what) {
+        T v;
+        std::memcpy(&v, take(sizeof v, what), sizeof v);
+        return v;
+    }
+    std::string string(const char *what) {
+        const auto n = value<uint32_t>(what);
+        const uint8_t *p = take(n, what);
+        return std::string(reinterpret_cast<const char *>(p), n);
+    }
+    // n items of `item` bytes each: the count is checked against what is left before anything is
+    // allocated for it
+    size_t count(uint64_t n, size_t item, const char *what) {
+        if (item > 0 && n > (b_.size() - at_) / item)
+            throw error(origin_ + ": truncated: " + std::to_string(n) + " " + what +
+                        " announced, the data holds " + std::to_string((b_.size() - at_) / item));
+        return size_t(n);
+    }
+    size_t left() const { return b_.size() - at_; }
+
+  private:
+    std::span<const uint8_t> b_;
+    size_t at_ = 0;
+    const std::string &origin_;
+};
+
+std::vector<seq_id> seqs_of(uint64_t mask) {
+    std::vector<seq_id> s;
+    for (; mask != 0; mask &= mask - 1) s.push_back(seq_id(std::countr_zero(mask)));
+    return s;
+}
+
+}  // namespace
+
+std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
+                                                  std::string_view user_data) {
+    kv_update();
+    if (kind == kind_sequence && (s < 0 || uint32_t(s) >= params_.n_seq_max))
+        throw error("seq_state_save: sequence " + std::to_string(s) + " is outside [0, n_seq_max " +
+                    std::to_string(params_.n_seq_max) + ")");
+    std::vector<uint32_t> saved;
+    for (uint32_t c = 0; c < kv_->size(); ++c) {
+        const kv_cell &cell = kv_->cells()[c];
+        if (kind == kind_context ? !cell.empty() : cell.has_seq(s)) saved.push_back(c);
+    }
+    const size_t n_layer = kv_->layers().size();
+
+    byte_writer p;  // the payload
+    p.value(int32_t(kv_->type()));
+    p.value(uint32_t(n_layer));
+    p.value(kv_->size());
+    p.value(uint32_t(saved.size()));
+    for (uint32_t c : saved) {
+        const kv_cell &cell = kv_->cells()[c];
+        if (kind == kind_context) {
+            p.value(c);
+            p.value(cell.seq_mask);
+        }
+        p.value(cell.pos);
+    }
+    for (size_t il = 0; il < n_layer; ++il) {
+        const size_t k_row = kv_->layers()[il].k->nb[1], v_row = kv_->layers()[il].v->nb[1];
+        p.value(uint64_t(k_row));
+        p.value(uint64_t(v_row));
+        for (uint32_t c : saved) p.bytes(kv_->k_row(il, c), k_row);
+        for (uint32_t c : saved) p.bytes(kv_->v_row(il, c), v_row);
+    }
+    p.value(uint64_t(tokens.size()));
+    p.bytes(tokens.data(), tokens.size_bytes());
+    p.value(uint64_t(user_data.size()));
+    p.bytes(user_data.data(), user_data.size());
+    if (kind == kind_context) {
+        p.value(uint32_t(output_batch_index_.size()));
+        p.value(uint32_t(model_.hparams().n_output()));
+        p.bytes(output_batch_index_.data(), output_batch_index_.size() * sizeof(int32_t));
+        p.value(uint32_t(batch_output_row_.size()));
+        p.bytes(batch_output_row_.data(), batch_output_row_.size() * sizeof(int32_t));
+        p.bytes(logits_.data(), logits_.size() * sizeof(float));
+    }
+
+    fnv1a checksum;
+    checksum.add(p.out.data(), p.out.size());
+    byte_writer w;
+    w.bytes(state_magic, sizeof state_magic);
+    w.value(state_version);
+    w.value(kind);
+    w.value(model_identity(model_));
+    w.string(model_.name());
+    w.value(uint64_t(p.out.size()));
+    w.value(checksum.hash);
+    w.bytes(p.out.data(), p.out.size());
+    return std::move(w.out);
+}
+
+inference_context::saved_state inference_context::load_impl(std::span<const uint8_t> bytes, int32_t kind,
+                                                            seq_id dst, const std::string &origin) {
+    auto fail = [&](const std::string &what) { throw error(origin + ": " + what); };
+    byte_reader r(bytes, origin);
+    if (bytes.size() < sizeof state_magic || std::memcmp(bytes.data(), state_magic, sizeof state_magic) != 0)
+        fail("not a weft state file (no WEFTSTAT magic)");
+    r.take(sizeof state_magic, "the magic");
+    const auto version = r.value<uint32_t>("the version");
+    if (version != state_version)
+        fail("state format version " + std::to_string(version) + " is not supported (this build reads " +
+             std::to_string(state_version) + ")");
+    const auto file_kind = r.value<int32_t>("the kind");
+    if (file_kind != kind_context && file_kind != kind_sequence)
+        fail("unknown kind " + std::to_string(file_kind));
+    if (file_kind != kind)
+        fail(std::string("holds ") + kind_name(file_kind) + ", not " + kind_name(kind) +
+             (file_kind == kind_sequence ? " (load it as a sequence)" : " (load it as a whole context)"));
+    const auto identity = r.value<uint64_t>("the model identity");
+    const std::string saved_by = r.string("the model name");
+    if (identity != model_identity(model_))
+        fail("saved with another model ('" + saved_by + "'): this context runs '" + model_.name() + "' (" +
+             model_.arch_name() + "), whose architecture, shapes or weights differ");
+    const auto payload_size = r.value<uint64_t>("the payload size");
+    const auto checksum = r.value<uint64_t>("the checksum");
+    if (payload_size > r.left())
+        fail("truncated: the header announces " + std::to_string(payload_size) + " bytes of data, " +
+             std::to_string(r.left()) + " follow");
+    if (payload_size < r.left())
+        fail(std::to_string(r.left() - payload_size) + " unexpected bytes after the data");
+    const uint8_t *payload = r.take(size_t(payload_size), "the payload");
+    fnv1a sum;
+    sum.add(payload, size_t(payload_size));
+    if (sum.hash != checksum) fail("checksum mismatch: the state data is corrupt");
+
+    byte_reader p(std::span<const uint8_t>(payload, size_t(payload_size)), origin);
+    const auto type = dtype(p.value<int32_t>("the cache type"));
+    if (type != kv_->type())
+        fail(std::string("the saved KV cache is ") + type_name(type) + ", this context's is " +
+             type_name(kv_->type()));
+    const auto n_layer = p.value<uint32_t>("the layer count");
+    if (n_layer != kv_->layers().size()) fail("saved " + std::to_string(n_layer) + " layers");
+    const auto n_cells = p.value<uint32_t>("the cache size");
+    if (kind == kind_context && n_cells != kv_->size())
+        fail("saved from a context of " + std::to_string(n_cells) + " cells; this one has " +
+             std::to_string(kv_->size()));
+    const size_t cell_bytes = kind == kind_context ? 16 : 4;
+    const size_t n_saved = p.count(p.value<uint32_t>("the cell count"), cell_bytes, "cells");
+    if (n_saved > kv_->size())
+        fail(std::to_string(n_saved) + " cells saved, the cache has " + std::to_string(kv_->size()));
+    struct saved_cell {
+        uint32_t index = 0;
+        uint64_t mask = 0;
+        llm_pos pos = 0;
+    };
+    std::vector<saved_cell> cells(n_saved);
+    const uint64_t allowed = params_.n_seq_max >= 64 ? ~uint64_t(0) : (uint64_t(1) << params_.n_seq_max) - 1;
+    for (size_t i = 0; i < n_saved; ++i) {
+        saved_cell &c = cells[i];
+        if (kind == kind_context) {
+            c.index = p.value<uint32_t>("a cell");
+            c.mask = p.value<uint64_t>("a cell");
+            if (c.index >= kv_->size() || (i > 0 && c.index <= cells[i - 1].index))
+                fail("cell index " + std::to_string(c.index) + " is out of order or outside the cache");
+            if (c.mask == 0 || (c.mask & ~allowed) != 0)
+                fail("a cell belongs to sequences outside [0, n_seq_max " +
+                     std::to_string(params_.n_seq_max) + ")");
+        }
+        c.pos = p.value<llm_pos>("a cell");
+        if (c.pos < 0) fail("a cell has negative position " + std::to_string(c.pos));
+    }
+    std::vector<std::pair<const uint8_t *, const uint8_t *>> rows(n_layer);  // K, V rows per layer
+    for (size_t il = 0; il < n_layer; ++il) {
+        const auto k_row = p.value<uint64_t>("a row size"), v_row = p.value<uint64_t>("a row size");
+        if (k_row != kv_->layers()[il].k->nb[1] || v_row != kv_->layers()[il].v->nb[1])
+            fail("layer " + std::to_string(il) + " has rows of another size");
+        rows[il].first = p.take(n_saved * size_t(k_row), "the K rows");
+        rows[il].second = p.take(n_saved * size_t(v_row), "the V rows");
+    }
+    saved_state out;
+    out.tokens.resize(p.count(p.value<uint64_t>("the token count"), sizeof(token), "tokens"));
+    std::memcpy(out.tokens.data(), p.take(out.tokens.size() * sizeof(token), "the tokens"),
+                out.tokens.size() * sizeof(token));
+    const size_t n_user = p.count(p.value<uint64_t>("the user data size"), 1, "bytes of user data");
+    out.user_data.assign(reinterpret_cast<const char *>(p.take(n_user, "the user data")), n_user);
+    std::vector<int32_t> out_index, out_row;
+    std::vector<float> logits;
+    if (kind == kind_context) {
+        const size_t n_out = p.count(p.value<uint32_t>("the output count"), sizeof(int32_t), "outputs");
+        const auto width = p.value<uint32_t>("the output width");
+        if (width != model_.hparams().n_output()) fail("the saved logits rows have another width");
+        out_index.resize(n_out);
+        std::memcpy(out_index.data(), p.take(n_out * sizeof(int32_t), "the outputs"),
+                    n_out * sizeof(int32_t));
+        const size_t n_batch = p.count(p.value<uint32_t>("the batch size"), sizeof(int32_t), "batch rows");
+        out_row.resize(n_batch);
+        std::memcpy(out_row.data(), p.take(n_batch * sizeof(int32_t), "the batch rows"),
+                    n_batch * sizeof(int32_t));
+        for (int32_t i : out_index)
+            if (i < 0 || size_t(i) >= n_batch) fail("an output row points outside its batch");
+        for (int32_t row : out_row)
+            if (row < -1 || row >= int32_t(n_out)) fail("a batch row points outside the outputs");
+        logits.resize(p.count(uint64_t(n_out) * width, sizeof(float), "logits"));
+        std::memcpy(logits.data(), p.take(logits.size() * sizeof(float), "the logits"),
+                    logits.size() * sizeof(float));
+    }
+    if (p.left() != 0) fail(std::to_string(p.left()) + " unexpected bytes at the end of the data");
+
+    // Everything is read and checked: now the context changes.
+    kv_update();
+    std::vector<uint32_t> slots;
+    if (kind == kind_context) {
+        kv_->clear();
+        for (const saved_cell &c : cells) slots.push_back(c.index);
+    } else {
+        if (dst < 0 || uint32_t(dst) >= params_.n_seq_max)
+            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " +
+                 std::to_string(params_.n_seq_max) + ")");
+        std::vector<kv_cell> before = kv_->snapshot();
+        kv_->seq_rm(dst, -1, -1);
+        const std::vector<std::vector<seq_id>> seqs(n_saved, {dst});
+        slots = kv_->find_slots(seqs, false);
+        if (slots.empty() && n_saved > 0 && kv_->defrag() > 0) slots = kv_->find_slots(seqs, false);
+        if (slots.empty() && n_saved > 0) {
+            kv_->restore(std::move(before));
+            fail(std::to_string(n_saved) + " cells are needed, " +
+                 std::to_string(kv_->size() - kv_->used_cells()) + " are free");
+        }
+    }
+    for (size_t i = 0; i < n_saved; ++i) {
+        const std::vector<seq_id> seqs =
+            kind == kind_context ? seqs_of(cells[i].mask) : std::vector<seq_id>{dst};
+        kv_->assign(slots[i], cells[i].pos, seqs);
+        for (size_t il = 0; il < n_layer; ++il) {
+            const size_t k_row = kv_->layers()[il].k->nb[1], v_row = kv_->layers()[il].v->nb[1];
+            std::memcpy(kv_->k_row(il, slots[i]), rows[il].first + i * k_row, k_row);
+            std::memcpy(kv_->v_row(il, slots[i]), rows[il].second + i * v_row, v_row);
+        }
+    }
+    if (kind == kind_context) {
+        output_batch_index_ = std::move(out_index);
+        batch_output_row_ = std::move(out_row);
+        logits_ = std::move(logits);
+    }
+    return out;
+}
+
+std::vector<uint8_t> inference_context::state_save(std::span<const token> tokens,
+                                                   std::string_view user_data) {
+    return save_impl(kind_context, -1, tokens, user_data);
+}
+
+inference_context::saved_state inference_context::state_load(std::span<const uint8_t> bytes,
+                                                             const std::string &origin) {
+    return load_impl(bytes, kind_context, -1, origin);
+}
+
+std::vector<uint8_t> inference_context::seq_state_save(seq_id s, std::span<const token> tokens,
+                                                       std::string_view user_data) {
+    return save_impl(kind_sequence, s, tokens, user_data);
+}
+
+inference_context::saved_state inference_context::seq_state_load(std::span<const uint8_t> bytes, seq_id dst,
+                                                                 const std::string &origin) {
+    return load_impl(bytes, kind_sequence, dst, origin);
+}
+
+namespace {
+
+void write_state_file(const std::string &path, const std::vector<uint8_t> &bytes) {
+    output_file out(path);
+    out.write(bytes.data(), bytes.size());
+    out.commit();
+}
+
+std::span<const uint8_t> as_bytes(const std::string &s) {
+    return {reinterpret_cast<const uint8_t *>(s.data()), s.size()};
+}
+
+}  // namespace
+
+void inference_context::state_save_file(const std::string &path, std::span<const token> tokens,
+                                        std::string_view user_data) {
+    write_state_file(path, state_save(tokens, user_data));
+}
+
+inference_context::saved_state inference_context::state_load_file(const std::string &path) {
+    const std::string bytes = read_input_file(path);
+    return state_load(as_bytes(bytes), "state file " + path);
+}
+
+void inference_context::seq_state_save_file(const std::string &path, seq_id s, std::span<const token> tokens,
+                                            std::string_view user_data) {
+    write_state_file(path, seq_state_save(s, tokens, user_data));
+}
+
+inference_context::saved_state inference_context::seq_state_load_file(const std::string &path, seq_id dst) {
+    const std::string bytes = read_input_file(path);
+    return seq_state_load(as_bytes(bytes), dst, "state file " + path);
+}
+
+}  // namespace weft
