@@ -494,15 +494,23 @@ bool engine::step() {
     std::vector<slot *> in_batch;
     std::vector<int32_t> output_of(slots_.size(), -1);  // slot -> batch index of its output row
     std::vector<size_t> added(slots_.size(), 0);
-    for (auto &sp : slots_) {
-        slot &s = *sp;
-        if (!s.busy() || s.pending == token_null) continue;
+    size_t prompt_left = 0;
+    for (auto &sp : slots_)
+        if (sp->processing_prompt()) prompt_left += sp->req.prompt.size() - sp->n_past();
+    const bool prompts_only =
+        prompt_left > 0 && prompt_left <= size_t(std::max(0, params_.prompt_first_tokens));
+    // At most n_batch tokens: when fewer than the generating slots, they take turns (the first slot
+    // asked moves on every step).
+    const size_t n_batch = std::max<size_t>(1, ctx_->n_batch());
+    const size_t first = size_t(stats_.steps % slots_.size());  // written only by this thread
+    for (size_t k = 0; k < slots_.size() && size_t(b.n_tokens()) < n_batch; ++k) {
+        slot &s = *slots_[(first + k) % slots_.size()];
+        if (prompts_only || !s.busy() || s.pending == token_null) continue;
         output_of[size_t(s.id)] = b.n_tokens();
         b.add(s.pending, llm_pos(s.n_past()), {seq_id(s.id)}, true);
         added[size_t(s.id)] = 1;
         in_batch.push_back(&s);
     }
-    const size_t n_batch = std::max<size_t>(1, ctx_->n_batch());
     for (auto &sp : slots_) {
         slot &s = *sp;
         if (!s.processing_prompt() || size_t(b.n_tokens()) >= n_batch) continue;

@@ -364,6 +364,31 @@ TEST(ServingEngine, FewerBatchTokensThanSlots) {
     }
 }
 
+// A short new prompt is decoded alone: the generating slot waits one step, so the new request's
+// first token comes after one prompt step (prompt_first_tokens); with 0 the two share the step. The
+// texts are the same either way.
+TEST(ServingEngine, ShortPromptsGoFirst) {
+    const model &m = synth();
+    for (int32_t prompt_first : {128, 0}) {
+        SCOPED_TRACE("prompt_first_tokens " + std::to_string(prompt_first));
+        engine_params p = params(2, 256);
+        p.prompt_first_tokens = prompt_first;
+        engine eng(m, p);
+        const request a = fixed(m, "the first request", 8), b = fixed(m, "and the second one", 4);
+        const auto ja = eng.submit(a);
+        ASSERT_TRUE(eng.step());  // a's prompt
+        ASSERT_TRUE(eng.step());  // a's first generated token decoded
+        const auto jb = eng.submit(b);
+        const uint64_t generated = eng.stats().generated_tokens;
+        ASSERT_TRUE(eng.step());  // b's prompt, alone or beside a's next token
+        EXPECT_EQ(eng.stats().generated_tokens - generated, prompt_first > 0 ? 1u : 2u);
+        while (eng.step()) {
+        }
+        expect_same_output(collect(*ja).c, run_alone(m, a).c, "a");
+        expect_same_output(collect(*jb).c, run_alone(m, b).c, "b");
+    }
+}
+
 // --- 2. events
 
 TEST(ServingEngine, EventsAddUpToTheCompletionAndAreValidUtf8) {

@@ -63,6 +63,7 @@ struct serve_options {
     int timeout_s = 600;         // read and write timeout of a connection
     size_t max_body = size_t(8) << 20;
     size_t max_queue = 256;  // 0: no limit
+    int32_t prompt_first = 128;
     int http_threads = 0;
     std::string cors;
     bool no_context_shift = false;
@@ -1428,6 +1429,12 @@ int serve_main(int argc, char **argv) {
     app.add_option("--max-body", opt.max_body, "largest request body in bytes (413 above)")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));
+    app.add_option(
+           "--prompt-first", opt.prompt_first,
+           "decode new prompts alone (the generating slots wait one step) while they total at most "
+           "this many tokens, for a short time to first token (0: always decode them beside the others)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("--max-queue", opt.max_queue,
                    "requests waiting for a slot at most (503 above; 0: no limit)")
         ->capture_default_str();
@@ -1477,6 +1484,7 @@ int serve_main(int argc, char **argv) {
         serving::engine_params ep;
         ep.n_slots = opt.n_slots;
         ep.max_queue = opt.max_queue;
+        ep.prompt_first_tokens = opt.prompt_first;
         ep.context_shift = !opt.no_context_shift;
         ep.context = tool::conversation_params(*loaded, n_ctx_slot, opt.n_batch, opt.n_threads);
         ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);

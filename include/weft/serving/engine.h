@@ -147,6 +147,12 @@ struct engine_params {
     // instead of finishing with `length`. Applies to requests with max_tokens >= 0 on a model that
     // can move positions (not bert).
     bool context_shift = false;
+    // Short prompts first: when the prompt tokens still to decode, all slots together, are at most
+    // this many, a step decodes only them and the generating slots wait one step, so a new request's
+    // first token does not wait behind everyone's next one (time to first token). Longer prompts
+    // are decoded in chunks beside the generating slots, which never wait longer than one short
+    // prompt. 0: always mix.
+    int32_t prompt_first_tokens = 128;
 };
 
 struct slot_state {
