@@ -92,8 +92,8 @@ inference_context::inference_context(const weft::model &m, const inference_param
     if (params_.n_threads_batch <= 0) params_.n_threads_batch = params_.n_threads;
 
     // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
-    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.kv_type,
-                                     params_.n_seq_max);
+    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.type_k,
+                                     hp.encoder ? dtype::f32 : params_.type_v, params_.n_seq_max);
 
     state_->cpu = std::make_unique<cpu_backend>(params_.n_threads);
     if (params_.abort_callback) state_->cpu->set_abort_callback(params_.abort_callback);

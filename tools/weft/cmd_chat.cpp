@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
@@ -37,6 +38,7 @@ struct chat_options {
     bool verbose = false;
     int64_t seed = -1;  // -1: random
     sampling_params sampling;
+    cache_type_options cache_types;
 };
 
 // Set by SIGINT (interactive sessions only): stops the reply being generated; at the "> " prompt
@@ -214,8 +216,13 @@ int chat_main(int argc, char **argv) {
     app.add_option("-s,--seed", opt.seed, "sampling seed (-1: random)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(-1), int64_t(UINT32_MAX)));
+    add_cache_type_options(app, opt.cache_types);
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
 
     if (opt.seed >= 0) s.seed = uint32_t(opt.seed);
 
@@ -226,7 +233,8 @@ int chat_main(int argc, char **argv) {
                      chosen.fallback.c_str());
     const std::string &template_source = chosen.source;
 
-    const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
+    inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
+    opt.cache_types.apply(ip);
     serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "weft/assets.h"
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
@@ -63,6 +64,7 @@ struct serve_options {
     size_t max_queue = 256;  // 0: no limit
     int http_threads = 0;
     std::string cors;
+    cache_type_options cache_types;
 };
 
 // A request the server refuses; the message goes back to the client as an OpenAI error object.
@@ -1310,6 +1312,7 @@ int serve_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 4096));
     app.add_option("--cors", opt.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    add_cache_type_options(app, opt.cache_types);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -1349,12 +1352,15 @@ int serve_main(int argc, char **argv) {
         ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
+        opt.cache_types.apply(ep.context);
         eng = std::make_unique<serving::engine>(*loaded, ep);
         std::fprintf(stderr, "weft serve: %s: %s\n", loaded->path().c_str(), loaded->describe().c_str());
         std::fprintf(stderr,
                      "weft serve: %d slots of %u tokens (context %u), %d threads, chat template %s (%s)\n",
                      eng->n_slots(), eng->n_ctx_slot(), eng->n_ctx(), ep.context.n_threads,
                      chosen.name().c_str(), template_source.c_str());
+        std::fprintf(stderr, "weft serve: KV cache K %s, V %s\n", type_name(ep.context.type_k),
+                     type_name(ep.context.type_v));
         eng->start();
         routes.set_ready(*loaded, *eng, chosen, template_source);
     } catch (...) {
