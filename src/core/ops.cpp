@@ -1,6 +1,7 @@
 // src/core/ops.cpp — op constructors (validate, record op/src/params, return) and the per-op tables.
 #include "weft/core/ops.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -429,6 +430,23 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask, float s) {
     return r;
 }
 
+std::span<const dtype> attention_kv_types() {
+    static constexpr std::array<dtype, 8> types = {dtype::f32,  dtype::f16,  dtype::bf16, dtype::q8_0,
+                                                   dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1};
+    return types;
+}
+
+std::string attention_kv_type_names() {
+    std::string names;
+    for (dtype t : attention_kv_types()) names += std::string(names.empty() ? "" : ", ") + type_name(t);
+    return names;
+}
+
+bool is_attention_kv_type(dtype t) {
+    const auto types = attention_kv_types();
+    return std::find(types.begin(), types.end(), t) != types.end();
+}
+
 tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale, float softcap) {
     const char *n = "attention";
     require_tensor(n, "q", q);
@@ -438,9 +456,9 @@ tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, f
     require_type(n, "q", *q, dtype::f32);
     require_type(n, "mask", *mask, dtype::f32);
     for (const tensor *kv : {k, v})
-        if (kv->type != dtype::f32 && kv->type != dtype::f16)
+        if (!is_attention_kv_type(kv->type))
             fail(n, std::string(kv == k ? "k" : "v") + " is " + type_name(kv->type) + " " + describe(*kv) +
-                        ": must be f32 or f16");
+                        ": must be one of " + attention_kv_type_names());
     const std::string shapes = "q is " + q->shape_str() + ", k is " + k->shape_str() + ", v is " +
                                v->shape_str() + ", mask is " + mask->shape_str();
     if (k->ne[0] != q->ne[0]) fail(n, shapes + ": q and k must have the same head size (ne[0])");

@@ -191,14 +191,14 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     tensor *k_stored = named(set_rows(ctx, cache.k, k_rows, inputs_.kv_idxs), "k_cache_store", il);
     tensor *v_stored = named(set_rows(ctx, cache.v, v_rows, inputs_.kv_idxs), "v_cache_store", il);
 
-    const size_t k_elt = type_traits(cache.k->type).type_size;
-    const size_t v_elt = type_traits(cache.v->type).type_size;
-    // [head_k, n_kv, n_head_kv]: cells of one KV head
-    tensor *k_view = named(view_3d(ctx, k_stored, head_k, n_kv, n_head_kv, cache.k->nb[1], head_k * k_elt, 0),
-                           "k_cache_view", il);
+    // [head_k, n_kv, n_head_kv]: cells of one KV head (a head's row: whole blocks of a quantized cache)
+    tensor *k_view = named(
+        view_3d(ctx, k_stored, head_k, n_kv, n_head_kv, cache.k->nb[1], row_size(cache.k->type, head_k), 0),
+        "k_cache_view", il);
     // [head_v, n_kv, n_head_kv]: the cells as rows, read in place by the fused attention
-    tensor *v_view = named(view_3d(ctx, v_stored, head_v, n_kv, n_head_kv, cache.v->nb[1], head_v * v_elt, 0),
-                           "v_cache_view", il);
+    tensor *v_view = named(
+        view_3d(ctx, v_stored, head_v, n_kv, n_head_kv, cache.v->nb[1], row_size(cache.v->type, head_v), 0),
+        "v_cache_view", il);
 
     // q [head_k, n_head, n_tokens] -> [head_k, n_tokens, n_head]; each query head attends over the
     // cells of its KV head; the result [head_v, n_head, n_tokens] is already in row order

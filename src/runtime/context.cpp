@@ -118,8 +118,8 @@ inference_context::inference_context(const weft::model &m, const inference_param
 
     // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
     device_ = &select_device(params_.device);
-    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.kv_type,
-                                     params_.n_seq_max, device_);
+    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.type_k,
+                                     hp.encoder ? dtype::f32 : params_.type_v, params_.n_seq_max, device_);
 
     state_->compute = device_->make_backend(params_.n_threads);
     if (params_.abort_callback) state_->compute->set_abort_callback(params_.abort_callback);

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "weft/core/backend.h"
 #include "weft/core/error.h"
+#include "weft/core/ops.h"
 #include "weft/runtime/context.h"
 
 namespace weft {
@@ -23,15 +26,36 @@ bool in_range(llm_pos p, llm_pos p0, llm_pos p1) {
 
 }  // namespace
 
-kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max, device *dev)
-    : type_(type), n_seq_max_(n_seq_max), cells_(kv_size) {
-    if (type != dtype::f16 && type != dtype::f32)
-        throw error(std::string("KV cache type ") + type_name(type) + " is not supported (f16, f32)");
+dtype kv_cache_type_from_name(std::string_view name) {
+    const std::optional<dtype> t = type_from_name(name);
+    if (!t || !is_attention_kv_type(*t))
+        throw error("unknown KV cache type '" + printable(name, 64) +
+                    "' (valid: " + attention_kv_type_names() + ")");
+    return *t;
+}
+
+kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v, uint32_t n_seq_max,
+                   device *dev)
+    : type_k_(type_k), type_v_(type_v), n_seq_max_(n_seq_max), cells_(kv_size) {
+    const model_hparams &hp = m.hparams();
+    // A block type quantizes each head's rows in whole blocks (attention reads a head's rows alone).
+    auto check_type = [&](dtype type, const char *which, int64_t head_size) {
+        if (!is_attention_kv_type(type))
+            throw error(std::string("KV cache type ") + type_name(type) + " for " + which +
+                        " is not supported (" + attention_kv_type_names() + ")");
+        const int64_t block = type_traits(type).block_size;
+        if (head_size % block != 0)
+            throw error(std::string("KV cache type ") + type_name(type) + " for " + which +
+                        " needs a head size that is a multiple of its block size " + std::to_string(block) +
+                        ", but " + m.arch_name() + " has " + which + " heads of " +
+                        std::to_string(head_size) + " (use f32, f16 or bf16 for " + which + ")");
+    };
+    check_type(type_k, "K", hp.n_embd_head_k);
+    check_type(type_v, "V", hp.n_embd_head_v);
     if (kv_size == 0) throw error("KV cache: the context size must be positive");
     if (n_seq_max == 0 || n_seq_max > uint32_t(max_sequences))
         throw error("KV cache: n_seq_max " + std::to_string(n_seq_max) + " must be in [1, " +
                     std::to_string(max_sequences) + "]");
-    const model_hparams &hp = m.hparams();
 
     context_params cp;
     cp.mem_size = context_overhead(size_t(hp.n_layer) * 2 + 4);
@@ -45,8 +69,8 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_
     auto aligned = [&](size_t n) { return (n + align - 1) / align * align; };
     for (int64_t il = 0; il < hp.n_layer; ++il) {
         kv_layer &l = layers_[size_t(il)];
-        l.k = ctx_->new_tensor(type, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
-        l.v = ctx_->new_tensor(type, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
+        l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
+        l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
         l.k->format_name("cache_k_l%lld", static_cast<long long>(il));
         l.v->format_name("cache_v_l%lld", static_cast<long long>(il));
         total += aligned(l.k->nbytes()) + aligned(l.v->nbytes());
@@ -55,7 +79,8 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_
         buffer_ = memory.alloc(total);
     } catch (const error &e) {
         throw error("the KV cache of " + std::to_string(kv_size) + " cells (" + std::to_string(hp.n_layer) +
-                    " layers, " + type_name(type) + ") needs " + std::to_string(total >> 20) +
+                    " layers, " + std::string(type_name(type_k_)) + "/" + type_name(type_v_) + ") needs " +
+                    std::to_string(total >> 20) +
                     " MiB, which cannot be allocated (a smaller context size -c would fit): " + e.what());
     }
     buffer_->clear(0);

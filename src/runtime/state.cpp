@@ -142,7 +142,8 @@ std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::s
     const size_t n_layer = kv_->layers().size();
 
     byte_writer p;  // the payload
-    p.value(int32_t(kv_->type()));
+    p.value(int32_t(kv_->type_k()));
+    p.value(int32_t(kv_->type_v()));
     p.value(uint32_t(n_layer));
     p.value(kv_->size());
     p.value(uint32_t(saved.size()));
@@ -223,10 +224,11 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     if (sum.hash != checksum) fail("checksum mismatch: the state data is corrupt");
 
     byte_reader p(std::span<const uint8_t>(payload, size_t(payload_size)), origin);
-    const auto type = dtype(p.value<int32_t>("the cache type"));
-    if (type != kv_->type())
-        fail(std::string("the saved KV cache is ") + type_name(type) + ", this context's is " +
-             type_name(kv_->type()));
+    const auto type_k = dtype(p.value<int32_t>("the K cache type"));
+    const auto type_v = dtype(p.value<int32_t>("the V cache type"));
+    if (type_k != kv_->type_k() || type_v != kv_->type_v())
+        fail(std::string("the saved KV cache is ") + type_name(type_k) + "/" + type_name(type_v) +
+             " (K/V), this context's is " + type_name(kv_->type_k()) + "/" + type_name(kv_->type_v()));
     const auto n_layer = p.value<uint32_t>("the layer count");
     if (n_layer != kv_->layers().size()) fail("saved " + std::to_string(n_layer) + " layers");
     const auto n_cells = p.value<uint32_t>("the cache size");

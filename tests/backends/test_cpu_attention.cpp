@@ -1,12 +1,16 @@
 // tests/backends/test_cpu_attention.cpp — the fused attention op: against a double-precision
 // softmax(q k^T) v, the same bits with 1, 2, 3 threads and with the scalar build, and a token's
-// result independent of the cells hidden from it and of the other tokens of its batch.
+// result independent of the cells hidden from it and of the other tokens of its batch; for K and V
+// of every KV cache type (f32, f16, bf16 and the block types q8_0 ... q5_1).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
@@ -23,24 +27,49 @@ constexpr float hidden = -std::numeric_limits<float>::infinity();
 struct attention_case {
     tensor *q, *k, *v, *mask, *out;
     float softcap = 0.0f;
+    // K and V as the kernel sees them: the cache rows widened to floats by their type's to_float
+    std::vector<float> k_values, v_values;
+    float k_at(int64_t i, int64_t j, int64_t g) const {
+        return k_values[size_t((g * k->ne[1] + j) * k->ne[0] + i)];
+    }
+    float v_at(int64_t i, int64_t j, int64_t g) const {
+        return v_values[size_t((g * v->ne[1] + j) * v->ne[0] + i)];
+    }
 };
 
+// A contiguous K or V tensor of `type` holding `values` (each row converted by the type's own
+// from_float); returns the values its rows widen back to.
+std::vector<float> store_rows(tensor &t, const std::vector<float> &values) {
+    const quant_traits &traits = quant_traits_of(t.type);
+    const int64_t n = t.ne[0], rows = t.nelements() / n;
+    std::vector<float> widened(values.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        char *row = static_cast<char *>(t.data) + r * int64_t(t.nb[1]);
+        traits.from_float(&values[size_t(r * n)], row, n);
+        traits.to_float(row, &widened[size_t(r * n)], n);
+    }
+    return widened;
+}
+
 // q [head_k, n_tokens, n_head] as attention's permuted view of [head_k, n_head, n_tokens]; k, v
-// f16 [head, n_kv, n_head_kv]; token t sees cells j <= visible_until[t], except every fifth.
+// [head, n_kv, n_head_kv] of k_type and v_type (f16 unless given); token t sees cells j <= visible_until[t],
+// except every fifth.
 attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n_tokens, int64_t n_head,
-                         int64_t n_head_kv, int64_t n_kv, uint32_t seed, float softcap = 0.0f) {
+                         int64_t n_head_kv, int64_t n_kv, uint32_t seed, float softcap = 0.0f,
+                         dtype k_type = dtype::f16, dtype v_type = dtype::f16) {
     attention_case c;
     c.softcap = softcap;
     tensor *q_rows = ctx.new_tensor(dtype::f32, {head_k, n_head, n_tokens});
     fill_uniform(*q_rows, seed);
     c.q = permute(ctx, q_rows, 0, 2, 1, 3);
-    c.k = ctx.new_tensor(dtype::f16, {head_k, n_kv, n_head_kv});
-    c.v = ctx.new_tensor(dtype::f16, {head_v, n_kv, n_head_kv});
+    c.k = ctx.new_tensor(k_type, {head_k, n_kv, n_head_kv});
+    c.v = ctx.new_tensor(v_type, {head_v, n_kv, n_head_kv});
     std::mt19937 rng(seed + 1);
     std::uniform_real_distribution<float> dist(-1, 1);
     for (tensor *t : {c.k, c.v}) {
-        auto *h = static_cast<fp16_t *>(t->data);
-        for (int64_t i = 0; i < t->nelements(); ++i) h[i] = fp32_to_fp16(dist(rng));
+        std::vector<float> values(size_t(t->nelements()));
+        for (float &x : values) x = dist(rng);
+        (t == c.k ? c.k_values : c.v_values) = store_rows(*t, values);
     }
     c.mask = ctx.new_tensor(dtype::f32, {n_kv, n_tokens});
     auto *m = static_cast<float *>(c.mask->data);
@@ -51,6 +80,7 @@ attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n
     return c;
 }
 
+// softmax(q k^T) v in double over the widened K and V values
 double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
     const int64_t head_k = c.k->ne[0], n_kv = c.k->ne[1], g = h / (c.q->ne[2] / c.k->ne[2]);
     const auto *m = static_cast<const float *>(c.mask->data) + t * n_kv;
@@ -59,7 +89,7 @@ double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
     for (int64_t j = 0; j < n_kv; ++j) {
         if (m[j] == hidden) continue;
         double dot = 0;
-        for (int64_t i = 0; i < head_k; ++i) dot += at(*c.q, i, t, h) * at(*c.k, i, j, g);
+        for (int64_t i = 0; i < head_k; ++i) dot += at(*c.q, i, t, h) * c.k_at(i, j, g);
         s[size_t(j)] =
             (c.softcap > 0.0f ? c.softcap * std::tanh(dot * 0.125 / c.softcap) : dot * 0.125) + m[j];
         max = std::max(max, s[size_t(j)]);
@@ -69,7 +99,7 @@ double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
         if (m[j] == hidden) continue;
         const double p = std::exp(s[size_t(j)] - max);
         sum += p;
-        acc += p * at(*c.v, d, j, g);
+        acc += p * c.v_at(d, j, g);
     }
     return sum > 0 ? acc / sum : 0.0;
 }
@@ -121,22 +151,29 @@ TEST(CpuAttention, TokenWithNothingVisibleGetsZeros) {
 }
 
 // Token t of `batch` alone: a cache of n_total cells whose first cells are the batch's `cells` (K, V
-// and the token's mask value copied, in order) and the rest NaN and hidden. Returns its output.
+// rows and the token's mask value copied, in order) and the rest garbage (all bits set: NaN in every
+// type's values or scales) and hidden. Returns its output.
 std::vector<float> run_alone(context &ctx, const attention_case &batch, int64_t t,
                              const std::vector<int64_t> &cells, int64_t n_total) {
     const int64_t head = batch.k->ne[0], n_head = batch.q->ne[2], n_head_kv = batch.k->ne[2];
     tensor *q1 = ctx.new_tensor(dtype::f32, {head, n_head, 1});
     for (int64_t h = 0; h < n_head; ++h)
         for (int64_t i = 0; i < head; ++i) tensor_set_f32(*q1, float(at(*batch.q, i, t, h)), i, h, 0);
-    tensor *k1 = ctx.new_tensor(dtype::f16, {head, n_total, n_head_kv});
-    tensor *v1 = ctx.new_tensor(dtype::f16, {head, n_total, n_head_kv});
+    tensor *k1 = ctx.new_tensor(batch.k->type, {head, n_total, n_head_kv});
+    tensor *v1 = ctx.new_tensor(batch.v->type, {head, n_total, n_head_kv});
     tensor *m1 = ctx.new_tensor(dtype::f32, {n_total, 1});
     const int64_t n = int64_t(cells.size());
     for (int64_t g = 0; g < n_head_kv; ++g)
         for (int64_t c = 0; c < n_total; ++c)
-            for (int64_t i = 0; i < head; ++i) {
-                tensor_set_f32(*k1, c < n ? float(at(*batch.k, i, cells[size_t(c)], g)) : NAN, i, c, g);
-                tensor_set_f32(*v1, c < n ? float(at(*batch.v, i, cells[size_t(c)], g)) : NAN, i, c, g);
+            for (auto [from, to] : {std::pair{batch.k, k1}, std::pair{batch.v, v1}}) {
+                char *row = static_cast<char *>(to->data) + c * to->nb[1] + g * to->nb[2];
+                if (c < n)
+                    std::memcpy(row,
+                                static_cast<const char *>(from->data) + cells[size_t(c)] * from->nb[1] +
+                                    g * from->nb[2],
+                                to->nb[1]);
+                else
+                    std::memset(row, 0xFF, to->nb[1]);
             }
     for (int64_t c = 0; c < n_total; ++c)
         tensor_set_f32(*m1, c < n ? tensor_get_f32(*batch.mask, cells[size_t(c)], t) : hidden, c, 0);
@@ -144,18 +181,22 @@ std::vector<float> run_alone(context &ctx, const attention_case &batch, int64_t 
 }
 
 // A token's output does not depend on cells hidden from it (more cells, garbage in them) nor on the
-// other tokens of the batch.
+// other tokens of the batch, whatever the cache type.
 TEST(CpuAttention, TokenResultIsBatchInvariant) {
     const int64_t head = 64, n_head = 4, n_head_kv = 2, n_kv = 19;
-    auto ctx = data_context();
-    attention_case batch = make_case(*ctx, head, head, 9, n_head, n_head_kv, n_kv, 11);
-    const auto batched = run(batch.out);
-    const int64_t t = 4;
-    // the same token alone, with a cache of 40 cells whose extra cells hold NaN and are hidden
-    std::vector<int64_t> cells(static_cast<size_t>(n_kv));
-    for (int64_t j = 0; j < n_kv; ++j) cells[size_t(j)] = j;
-    const auto single = run_alone(*ctx, batch, t, cells, 40);
-    EXPECT_EQ(std::memcmp(single.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4), 0);
+    for (dtype type : attention_kv_types()) {
+        SCOPED_TRACE(type_name(type));
+        auto ctx = data_context();
+        attention_case batch = make_case(*ctx, head, head, 9, n_head, n_head_kv, n_kv, 11, 0.0f, type, type);
+        const auto batched = run(batch.out);
+        const int64_t t = 4;
+        // the same token alone, with a cache of 40 cells whose extra cells hold NaN and are hidden
+        std::vector<int64_t> cells(static_cast<size_t>(n_kv));
+        for (int64_t j = 0; j < n_kv; ++j) cells[size_t(j)] = j;
+        const auto single = run_alone(*ctx, batch, t, cells, 40);
+        EXPECT_EQ(std::memcmp(single.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4),
+                  0);
+    }
 }
 
 // Tokens of 8 sequences decoded side by side, their cells interleaved in the cache (cell j belongs to
@@ -163,26 +204,79 @@ TEST(CpuAttention, TokenResultIsBatchInvariant) {
 // sequence's cells, in order (the kernel gathers each token's cells instead of scoring every cell).
 TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
     const int64_t head = 64, n_head = 4, n_head_kv = 2, n_seq = 8, n_kv = 8 * 37;
-    auto ctx = data_context();
-    attention_case batch = make_case(*ctx, head, head, n_seq, n_head, n_head_kv, n_kv, 21);
-    auto *m = static_cast<float *>(batch.mask->data);
-    for (int64_t t = 0; t < n_seq; ++t)
-        for (int64_t j = 0; j < n_kv; ++j)
-            m[t * n_kv + j] = j % n_seq == t && j < n_kv - 3 * t ? 0.0f : hidden;
-    const auto batched = expect_matches_reference(
-        batch.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(batch, d, h, t); }, 1e-6);
-    force_scalar(true);
-    EXPECT_EQ(run(batch.out), batched) << "the scalar build differs";
-    force_scalar(false);
-    for (int64_t t = 0; t < n_seq; ++t) {
-        std::vector<int64_t> cells;
-        for (int64_t j = 0; j < n_kv; ++j)
-            if (m[t * n_kv + j] == 0.0f) cells.push_back(j);
-        const auto alone = run_alone(*ctx, batch, t, cells, int64_t(cells.size()));
-        EXPECT_EQ(std::memcmp(alone.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4),
-                  0)
-            << "token " << t;
+    for (dtype type : attention_kv_types()) {
+        SCOPED_TRACE(type_name(type));
+        auto ctx = data_context();
+        attention_case batch =
+            make_case(*ctx, head, head, n_seq, n_head, n_head_kv, n_kv, 21, 0.0f, type, type);
+        auto *m = static_cast<float *>(batch.mask->data);
+        for (int64_t t = 0; t < n_seq; ++t)
+            for (int64_t j = 0; j < n_kv; ++j)
+                m[t * n_kv + j] = j % n_seq == t && j < n_kv - 3 * t ? 0.0f : hidden;
+        const auto batched = expect_matches_reference(
+            batch.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(batch, d, h, t); },
+            1e-6);
+        force_scalar(true);
+        EXPECT_EQ(run(batch.out), batched) << "the scalar build differs";
+        force_scalar(false);
+        for (int64_t t = 0; t < n_seq; ++t) {
+            std::vector<int64_t> cells;
+            for (int64_t j = 0; j < n_kv; ++j)
+                if (m[t * n_kv + j] == 0.0f) cells.push_back(j);
+            const auto alone = run_alone(*ctx, batch, t, cells, int64_t(cells.size()));
+            EXPECT_EQ(
+                std::memcmp(alone.data(), &batched[size_t(t * n_head * head)], size_t(n_head * head) * 4), 0)
+                << "token " << t;
+        }
     }
+}
+
+// K and V of every cache type, alone and mixed (K and V may differ): against the softmax of the
+// widened values, and the same bits in the scalar, AVX2 and best builds.
+TEST(CpuAttention, EveryCacheTypeMatchesTheReference) {
+    std::vector<std::pair<dtype, dtype>> pairs;
+    for (dtype t : attention_kv_types()) pairs.emplace_back(t, t);
+    pairs.emplace_back(dtype::q8_0, dtype::q4_0);
+    pairs.emplace_back(dtype::f16, dtype::q5_1);
+    pairs.emplace_back(dtype::bf16, dtype::f32);
+    for (const auto &[k_type, v_type] : pairs) {
+        SCOPED_TRACE(std::string("K ") + type_name(k_type) + ", V " + type_name(v_type));
+        auto ctx = data_context();
+        // head_k 96 (three blocks), head_v 32; grouped heads
+        const attention_case c = make_case(*ctx, 96, 32, 7, 6, 2, 23, 5, 0.0f, k_type, v_type);
+        const std::vector<float> best = expect_matches_reference(
+            c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
+        force_scalar(true);
+        const std::vector<float> scalar = run(c.out);
+        force_scalar(false);
+        EXPECT_EQ(best, scalar) << "the scalar build differs from the best build";
+        limit_to_avx2(true);
+        const std::vector<float> avx2 = run(c.out);
+        limit_to_avx2(false);
+        EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
+    }
+}
+
+// A block type's head must hold whole blocks; the op's other types are refused by name.
+TEST(CpuAttention, CacheTypesAreChecked) {
+    auto ctx = data_context();
+    tensor *q = ctx->new_tensor(dtype::f32, {32, 3, 4});
+    tensor *mask = ctx->new_tensor(dtype::f32, {8, 3});
+    tensor *k = ctx->new_tensor(dtype::q4_k, {256, 8, 2});
+    tensor *q256 = ctx->new_tensor(dtype::f32, {256, 3, 4});
+    tensor *v = ctx->new_tensor(dtype::f16, {32, 8, 2});
+    try {
+        attention(*ctx, q256, k, v, mask, 1.0f);
+        FAIL() << "q4_K K accepted";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("q5_1"), std::string::npos) << e.what();  // lists the types
+    }
+    // a q8_0 cache [64 x 8 cells] seen as heads of 16 values: not whole blocks
+    tensor *cache = ctx->new_tensor(dtype::q8_0, {64, 8});
+    EXPECT_THROW(view_3d(*ctx, cache, 16, 8, 4, cache->nb[1], row_size(dtype::f16, 16), 0), error);
+    EXPECT_FALSE(is_attention_kv_type(dtype::q4_k));
+    EXPECT_TRUE(is_attention_kv_type(dtype::q5_1));
+    EXPECT_NO_THROW(attention(*ctx, q, ctx->new_tensor(dtype::q8_0, {32, 8, 2}), v, mask, 1.0f));
 }
 
 TEST(CpuAttention, ShapesAreChecked) {

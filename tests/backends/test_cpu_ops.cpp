@@ -471,6 +471,49 @@ TEST(CpuOps, SetRowsWritesRowsInPlace) {
             }
 }
 
+// The block types of a KV cache (q8_0, q4_0, q4_1, q5_0, q5_1): each written row holds the bytes of the
+// type's reference quantizer applied to its source row (read through any strides), the others keep
+// theirs; the same bytes with 1, 2 and 3 threads.
+TEST(CpuOps, SetRowsQuantizesRowsOfTheCacheBlockTypes) {
+    int tested = 0;
+    for (dtype type : attention_kv_types()) {
+        if (type_traits(type).block_size == 1) continue;
+        for (layout l : {layout::contiguous, layout::transposed}) {
+            SCOPED_TRACE(std::string(type_name(type)) + " src " + layout_name(l));
+            const int64_t ne0 = 96, n_cells = 10, n_rows = 4;
+            auto ctx = data_context();
+            tensor *dst = ctx->new_tensor(type, {ne0, n_cells});
+            const quant_traits &traits = quant_traits_of(type);
+            const std::vector<float> old_values = normal_values(size_t(ne0 * n_cells), 40);
+            for (int64_t r = 0; r < n_cells; ++r)
+                traits.from_float_ref(&old_values[size_t(r * ne0)],
+                                      static_cast<char *>(dst->data) + r * dst->nb[1], ne0);
+            const std::vector<char> before(static_cast<char *>(dst->data),
+                                           static_cast<char *>(dst->data) + dst->nbytes());
+            tensor *src = make_input(*ctx, dtype::f32, {ne0, n_rows, 1, 1}, l, 41);
+            tensor *ids = ctx->new_tensor(dtype::i64, {n_rows});
+            for (int64_t i = 0; i < n_rows; ++i) set_index(*ids, (i * 3 + 2) % n_cells, i);
+            graph g;
+            build_forward_expand(g, set_rows(*ctx, dst, src, ids));
+            for (int n_threads : {1, 2, 3}) {
+                std::memcpy(dst->data, before.data(), before.size());
+                cpu_backend backend(n_threads);
+                ASSERT_TRUE(backend.supports_op(*g.nodes.back()));
+                ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+                std::vector<char> want = before;
+                std::vector<float> row(static_cast<size_t>(ne0));
+                for (int64_t i = 0; i < n_rows; ++i) {
+                    for (int64_t d = 0; d < ne0; ++d) row[size_t(d)] = tensor_get_f32(*src, d, i);
+                    traits.from_float_ref(row.data(), want.data() + get_index(*ids, i) * dst->nb[1], ne0);
+                }
+                EXPECT_EQ(std::memcmp(dst->data, want.data(), want.size()), 0) << n_threads << " threads";
+            }
+            ++tested;
+        }
+    }
+    EXPECT_EQ(tested, 10);
+}
+
 TEST(CpuOps, SetRowsRejectsAnOutOfRangeId) {
     auto ctx = data_context();
     tensor *dst = make_input(*ctx, dtype::f16, {4, 3, 1, 1}, layout::contiguous, 29);

@@ -2,11 +2,12 @@
 // computed: its tokens decoded one at a time, in one ubatch, in ubatches of 3, or beside another
 // sequence in the same ubatches; with 1, 2 or 3 threads. For every weight type (the interleaved
 // q4_0 / q8_0 / q4_K / q6_K products, the float tiles, the other quant types' dot products), for
-// the fused attention, and for mixtures of experts.
+// the fused attention over every KV cache type, and for mixtures of experts.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model_test_util.h"
@@ -18,8 +19,15 @@ namespace {
 
 using test::synth_file;
 
-inference_params params(uint32_t n_ubatch, int threads, uint32_t n_seq = 2) {
+// The KV cache's K and V types.
+struct cache_types {
+    dtype k = dtype::f16, v = dtype::f16;
+};
+
+inference_params params(uint32_t n_ubatch, int threads, cache_types cache, uint32_t n_seq = 2) {
     inference_params p;
+    p.type_k = cache.k;
+    p.type_v = cache.v;
     p.n_ctx = 64;
     p.n_batch = 64;
     p.n_ubatch = n_ubatch;
@@ -37,8 +45,8 @@ std::vector<token> tokens_of(size_t n, uint32_t salt) {
 using rows = std::vector<std::vector<float>>;
 
 rows decode_together(const model &m, const std::vector<token> &a, uint32_t n_ubatch, int threads,
-                     const std::vector<token> *other = nullptr) {
-    inference_context ctx(m, params(n_ubatch, threads));
+                     cache_types cache, const std::vector<token> *other = nullptr) {
+    inference_context ctx(m, params(n_ubatch, threads, cache));
     batch b;
     std::vector<int32_t> index_of_a;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -52,8 +60,8 @@ rows decode_together(const model &m, const std::vector<token> &a, uint32_t n_uba
     return r;
 }
 
-rows decode_one_by_one(const model &m, const std::vector<token> &a, int threads) {
-    inference_context ctx(m, params(512, threads));
+rows decode_one_by_one(const model &m, const std::vector<token> &a, int threads, cache_types cache) {
+    inference_context ctx(m, params(512, threads, cache));
     rows r;
     for (const token t : a) {
         EXPECT_EQ(ctx.decode(batch::from_tokens({t})), decode_ok) << ctx.last_error();
@@ -81,18 +89,18 @@ synth_spec spec_of(dtype type) {
     return s;
 }
 
-void expect_batch_and_thread_invariant(const synth_spec &s, const std::string &stem) {
+void expect_batch_and_thread_invariant(const synth_spec &s, const std::string &stem, cache_types cache = {}) {
     synth_file f(stem, s);
     auto m = model::load(f.path());
     const auto a = tokens_of(13, 1), other = tokens_of(9, 2);
 
-    const rows alone = decode_one_by_one(*m, a, 2);
-    expect_same_bits(alone, decode_together(*m, a, 512, 2), "one ubatch");
-    expect_same_bits(alone, decode_together(*m, a, 3, 2), "ubatches of 3");
-    expect_same_bits(alone, decode_together(*m, a, 512, 2, &other), "beside another sequence");
-    expect_same_bits(alone, decode_together(*m, a, 5, 3, &other),
+    const rows alone = decode_one_by_one(*m, a, 2, cache);
+    expect_same_bits(alone, decode_together(*m, a, 512, 2, cache), "one ubatch");
+    expect_same_bits(alone, decode_together(*m, a, 3, 2, cache), "ubatches of 3");
+    expect_same_bits(alone, decode_together(*m, a, 512, 2, cache, &other), "beside another sequence");
+    expect_same_bits(alone, decode_together(*m, a, 5, 3, cache, &other),
                      "beside another sequence, ubatches of 5, 3 threads");
-    expect_same_bits(alone, decode_one_by_one(*m, a, 1), "one thread");
+    expect_same_bits(alone, decode_one_by_one(*m, a, 1, cache), "one thread");
 }
 
 class EveryWeightType : public ::testing::TestWithParam<dtype> {};
@@ -120,6 +128,28 @@ TEST(MixtureOfExperts, LogitsAreBatchAndThreadInvariant) {
                 s, std::string("batch-invariance-moe-") + arch + "-" + type_name(type));
         }
 }
+
+// Every KV cache type (heads of 64: whole blocks), and K and V of different types: a row's quantized
+// bytes depend on that row alone, and attention widens them the same way in every split.
+class EveryCacheType : public ::testing::TestWithParam<std::pair<dtype, dtype>> {};
+
+TEST_P(EveryCacheType, LogitsAreBatchAndThreadInvariant) {
+    const auto [k, v] = GetParam();
+    expect_batch_and_thread_invariant(
+        spec_of(dtype::q8_0), std::string("batch-invariance-cache-") + type_name(k) + "-" + type_name(v),
+        {k, v});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Caches, EveryCacheType,
+    ::testing::Values(std::pair{dtype::f32, dtype::f32}, std::pair{dtype::bf16, dtype::bf16},
+                      std::pair{dtype::q8_0, dtype::q8_0}, std::pair{dtype::q4_0, dtype::q4_0},
+                      std::pair{dtype::q4_1, dtype::q4_1}, std::pair{dtype::q5_0, dtype::q5_0},
+                      std::pair{dtype::q5_1, dtype::q5_1}, std::pair{dtype::q8_0, dtype::q4_0},
+                      std::pair{dtype::f16, dtype::q5_1}),
+    [](const auto &info) {
+        return std::string("K_") + type_name(info.param.first) + "_V_" + type_name(info.param.second);
+    });
 
 INSTANTIATE_TEST_SUITE_P(Types, EveryWeightType,
                          ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0,

@@ -59,7 +59,7 @@ TEST_P(EveryArchitecture, F32CacheAgreesWithF16Cache) {
     const auto toks = some_tokens(9, 300);
     inference_context a(*m, params_with(32, 512));
     inference_params p = params_with(32, 512);
-    p.kv_type = dtype::f32;
+    p.type_k = p.type_v = dtype::f32;
     inference_context b(*m, p);
     const auto ra = all_logits(a, toks), rb = all_logits(b, toks);
     for (size_t i = 0; i < toks.size(); ++i) EXPECT_LT(max_rel_diff(ra[i], rb[i].data()), 1e-2);

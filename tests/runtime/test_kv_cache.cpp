@@ -30,7 +30,12 @@ TEST_F(KvCache, TensorsPerLayerOfTheRequestedType) {
     EXPECT_EQ(kv.layers()[1].k->ne[0], model_->hparams().n_embd_k_gqa(1));
     EXPECT_EQ(kv.layers()[1].v->ne[1], 40);
     EXPECT_GE(kv.total_bytes(), 2u * 2u * 40u * size_t(model_->hparams().n_embd_k_gqa(0)) * 4u);
-    EXPECT_THROW(kv_cache(*model_, 40, dtype::q4_0, 1), error);
+    EXPECT_THROW(kv_cache(*model_, 40, dtype::q4_k, 1), error);              // not a cache type
+    EXPECT_THROW(kv_cache(*model_, 40, dtype::q4_0, 1), error);              // heads of 16: not whole blocks
+    EXPECT_THROW(kv_cache(*model_, 40, dtype::f16, dtype::q8_0, 1), error);  // the same for V alone
+    kv_cache mixed(*model_, 40, dtype::bf16, dtype::f32, 1);
+    EXPECT_EQ(mixed.type_k(), dtype::bf16);
+    EXPECT_EQ(mixed.layers()[0].v->type, dtype::f32);
     EXPECT_THROW(kv_cache(*model_, 40, dtype::f16, 65), error);
 }
 

@@ -175,7 +175,7 @@ void expect_moves_match_fresh_decode(const model &m, size_t n_tokens) {
     for (dtype kv_type : {dtype::f32, dtype::f16}) {
         SCOPED_TRACE(std::string("KV cache ") + type_name(kv_type));
         inference_params p = params_with(128, 512);
-        p.kv_type = kv_type;
+        p.type_k = p.type_v = kv_type;
         const double bound = kv_type == dtype::f32 ? shifted_f32 : shifted_f16;
         const std::vector<float> ref = fresh_logits(m, p, toks, next);
 
@@ -263,7 +263,7 @@ void expect_context_shift_matches_fresh_decode(const model &m) {
     for (dtype kv_type : {dtype::f32, dtype::f16}) {
         SCOPED_TRACE(std::string("KV cache ") + type_name(kv_type));
         inference_params p = params_with(128, 16, 2);
-        p.kv_type = kv_type;
+        p.type_k = p.type_v = kv_type;
         const std::vector<float> ref = fresh_logits(m, p, kept, next);
 
         inference_context ctx(m, p);

@@ -181,7 +181,7 @@ TEST_F(State, WrongModelTruncatedCorruptAndMismatchedStatesAreRefused) {
     expect_error([&] { bigger.state_load(whole); }, "saved from a context of 32 cells");
     EXPECT_NO_THROW(bigger.seq_state_load(seq, 0));  // a sequence fits anywhere with room
     inference_params f32 = params_with(32, 512);
-    f32.kv_type = dtype::f32;
+    f32.type_k = f32.type_v = dtype::f32;
     inference_context other_type(m, f32);
     expect_error([&] { other_type.seq_state_load(seq, 0); }, "the saved KV cache is f16");
     inference_context tiny(m, params_with(4, 4));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "weft/backends/cpu.h"
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
@@ -74,7 +75,7 @@ int bench_main(int argc, char **argv) {
     int n_prompt = 512, n_gen = 128, reps = 3,
         n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
     uint32_t n_ubatch = 512;
-    std::string kv_type = "f16";
+    weft::tool::cache_type_options cache_types;
     bool json = false, no_bandwidth = false, profile = false, no_repack = false;
     app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
     app.add_option("-p,--n-prompt", n_prompt, "prompt tokens per prompt-processing run (0: skip)")
@@ -90,9 +91,7 @@ int bench_main(int argc, char **argv) {
     app.add_option("--ubatch-size", n_ubatch, "physical batch size (tokens per graph)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
-    app.add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"f16", "f32"}));
+    weft::tool::add_cache_type_options(app, cache_types);
     app.add_flag("--json", json, "print one JSON object instead of the table");
     app.add_flag("--profile", profile,
                  "time every op during the measured runs and print a table per test: op, weight type, "
@@ -120,7 +119,7 @@ int bench_main(int argc, char **argv) {
     ip.n_ubatch = std::min<uint32_t>(n_ubatch, ip.n_batch);
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads;
-    ip.kv_type = kv_type == "f32" ? weft::dtype::f32 : weft::dtype::f16;
+    cache_types.apply(ip);
     weft::inference_context ctx(*m, ip);
 
     const int32_t n_vocab = ctx.n_vocab();
@@ -185,7 +184,9 @@ int bench_main(int argc, char **argv) {
         j["weight_bytes"] = m->n_weight_bytes();
         j["threads"] = n_threads;
         j["n_ubatch"] = ip.n_ubatch;
-        j["kv_type"] = kv_type;
+        j["type_k"] = weft::type_name(ip.type_k);
+        j["type_v"] = weft::type_name(ip.type_v);
+        j["kv_bytes_per_token"] = double(ctx.kv_bytes()) / double(ctx.n_ctx());
         j["repetitions"] = reps;
         if (n_prompt > 0)
             j["pp"] = {
@@ -221,8 +222,8 @@ int bench_main(int argc, char **argv) {
         std::printf("%s\n", j.dump(2).c_str());
         return 0;
     }
-    std::printf("| model | size | params | threads | test | t/s |\n");
-    std::printf("| --- | ---: | ---: | ---: | --- | ---: |\n");
+    std::printf("| model | size | params | threads | type_k | type_v | test | t/s |\n");
+    std::printf("| --- | ---: | ---: | ---: | --- | --- | --- | ---: |\n");
     const double bytes = double(m->n_weight_bytes()), params = double(m->n_params());
     char size[32], count[32];
     if (bytes >= double(1 << 30))
@@ -234,8 +235,9 @@ int bench_main(int argc, char **argv) {
     else
         std::snprintf(count, sizeof count, "%.2f M", params / 1e6);
     const auto row = [&](const char *test, int n, const stats &st) {
-        std::printf("| %s | %s | %s | %d | %s%d | %.2f ± %.2f |\n", m->name().c_str(), size, count, n_threads,
-                    test, n, st.mean, st.stddev);
+        std::printf("| %s | %s | %s | %d | %s | %s | %s%d | %.2f ± %.2f |\n", m->name().c_str(), size, count,
+                    n_threads, weft::type_name(ip.type_k), weft::type_name(ip.type_v), test, n, st.mean,
+                    st.stddev);
     };
     if (n_prompt > 0) row("pp", n_prompt, pp);
     if (n_gen > 0) row("tg", n_gen, tg);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
@@ -43,6 +44,7 @@ struct chat_options {
     int32_t n_keep = -1;  // tokens a context shift keeps after the BOS; -1: through the system message
     std::string save_path, load_path;
     tool::sampling_options sampling;
+    cache_type_options cache_types;
 };
 
 // Set by SIGINT (interactive sessions only): stops the reply being generated; at the "> " prompt
@@ -315,8 +317,13 @@ int chat_main(int argc, char **argv) {
                    "when the chat ends, write the conversation and its KV cache to this file");
     app.add_option("--load", opt.load_path,
                    "continue the conversation saved in this file (by --save, with the same model)");
+    add_cache_type_options(app, opt.cache_types);
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
 
     tool::finish_sampling_options(opt.sampling);
     opt.sampling.params.grammar = resolve_grammar(constrain);
@@ -329,7 +336,8 @@ int chat_main(int argc, char **argv) {
                      chosen.fallback.c_str());
     const std::string &template_source = chosen.source;
 
-    const inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
+    inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
+    opt.cache_types.apply(ip);
     serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
@@ -103,6 +104,7 @@ int perplexity_main(int argc, char **argv) {
     uint32_t n_ctx = 512, n_batch = 2048;
     int n_chunks = -1, n_threads = 2;
     bool json = false;
+    cache_type_options cache_types;
     app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
     app.add_option("-f,--file", file, "the text")->required()->check(CLI::ExistingFile);
     app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")
@@ -125,7 +127,12 @@ int perplexity_main(int argc, char **argv) {
                    "divergence, how often the most likely token agrees, and the change of the actual "
                    "token's probability")
         ->check(CLI::ExistingFile);
-    CLI11_PARSE(app, argc, argv);
+    add_cache_type_options(app, cache_types);
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
     if (!kld_base.empty() && !kld_file.empty())
         throw error("--kl-divergence-base and --kl-divergence: one or the other");
 
@@ -147,6 +154,7 @@ int perplexity_main(int argc, char **argv) {
     ip.n_batch = std::min(n_batch, n_ctx);
     ip.n_ubatch = std::min<uint32_t>(ip.n_batch, 512);
     ip.n_threads = ip.n_threads_batch = n_threads;
+    cache_types.apply(ip);
     inference_context ctx(*model, ip);
     const int32_t n_vocab = ctx.n_vocab();
     const bool bos_first = vocab.add_bos() && vocab.bos() != token_null;
@@ -239,8 +247,14 @@ int perplexity_main(int argc, char **argv) {
         std::fprintf(stderr, "weft perplexity: wrote the log-probabilities of %zu positions to %s\n", count,
                      kld_base.c_str());
     }
-    nlohmann::json j = {{"ppl", ppl},     {"error", err},           {"chunks", n_chunk},
-                        {"n_ctx", n_ctx}, {"tokens_scored", count}, {"estimates", estimates}};
+    nlohmann::json j = {{"ppl", ppl},
+                        {"error", err},
+                        {"chunks", n_chunk},
+                        {"n_ctx", n_ctx},
+                        {"tokens_scored", count},
+                        {"estimates", estimates},
+                        {"type_k", type_name(ip.type_k)},
+                        {"type_v", type_name(ip.type_v)}};
     std::string kld_text;
     if (kld_in.is_open()) {
         const size_t n = kld.kl.size();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "weft/assets.h"
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/type.h"
@@ -32,7 +33,8 @@ int run_main(int argc, char **argv) {
         "Generate text: evaluate PROMPT, then sample up to N tokens, streamed to stdout as they "
         "are produced. The load line and timings go to stderr.",
         "weft run"};
-    std::string model_path, prompt, kv_type = "f16";
+    std::string model_path, prompt;
+    weft::tool::cache_type_options cache_types;
     int n_predict = 128;
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
@@ -64,9 +66,6 @@ int run_main(int argc, char **argv) {
     app.add_option("--ubatch-size", n_ubatch, "most tokens per graph computation, also -ub")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));
-    app.add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"f16", "f32"}));
     weft::tool::grammar_options constrain;
     weft::tool::add_grammar_options(app, constrain);
     app.add_option("--device", device_name,
@@ -83,6 +82,7 @@ int run_main(int argc, char **argv) {
     app.add_option("--prompt-cache", prompt_cache,
                    "state file for the prompt's KV cache: loaded when it exists (the prompt tokens it holds "
                    "are not decoded again), written after a run that could not reuse it");
+    weft::tool::add_cache_type_options(app, cache_types);
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
     app.add_flag(
         "--no-repack", no_repack,
@@ -119,7 +119,7 @@ int run_main(int argc, char **argv) {
     ip.n_ubatch = n_ubatch;
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads_batch ? n_threads_batch : n_threads;
-    ip.kv_type = kv_type == "f32" ? weft::dtype::f32 : weft::dtype::f16;
+    cache_types.apply(ip);
     ip.device = device.name();
     std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
                  device.name(), device.description().c_str());
@@ -193,9 +193,11 @@ int run_main(int argc, char **argv) {
         (long long)p.n_eval, p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
     std::fprintf(
         stderr,
-        "weft run: graphs built %lld (%.2f ms), reused %lld; KV %.1f MiB, compute %.1f MiB, threads %d/%d\n",
+        "weft run: graphs built %lld (%.2f ms), reused %lld; KV %.1f MiB (K %s, V %s), compute %.1f MiB, "
+        "threads %d/%d\n",
         (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses,
-        double(ctx.kv_bytes()) / 1048576.0, double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads,
+        double(ctx.kv_bytes()) / 1048576.0, weft::type_name(ctx.kv().type_k()),
+        weft::type_name(ctx.kv().type_v()), double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads,
         ip.n_threads_batch);
     return 0;
 }

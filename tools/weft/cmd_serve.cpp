@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "weft/assets.h"
+#include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/conversation.h"
 #include "weft/core/error.h"
@@ -67,6 +68,7 @@ struct serve_options {
     int http_threads = 0;
     std::string cors;
     bool no_context_shift = false;
+    cache_type_options cache_types;
 };
 
 // A request the server refuses; the message goes back to the client as an OpenAI error object.
@@ -1449,6 +1451,7 @@ int serve_main(int argc, char **argv) {
         "--no-context-shift", opt.no_context_shift,
         "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
         "of the tokens after the request's n_keep and going on");
+    add_cache_type_options(app, opt.cache_types);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -1490,12 +1493,15 @@ int serve_main(int argc, char **argv) {
         ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
+        opt.cache_types.apply(ep.context);
         eng = std::make_unique<serving::engine>(*loaded, ep);
         std::fprintf(stderr, "weft serve: %s: %s\n", loaded->path().c_str(), loaded->describe().c_str());
         std::fprintf(stderr,
                      "weft serve: %d slots of %u tokens (context %u), %d threads, chat template %s (%s)\n",
                      eng->n_slots(), eng->n_ctx_slot(), eng->n_ctx(), ep.context.n_threads,
                      chosen.name().c_str(), template_source.c_str());
+        std::fprintf(stderr, "weft serve: KV cache K %s, V %s\n", type_name(ep.context.type_k),
+                     type_name(ep.context.type_v));
         eng->start();
         routes.set_ready(*loaded, *eng, chosen, template_source);
     } catch (...) {

@@ -21,7 +21,7 @@ bool register_command(command c);
 const std::vector<command> &commands();
 
 // The arguments of a command for CLI11, with the established multi-letter short spellings (-ub,
-// -tb, -np, which CLI11 cannot declare) rewritten to their long forms. CLI11's vector form takes
+// -tb, -np, -ctk, -ctv, which CLI11 cannot declare) rewritten to their long forms. CLI11's vector form takes
 // the arguments reversed, and this returns them so.
 inline std::vector<std::string> cli_args(int argc, char **argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -32,6 +32,10 @@ inline std::vector<std::string> cli_args(int argc, char **argv) {
             a = "--threads-batch";
         else if (a == "-np")
             a = "--parallel";
+        else if (a == "-ctk")
+            a = "--cache-type-k";
+        else if (a == "-ctv")
+            a = "--cache-type-v";
     }
     return {args.rbegin(), args.rend()};
 }

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "weft/core/context.h"
 
@@ -89,14 +91,19 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 
 
 // Fused attention of every query head against the cells of its KV head:
 // out[:, h, t] = softmax_j(q[:, t, h] . k[:, j, g] * scale + mask[j, t]) v[:, j, g], g = h / (n_head /
-// n_head_kv). q f32 [head_k, n_tokens, n_head] (any strides, contiguous rows), k f16/f32 [head_k, n_kv,
-// n_head_kv], v f16/f32 [head_v, n_kv, n_head_kv] (cells as rows: no transposed copy), mask f32 contiguous
-// [n_kv, >= n_tokens] (-INF hides a cell) -> f32 [head_v, n_head, n_tokens]. A token with no visible
-// cell gets zeros. src[] = {q, k, v, mask}; p.f[0] = scale.
+// n_head_kv). q f32 [head_k, n_tokens, n_head] (any strides, contiguous rows), k [head_k, n_kv,
+// n_head_kv], v [head_v, n_kv, n_head_kv] (cells as rows: no transposed copy) of the attention_kv_types,
+// mask f32 contiguous [n_kv, >= n_tokens] (-INF hides a cell) -> f32 [head_v, n_head, n_tokens]. A
+// token with no visible cell gets zeros. src[] = {q, k, v, mask}; p.f[0] = scale.
 // softcap > 0 caps the scores first (Gemma 2): s = softcap * tanh(q . k * scale), then s + mask
 // (the caller folds 1/softcap into scale); p.f[1] = softcap.
 tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale,
                   float softcap = 0.0f);
+// The types attention reads K and V in (a KV cache's types): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
+// q5_1. A block type's rows are whole blocks, so its head size is a multiple of the block size.
+std::span<const dtype> attention_kv_types();
+bool is_attention_kv_type(dtype t);
+std::string attention_kv_type_names();  // "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"
 
 // --- copies and layout
 // cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)

@@ -41,8 +41,11 @@ struct inference_params {
     uint32_t n_seq_max = 1;       // distinct sequence ids (1..64)
     int32_t n_threads = 0;        // threads for single-token steps (0: the hardware's count)
     int32_t n_threads_batch = 0;  // threads for ubatches of more than one token (0: n_threads)
-    dtype kv_type = dtype::f16;   // f16 or f32
-    std::string device;           // the device computing and holding the KV cache (empty: the first, the CPU)
+    // KV cache types of K and V: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1 (kv_cache_type_from_name
+    // reads the names); a block type needs head sizes that are multiples of 32. Encoders keep f32.
+    dtype type_k = dtype::f16;
+    dtype type_v = dtype::f16;
+    std::string device;  // the device computing and holding the KV cache (empty: the first, the CPU)
     // Polled between graph nodes; returning true aborts decode (it returns 2).
     std::function<bool()> abort_callback;
     // Observes graph nodes (see eval_callback in core/graph.h).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "weft/core/context.h"
@@ -31,17 +32,28 @@ struct kv_cell {
     bool has_seq(seq_id s) const { return (seq_mask >> s) & 1u; }
 };
 
+// A KV cache type by the name users know (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1; any case);
+// another name throws weft::error listing them (attention_kv_type_names in core/ops.h).
+dtype kv_cache_type_from_name(std::string_view name);
+
 class kv_cache {
   public:
-    // kv_size cells for every layer of m; type f16 or f32 (else weft::error). Memory comes from one
-    // buffer of the device (null: the first device, the CPU), zeroed.
-    kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max, device *dev = nullptr);
+    // kv_size cells for every layer of m, K of type_k and V of type_v: one of attention_kv_types
+    // (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1), a block type only where the model's K (V)
+    // head size is a multiple of its block size (else weft::error). Memory comes from one buffer
+    // of the device (null: the first device, the CPU), zeroed.
+    kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v, uint32_t n_seq_max,
+             device *dev = nullptr);
+    // One type for K and V.
+    kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max)
+        : kv_cache(m, kv_size, type, type, n_seq_max) {}
     ~kv_cache();
     kv_cache(const kv_cache &) = delete;
     kv_cache &operator=(const kv_cache &) = delete;
 
     uint32_t size() const { return uint32_t(cells_.size()); }
-    dtype type() const { return type_; }
+    dtype type_k() const { return type_k_; }
+    dtype type_v() const { return type_v_; }
     uint32_t n_seq_max() const { return n_seq_max_; }
     size_t total_bytes() const;
     const std::vector<kv_layer> &layers() const { return layers_; }
@@ -104,7 +116,7 @@ class kv_cache {
                    std::span<const std::vector<seq_id>> seqs, int64_t window = 0, bool causal = true) const;
 
   private:
-    dtype type_;
+    dtype type_k_, type_v_;
     uint32_t n_seq_max_;
     std::vector<kv_cell> cells_;
     std::unique_ptr<context> ctx_;

@@ -8,7 +8,9 @@
 //   e_j = exp_canonical(s_j - M);  l = sum_canonical(e over the visible cells, in order);
 //   p_j = e_j * (1 / l);  out = fma(p_j, v_j, acc) over the visible cells in order, from 0
 // As in the reference engine's products with an f16 cache, q is rounded to f16 when K is f16 and
-// p_j when V is f16 (its matrix products convert the f32 operand to the f16 one's type).
+// p_j when V is f16 (its matrix products convert the f32 operand to the f16 one's type). A bf16 or
+// block-quantized (q8_0, q4_0 ...) cache is widened to floats by its type's own to_float and q and
+// p_j stay f32: the same values in every ISA build, as one shared function widens them.
 // The scores are computed 16 cells at a time from K transposed (no horizontal sums); each is its
 // own serial chain, so which cells share a vector does not matter.
 #pragma once
@@ -22,6 +24,7 @@
 #include "backends/cpu/canonical_math.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
+#include "weft/quant/quant.h"
 
 namespace weft::cpu {
 
@@ -60,6 +63,12 @@ namespace {
 //                                    floats (pure data movement; scratch: head_k floats)
 //   weighted_sum(p, visible, n, vbuf, head_v, acc)
 //                                    acc[d] = serial fma over i < n of p[i] * vbuf[visible[i] * head_v + d]
+// A K or V row of a type other than f32 and f16 (bf16, the block types) as floats: the quant
+// layer's reference widening, one function for every ISA build.
+inline void widen_row(const char *src, dtype t, int64_t n, float *out) {
+    quant_traits_of(t).to_float(src, out, n);
+}
+
 template <class Convert>
 void transpose_k_rows(Convert convert, const char *k, int64_t row_bytes, dtype type, int64_t head_k,
                       int64_t j0, int64_t cells, float *kt, int64_t stride, float *row) {
@@ -196,7 +205,7 @@ void run_attention_task(const attention_task &a) {
         for (int64_t d = 0; d < head_k; ++d)
             for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
     }
-    const size_t k_row_size = size_t(head_k) * (k.type == dtype::f16 ? 2 : 4);
+    const size_t k_row_size = row_size(k.type, head_k);
 
     for (int64_t t = a.t0; t < a.t1; ++t) {
         const float *m = mask_row(t);

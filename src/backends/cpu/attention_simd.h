@@ -22,6 +22,10 @@ struct simd_attention_loops {
             std::memcpy(out, src, size_t(n) * sizeof(float));
             return;
         }
+        if (t != dtype::f16) {
+            widen_row(src, t, n, out);
+            return;
+        }
         int64_t i = 0;
         for (; i + w <= n; i += w) V::store(out + i, V::widen_fp16(src + 2 * i));
         for (; i < n; ++i) {

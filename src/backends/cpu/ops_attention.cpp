@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_level.h"
 #include "weft/core/fp16.h"
+#include "weft/core/ops.h"
 
 namespace weft::cpu {
 
@@ -36,7 +37,7 @@ struct attention_scratch {
         visible = visible_scores + heads * scores_stride * sizeof(float);
         acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
         kgather = acc + heads * acc_stride * sizeof(float);
-        identity = kgather + pad_to_cache_line(n_kv * size_t(k.ne[0]) * type_traits(k.type).type_size);
+        identity = kgather + pad_to_cache_line(n_kv * row_size(k.type, k.ne[0]));
         qround = identity + pad_to_cache_line(n_kv * sizeof(int32_t));
         per_thread = qround + pad_to_cache_line(heads * size_t(k.ne[0]) * sizeof(float));
     }
@@ -63,10 +64,12 @@ struct scalar_loops : attention_loops_plain, attention_heads<attention_loops_pla
     static void convert(const char *src, dtype t, int64_t n, float *out) {
         if (t == dtype::f32) {
             std::memcpy(out, src, size_t(n) * sizeof(float));
-            return;
+        } else if (t == dtype::f16) {
+            const auto *h = reinterpret_cast<const fp16_t *>(src);
+            for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+        } else {
+            widen_row(src, t, n, out);
         }
-        const auto *h = reinterpret_cast<const fp16_t *>(src);
-        for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
     }
     static void transpose_k(const char *k, int64_t row_bytes, dtype type, int64_t head_k, int64_t cells,
                             float *kt, int64_t stride, float *scratch) {
@@ -122,8 +125,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
 bool supports_attention(const tensor &dst) {
     const tensor *q = dst.src[0], *k = dst.src[1], *v = dst.src[2], *mask = dst.src[3];
     return q && k && v && mask && dst.type == dtype::f32 && dst.is_contiguous() && q->type == dtype::f32 &&
-           mask->type == dtype::f32 && (k->type == dtype::f32 || k->type == dtype::f16) &&
-           (v->type == dtype::f32 || v->type == dtype::f16);
+           mask->type == dtype::f32 && is_attention_kv_type(k->type) && is_attention_kv_type(v->type);
 }
 
 size_t work_size_attention(const tensor &dst, int n_threads) {
