@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_test_util.h"
+#include "runtime/context_test_util.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/device.h"
 #include "weft/core/error.h"
@@ -99,21 +99,12 @@ TEST(Devices, NamesAreUnique) {
 }
 
 TEST(Devices, AContextComputesOnItsDeviceWithTheSameResults) {
-    synth_spec s;
-    s.n_embd = 64;
-    s.n_layer = 2;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 96;
-    s.n_vocab = 300;
-    synth_file f("devices", s);
+    synth_file f("devices", test::small_spec());
     auto m = model::load(f.path());
     counting();
     const std::vector<token> toks = {1, 17, 42, 99, 3};
     auto logits_on = [&](const std::string &dev) {
-        inference_params p;
-        p.n_ctx = 32;
-        p.n_threads = p.n_threads_batch = 2;
+        inference_params p = test::params_with(32, 512);
         p.device = dev;
         inference_context ctx(*m, p);
         EXPECT_EQ(&ctx.device(), &select_device(dev));
