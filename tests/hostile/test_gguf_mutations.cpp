@@ -303,8 +303,8 @@ TEST(GgufMutations, CorpusIsLargeAndDistinct) {
 // to give a row number counted from its chunk, and neither the file nor the tensor).
 TEST(HostileValues, QuantizingANaNNamesTheFileTensorAndRow) {
     temp_dir dir;
-    gguf_image g = gguf_image::decode(read_file_bytes(std::string(WEFT_SOURCE_DIR) + "/models/stories260K.gguf"),
-                                      "stories260K");
+    gguf_image g = gguf_image::decode(
+        read_file_bytes(std::string(WEFT_SOURCE_DIR) + "/models/stories260K.gguf"), "stories260K");
     const auto t = std::find_if(g.tensors.begin(), g.tensors.end(),
                                 [](const gguf_tensor_info &i) { return i.name == "token_embd.weight"; });
     ASSERT_NE(t, g.tensors.end());
