@@ -311,6 +311,33 @@ TEST(ModelLoad, Deepseek2WidthsThatOverflowAreRefusedByName) {
     }
 }
 
+// general.alignment 1 is a valid GGUF, but it can leave an f32 tensor at an odd address, which the
+// kernels (reading weights in place) cannot read: refused by name (was a misaligned load, UB).
+TEST(ModelLoad, WeightsAtMisalignedAddressesAreRefusedByName) {
+    synth_file f("model-align", spec_of("llama"));
+    temp_file packed("model-align-1");
+    auto src = gguf_file::open(f.path());
+    for (size_t pad = 0; pad < 4; ++pad) {  // a key whose length puts the data section off 4 bytes
+        gguf_writer w;
+        for (const gguf_kv &kv : src->kvs()) w.set_kv(kv);
+        w.set_string("test.pad", std::string(pad, 'x'));
+        w.set_alignment(1);
+        for (const gguf_tensor_info &t : src->tensors())
+            w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), src->tensor_data(t),
+                         t.nbytes);
+        w.write(packed.path());
+        if (gguf_file::open(packed.path())->data_offset() % 4 != 0) break;
+    }
+    const std::string msg = error_of([&] { model::load(packed.path()); });
+    EXPECT_NE(msg.find("is not aligned to 4 bytes (general.alignment 1); weft reads weights in place"),
+              std::string::npos)
+        << msg;
+    // read into memory instead, the data section starts aligned and the packed f32 tensors stay so
+    model_params p;
+    p.use_mmap = false;
+    EXPECT_EQ(error_of([&] { model::load(packed.path(), p); }), "");
+}
+
 TEST(ModelLoad, DefaultsWhenOptionalKeysAreAbsent) {
     temp_file edited("model-defaults-edited");
     gguf_edits e;
