@@ -7,7 +7,8 @@
 // Bases: the built-in stories260K (models/), a q8_0 model from `weft synth`, a small byte-level BPE
 // vocabulary written by gguf_writer, and, when ../shared is there, a few fixture models.
 // Each command takes a share of the cases (see `selected`; WEFT_MUTATION_FULL=1: every case through
-// every command). WEFT_MUTATION_TIMEOUT sets the per-case timeout in seconds (default 30).
+// every command). WEFT_MUTATION_TIMEOUT sets the per-case timeout in seconds (default 30);
+// WEFT_MUTATION_FILTER=TEXT keeps only the cases whose name contains TEXT.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,9 +17,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -149,6 +152,8 @@ verdict run_one(const std::vector<std::string> &args, const std::string &err_fil
             ::setrlimit(RLIMIT_AS, &address_space);
         }
         ::execv(argv[0], argv.data());
+        const std::string why = std::string("cannot execute ") + argv[0] + ": " + std::strerror(errno) + "\n";
+        [[maybe_unused]] const auto written = ::write(2, why.data(), why.size());
         ::_exit(127);
     }
     verdict v;
@@ -211,6 +216,8 @@ bool full_run() {
 // Semantic cases reach the model and the vocabulary: run takes them all, tokenize every second,
 // inspect and quantize every fourth.
 bool selected(const std::string &command, size_t index, const mutation_case &c) {
+    if (const char *only = std::getenv("WEFT_MUTATION_FILTER"))  // to rerun the cases named so
+        if (c.name.find(only) == std::string::npos) return false;
     if (full_run()) return true;
     const bool structural = c.group != "semantic";
     if (command == "inspect") return structural || index % 4 == 0;
