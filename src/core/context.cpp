@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -49,13 +50,13 @@ tensor *context::new_tensor(dtype t, std::span<const int64_t> ne) {
     int64_t count = 1;
     for (int64_t n : ne) {
         if (n < 0) throw error("new_tensor: negative dimension " + std::to_string(n));
-        if (n != 0 && count > std::numeric_limits<int64_t>::max() / n)
-            throw error("new_tensor: element count overflows");
-        count *= n;
+        count = checked_mul(count, n, "new_tensor: element count");
     }
     if (ne[0] % ti.block_size != 0)
         throw error("new_tensor: ne[0] = " + std::to_string(ne[0]) + " is not a multiple of the " + ti.name +
                     " block size " + std::to_string(ti.block_size));
+    // the byte size too (nbytes() and the strides below then cannot wrap)
+    checked_mul(uint64_t(count / ti.block_size), uint64_t(ti.type_size), "new_tensor: byte size");
 
     auto *tn = new (take(sizeof(tensor), alignof(tensor))) tensor();
     tensors_.push_back(tn);

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "gguf/gguf_format.h"
+#include "weft/core/checked.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft {
@@ -110,10 +111,6 @@ class byte_source {
     uint64_t pos_ = 0;
 };
 
-bool mul_overflows_u64(uint64_t a, uint64_t b, uint64_t &out) {
-    return __builtin_mul_overflow(a, b, &out);
-}
-
 // Reads one metadata value of type `t` into kv (scalars: one element; arrays: header then elements).
 void read_value(byte_source &src, gguf_kv &kv, const std::string &what) {
     if (kv.type == gguf_type::array) {
@@ -134,7 +131,7 @@ void read_value(byte_source &src, gguf_kv &kv, const std::string &what) {
         } else {
             const size_t esize = gguf_type_size(kv.array_type);
             uint64_t bytes = 0;
-            if (mul_overflows_u64(kv.n, esize, bytes) || bytes > src.remaining())
+            if (mul_overflows(kv.n, esize, bytes) || bytes > src.remaining())
                 src.fail(what + ": array of " + std::to_string(kv.n) + " " + gguf_type_name(kv.array_type) +
                          " runs past the end of the file (" + std::to_string(src.remaining()) +
                          " bytes left): truncated or corrupt");
@@ -236,7 +233,7 @@ static void parse_header(byte_source &src, uint32_t &version, size_t &alignment,
                 src.fail(what + ": ne[" + std::to_string(d) + "] = " + std::to_string(ne) +
                          " is not positive");
             ti.ne[d] = ne;
-            if (mul_overflows_u64(n_elements, uint64_t(ne), n_elements) ||
+            if (mul_overflows(n_elements, uint64_t(ne), n_elements) ||
                 n_elements > uint64_t(std::numeric_limits<int64_t>::max()))
                 src.fail(what + ": element count overflows int64 (shape " + gguf_shape_string(ti) + ")");
         }
@@ -248,7 +245,7 @@ static void parse_header(byte_source &src, uint32_t &version, size_t &alignment,
             src.fail(what + ": ne[0] = " + std::to_string(ti.ne[0]) + " is not a multiple of the " +
                      type_name(ti.type) + " block size " + std::to_string(traits.block_size));
         uint64_t nbytes = 0;
-        if (mul_overflows_u64(n_elements / uint64_t(traits.block_size), traits.type_size, nbytes) ||
+        if (mul_overflows(n_elements / uint64_t(traits.block_size), traits.type_size, nbytes) ||
             nbytes > uint64_t(std::numeric_limits<size_t>::max()))
             src.fail(what + ": byte size overflows (shape " + gguf_shape_string(ti) + ", type " +
                      type_name(ti.type) + ")");
@@ -269,8 +266,8 @@ static void parse_header(byte_source &src, uint32_t &version, size_t &alignment,
     by_offset.reserve(tensors.size());
     for (const auto &ti : tensors) {
         uint64_t end_in_data = 0, end = 0;
-        const bool overflows = __builtin_add_overflow(ti.offset, uint64_t(ti.nbytes), &end_in_data) ||
-                               __builtin_add_overflow(end_in_data, data_offset, &end);
+        const bool overflows = add_overflows(ti.offset, uint64_t(ti.nbytes), end_in_data) ||
+                               add_overflows(end_in_data, data_offset, end);
         if (overflows || end > file_size) {
             const std::string range =
                 overflows

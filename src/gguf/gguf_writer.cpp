@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gguf/gguf_format.h"
+#include "weft/core/checked.h"
 #include "weft/core/safe_file.h"
 #include "weft/gguf/gguf.h"
 
@@ -74,10 +75,10 @@ struct gguf_writer::impl {
                              std::to_string(traits.block_size));
         size_t rows = 1;
         for (int d = 1; d < 4; ++d) {
-            if (__builtin_mul_overflow(rows, size_t(e.ne[d]), &rows))
+            if (mul_overflows(rows, size_t(e.ne[d]), rows))
                 throw gguf_error("gguf_writer: tensor '" + name + "' is too large");
         }
-        if (__builtin_mul_overflow(rows, row_size(t, e.ne[0]), &e.nbytes))
+        if (mul_overflows(rows, row_size(t, e.ne[0]), e.nbytes))
             throw gguf_error("gguf_writer: tensor '" + name + "' is too large");
         tensors.push_back(std::move(e));
         return tensors.back();

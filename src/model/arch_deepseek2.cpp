@@ -14,6 +14,7 @@
 #include "model/graph_helpers.h"
 #include "model/graph_moe.h"
 #include "model/tensor_loader.h"
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 
@@ -51,6 +52,13 @@ class arch_deepseek2 final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il)
             if (hp.n_head_kv(il) != hp.n_head(il))
                 fail("attention.head_count_kv", "must equal head_count (the attention runs per head)");
+        // the widths create_tensors derives: they must fit in int64 before a shape is made of them
+        const std::string keys = f.path() + ": " + p + "attention.";
+        checked_add(hp.n_lora_kv, hp.n_rot, keys + "kv_lora_rank + rope.dimension_count");
+        const int64_t head_kv_b = checked_add(hp.n_embd_head_k - hp.n_rot, hp.n_embd_head_v,
+                                              keys + "key_length - rope.dimension_count + value_length");
+        for (int64_t il = 0; il < hp.n_layer; ++il)
+            checked_mul(hp.n_head(il), head_kv_b, keys + "head_count x (key_length - rope + value_length)");
 
         hp.n_layer_dense_lead = f.get_int(p + "leading_dense_block_count").value_or(0);
         if (hp.n_layer_dense_lead < 0 || hp.n_layer_dense_lead > hp.n_layer)
@@ -62,7 +70,10 @@ class arch_deepseek2 final : public architecture {
             fail("expert_feed_forward_length", "missing (required with experts)");
         hp.n_expert_shared = f.get_int(p + "expert_shared_count").value_or(0);
         if (hp.n_expert_shared < 0) fail("expert_shared_count", "must not be negative");
-        if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
+        if (hp.n_ff_shexp == 0)
+            hp.n_ff_shexp =
+                checked_mul(hp.n_ff_exp, hp.n_expert_shared,
+                            f.path() + ": " + p + "expert_feed_forward_length x expert_shared_count");
         hp.expert_weights_scale = read_hparam_float(f, hp, "expert_weights_scale", 0.0f);
         hp.expert_weights_norm = f.get_bool(p + "expert_weights_norm").value_or(false);
         const int64_t gating = f.get_int(p + "expert_gating_func").value_or(0);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 
@@ -34,6 +35,11 @@ class hparam_reader {
     float float_or(const std::string &suffix, float def) const {
         auto v = f_.get_float(key(suffix));
         return v ? float(*v) : def;
+    }
+
+    // a * b for a size derived from two keys: an error naming both when it overflows int64.
+    int64_t product(const std::string &suffix_a, int64_t a, const std::string &suffix_b, int64_t b) const {
+        return checked_mul(a, b, f_.path() + ": " + key(suffix_a) + " x " + key(suffix_b));
     }
 
     // A per-layer value: a scalar applies to every layer, an array must have one entry per layer.
@@ -115,6 +121,12 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
         r.fail("attention.head_count", "embedding_length " + std::to_string(hp.n_embd) +
                                            " is not a multiple of " + std::to_string(n_head0) +
                                            " heads and no key_length/value_length is given");
+    // The sizes the architectures derive from these (a layer's Q, K, V and output widths) must fit
+    // in int64 before any shape is computed from them.
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        r.product("attention.key_length", hp.n_embd_head_k, "attention.head_count", hp.n_head(il));
+        r.product("attention.value_length", hp.n_embd_head_v, "attention.head_count", hp.n_head(il));
+    }
     hp.n_rot = r.int_or("rope.dimension_count", hp.n_embd_head_k);
     if (hp.n_rot <= 0 || hp.n_rot > hp.n_embd_head_k || hp.n_rot % 2 != 0)
         r.fail("rope.dimension_count", std::to_string(hp.n_rot) + " must be even and in [2, head size " +

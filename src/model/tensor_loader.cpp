@@ -1,6 +1,8 @@
 // src/model/tensor_loader.cpp — weights by name: existence and shape checks, placement into the mapping.
 #include "model/tensor_loader.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "weft/core/backend.h"
@@ -57,7 +59,17 @@ tensor *tensor_loader::create_impl(const std::string &name, std::initializer_lis
     tensor *t = ctx_.new_tensor(info->type, found);
     t->set_name(name);
     t->flags |= tensor_flag_param;
-    if (buffer_) buffer_->place(*t, size_t(info->offset));
+    if (buffer_) {
+        buffer_->place(*t, size_t(info->offset));
+        // The kernels read weights where they lie, as elements of their type: a file whose
+        // general.alignment (1 or 2) leaves a tensor at an odd address cannot be read in place.
+        const size_t need = std::min<size_t>(type_traits(info->type).type_size, 4);
+        if (t->data && reinterpret_cast<uintptr_t>(t->data) % need != 0)
+            throw error(f_.path() + ": tensor " + weft::quoted(name) + ": data at file offset " +
+                        std::to_string(f_.data_offset() + info->offset) + " is not aligned to " +
+                        std::to_string(need) + " bytes (general.alignment " + std::to_string(f_.alignment()) +
+                        "); weft reads weights in place");
+    }
     return t;
 }
 

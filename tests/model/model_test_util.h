@@ -52,6 +52,7 @@ struct gguf_edits {
     bool drop_all_tensors = false;                   // a vocabulary-only file
     std::map<std::string, std::string> set_strings;  // string metadata to set (e.g. the architecture)
     std::map<std::string, float> set_floats;         // f32 metadata to set
+    std::map<std::string, int64_t> set_ints;         // integer metadata to set (as i64)
     std::vector<std::string> remove_keys;            // metadata to leave out
 };
 
@@ -62,6 +63,7 @@ inline void copy_gguf(const std::string &src, const std::string &dst, const gguf
     for (const gguf_kv &kv : f->kvs()) w.set_kv(kv);
     for (const auto &[k, v] : e.set_strings) w.set_string(k, v);
     for (const auto &[k, v] : e.set_floats) w.set_f32(k, v);
+    for (const auto &[k, v] : e.set_ints) w.set_i64(k, v);
     for (const std::string &k : e.remove_keys) w.remove(k);
     std::vector<std::unique_ptr<std::vector<uint8_t>>> keep;
     if (!e.drop_all_tensors) {

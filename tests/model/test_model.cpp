@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -273,6 +274,68 @@ TEST(ModelLoad, MissingRequiredKeyIsNamed) {
     copy_gguf(f.path(), broken.path(), e);
     const std::string msg = error_of([&] { model::load(broken.path()); });
     EXPECT_NE(msg.find("llama.block_count: missing"), std::string::npos) << msg;
+}
+
+// A head size of 2^62 makes the Q width (head size x heads) overflow int64: refused by name
+// before any shape is computed from it (the product used to wrap, undefined behaviour, and the
+// load failed later on a nonsense shape).
+TEST(ModelLoad, HeadSizesWhoseProductsOverflowAreRefusedByName) {
+    synth_file f("model-huge-head", spec_of("llama"));
+    for (const char *key : {"llama.attention.key_length", "llama.attention.value_length"}) {
+        temp_file broken("model-huge-head-broken");
+        gguf_edits e;
+        e.set_ints = {{key, int64_t(1) << 62}};
+        copy_gguf(f.path(), broken.path(), e);
+        const std::string msg = error_of([&] { model::load(broken.path()); });
+        EXPECT_NE(
+            msg.find(std::string(key) + " x llama.attention.head_count: 4611686018427387904 x 4 overflows"),
+            std::string::npos)
+            << msg;
+    }
+}
+
+// deepseek2's derived widths: kv_lora_rank + the rotary part, and the shared experts' width.
+TEST(ModelLoad, Deepseek2WidthsThatOverflowAreRefusedByName) {
+    synth_file f("model-huge-mla", spec_of("deepseek2"));
+    const int64_t i64_max = std::numeric_limits<int64_t>::max();
+    for (const auto &[edits, expected] : std::vector<std::pair<gguf_edits, std::string>>{
+             {{.set_ints = {{"deepseek2.attention.kv_lora_rank", i64_max}}},
+              "kv_lora_rank + rope.dimension_count: 9223372036854775807 + 8 overflows"},
+             {{.set_ints = {{"deepseek2.expert_shared_count", int64_t(1) << 62}},
+             .remove_keys = {"deepseek2.expert_shared_feed_forward_length"}},
+              "expert_feed_forward_length x expert_shared_count"}}) {
+        temp_file broken("model-huge-mla-broken");
+        copy_gguf(f.path(), broken.path(), edits);
+        const std::string msg = error_of([&] { model::load(broken.path()); });
+        EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    }
+}
+
+// general.alignment 1 is a valid GGUF, but it can leave an f32 tensor at an odd address, which the
+// kernels (reading weights in place) cannot read: refused by name (was a misaligned load, UB).
+TEST(ModelLoad, WeightsAtMisalignedAddressesAreRefusedByName) {
+    synth_file f("model-align", spec_of("llama"));
+    temp_file packed("model-align-1");
+    auto src = gguf_file::open(f.path());
+    for (size_t pad = 0; pad < 4; ++pad) {  // a key whose length puts the data section off 4 bytes
+        gguf_writer w;
+        for (const gguf_kv &kv : src->kvs()) w.set_kv(kv);
+        w.set_string("test.pad", std::string(pad, 'x'));
+        w.set_alignment(1);
+        for (const gguf_tensor_info &t : src->tensors())
+            w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), src->tensor_data(t),
+                         t.nbytes);
+        w.write(packed.path());
+        if (gguf_file::open(packed.path())->data_offset() % 4 != 0) break;
+    }
+    const std::string msg = error_of([&] { model::load(packed.path()); });
+    EXPECT_NE(msg.find("is not aligned to 4 bytes (general.alignment 1); weft reads weights in place"),
+              std::string::npos)
+        << msg;
+    // read into memory instead, the data section starts aligned and the packed f32 tensors stay so
+    model_params p;
+    p.use_mmap = false;
+    EXPECT_EQ(error_of([&] { model::load(packed.path(), p); }), "");
 }
 
 TEST(ModelLoad, DefaultsWhenOptionalKeysAreAbsent) {

@@ -379,8 +379,7 @@ void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uin
     const size_t dst_row = row_size(to, ne0);
     WEFT_ASSERT(dst_row * size_t(nrows) == dst_bytes);
     if (t.type != dtype::f32 && !has_quant_traits(t.type))
-        throw error("tensor '" + t.name + "' has type " + type_name(t.type) +
-                    ", which weft cannot convert to f32");
+        throw error(std::string("weft cannot convert its type ") + type_name(t.type) + " to f32");
     const to_float_fn to_float = t.type == dtype::f32 ? nullptr : quant_traits_of(t.type).to_float;
 
     const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 16) / ne0);  // ~256 KiB of f32 per chunk
@@ -409,8 +408,13 @@ void convert_tensor(const gguf_tensor_info &t, const uint8_t *src, dtype to, uin
                     else
                         std::memcpy(out, row, size_t(ne0) * sizeof(float));
                 }
-                const size_t written =
-                    quantize_rows(to, buf.data(), dst + size_t(r0) * dst_row, nr, ne0, imp);
+                size_t written = 0;
+                try {
+                    written = quantize_rows(to, buf.data(), dst + size_t(r0) * dst_row, nr, ne0, imp);
+                } catch (const error &e) {  // its rows count from this chunk's first
+                    throw error("rows " + std::to_string(r0) + " to " + std::to_string(r0 + nr - 1) + ": " +
+                                e.what());
+                }
                 WEFT_ASSERT(written == size_t(nr) * dst_row);
             }
         } catch (...) {
@@ -603,12 +607,18 @@ int quantize_main(int argc, char **argv) {
         std::vector<int64_t> ne(t.ne, t.ne + std::max<uint32_t>(t.n_dims, 1));
         const uint8_t *src = in->tensor_data(t);
         out.add_tensor_fill(
-            t.name, to, ne, [&t, src, to, n_threads, i, n_tensors, importance](uint8_t *dst, size_t nbytes) {
+            t.name, to, ne,
+            [&t, &in_path, src, to, n_threads, i, n_tensors, importance](uint8_t *dst, size_t nbytes) {
                 const auto t0 = std::chrono::steady_clock::now();
-                if (to == t.type)
+                if (to == t.type) {
                     std::memcpy(dst, src, nbytes);
-                else
-                    convert_tensor(t, src, to, dst, nbytes, n_threads, importance);
+                } else {
+                    try {
+                        convert_tensor(t, src, to, dst, nbytes, n_threads, importance);
+                    } catch (const error &e) {  // say which file and tensor the bad value is in
+                        throw error(in_path + ": tensor " + weft::quoted(t.name) + ": " + e.what());
+                    }
+                }
                 report_tensor(
                     i, n_tensors, t, to, nbytes,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
