@@ -143,9 +143,9 @@ size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_
 
     // Weights are stored with the reference quantizer so files do not depend on the CPU.
     const quant_traits &traits = quant_traits_of(t);
-    if (!traits.from_float_ref && !weighted)
-        throw error(std::string("[quantize_rows] weft reads ") + type_name(t) +
-                    " but cannot quantize to it (its grid-search quantizer is not implemented)");
+    if (!traits.from_float_ref && !weighted)  // an activation-only or storage type
+        throw error(std::string("[quantize_rows] ") + type_name(t) +
+                    " is not a type weights are quantized to");
     // As in the established quantizer, some types are only made with importance weights.
     if (!traits.from_float_ref && !importance)
         throw error(std::string("[quantize_rows] weft cannot quantize to ") + type_name(t) +

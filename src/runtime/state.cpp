@@ -120,6 +120,14 @@ class byte_reader {
     const std::string &origin_;
 };
 
+// Fills v (already sized) from the next bytes; an empty v takes nothing (memcpy must not see the
+// null pointer an empty take may give).
+template <class T>
+void take_into(byte_reader &p, std::vector<T> &v, const char *what) {
+    const uint8_t *src = p.take(v.size() * sizeof(T), what);
+    if (!v.empty()) std::memcpy(v.data(), src, v.size() * sizeof(T));
+}
+
 std::vector<seq_id> seqs_of(uint64_t mask) {
     std::vector<seq_id> s;
     for (; mask != 0; mask &= mask - 1) s.push_back(seq_id(std::countr_zero(mask)));
@@ -270,8 +278,7 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     }
     saved_state out;
     out.tokens.resize(p.count(p.value<uint64_t>("the token count"), sizeof(token), "tokens"));
-    std::memcpy(out.tokens.data(), p.take(out.tokens.size() * sizeof(token), "the tokens"),
-                out.tokens.size() * sizeof(token));
+    take_into(p, out.tokens, "the tokens");
     const size_t n_user = p.count(p.value<uint64_t>("the user data size"), 1, "bytes of user data");
     out.user_data.assign(reinterpret_cast<const char *>(p.take(n_user, "the user data")), n_user);
     std::vector<int32_t> out_index, out_row;
@@ -281,19 +288,16 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
         const auto width = p.value<uint32_t>("the output width");
         if (width != model_.hparams().n_output()) fail("the saved logits rows have another width");
         out_index.resize(n_out);
-        std::memcpy(out_index.data(), p.take(n_out * sizeof(int32_t), "the outputs"),
-                    n_out * sizeof(int32_t));
+        take_into(p, out_index, "the outputs");
         const size_t n_batch = p.count(p.value<uint32_t>("the batch size"), sizeof(int32_t), "batch rows");
         out_row.resize(n_batch);
-        std::memcpy(out_row.data(), p.take(n_batch * sizeof(int32_t), "the batch rows"),
-                    n_batch * sizeof(int32_t));
+        take_into(p, out_row, "the batch rows");
         for (int32_t i : out_index)
             if (i < 0 || size_t(i) >= n_batch) fail("an output row points outside its batch");
         for (int32_t row : out_row)
             if (row < -1 || row >= int32_t(n_out)) fail("a batch row points outside the outputs");
         logits.resize(p.count(uint64_t(n_out) * width, sizeof(float), "logits"));
-        std::memcpy(logits.data(), p.take(logits.size() * sizeof(float), "the logits"),
-                    logits.size() * sizeof(float));
+        take_into(p, logits, "the logits");
     }
     if (p.left() != 0) fail(std::to_string(p.left()) + " unexpected bytes at the end of the data");
 
