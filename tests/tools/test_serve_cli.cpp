@@ -950,6 +950,12 @@ TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
     EXPECT_EQ(health_failed.load(), 0) << "/health stopped answering under load";
     const long rss_after = server_->rss_kib();
     ASSERT_GT(rss_before, 0);
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer keeps freed memory in its quarantine (256 MiB by default), so resident
+    // memory grows by design there; its LeakSanitizer checks the server for leaks when it exits
+    GTEST_SKIP() << "RSS bound not checked under AddressSanitizer (" << rss_before << " KiB -> " << rss_after
+                 << " KiB)";
+#endif
     // 1,020 requests in all: what the last 700 added must be small (no per-request leak)
     EXPECT_LT(rss_after - rss_before, 16 * 1024) << rss_before << " KiB -> " << rss_after << " KiB";
 }

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/simd_level.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/error.h"
@@ -32,9 +33,9 @@ double cpu_read_bandwidth(int n_threads, size_t bytes, int passes) {
     if (n_threads < 1) throw error("[cpu] bandwidth probe: n_threads is " + std::to_string(n_threads));
     const size_t share = std::max<size_t>(bytes / size_t(n_threads) / 512 * 512, 512);
     const size_t total = share * size_t(n_threads);
-    std::unique_ptr<std::byte, decltype(&std::free)> buf(
-        static_cast<std::byte *>(std::aligned_alloc(64, total)), &std::free);
-    if (!buf) throw error("[cpu] bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
+    // the same memory as the weights' (huge pages where the kernel has them): the probe measures
+    // what the kernels can reach
+    const cpu::host_block buf(total, "bandwidth probe memory");
     using read_fn = uint64_t (*)(const void *, size_t);
     const read_fn read_all =
         cpu::best_of<read_fn>({cpu::read_all_scalar, cpu::read_all_avx2, cpu::read_all_avx512});
@@ -46,12 +47,12 @@ double cpu_read_bandwidth(int n_threads, size_t bytes, int passes) {
         for (auto &w : workers) w.join();
     };
     // first touch from the threads that read, so pages are placed near them
-    on_every_thread([&](int t) { std::memset(buf.get() + size_t(t) * share, t + 1, share); });
+    on_every_thread([&](int t) { std::memset(buf.data() + size_t(t) * share, t + 1, share); });
     double best = 0.0;
     for (int pass = 0; pass < passes; ++pass) {
         const auto t0 = std::chrono::steady_clock::now();
         on_every_thread(
-            [&](int t) { sinks[size_t(t) * 8] ^= read_all(buf.get() + size_t(t) * share, share); });
+            [&](int t) { sinks[size_t(t) * 8] ^= read_all(buf.data() + size_t(t) * share, share); });
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         best = std::max(best, double(total) / s);
     }

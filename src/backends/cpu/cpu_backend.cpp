@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cpu/float_mm.h"
+#include "backends/cpu/host_memory.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -22,7 +23,7 @@ struct cpu_backend::impl {
     std::function<bool()> abort_callback;
 
     // Work memory shared by the threads of a node; grown to the largest need, never shrunk.
-    std::unique_ptr<std::byte, decltype(&std::free)> work{nullptr, &std::free};
+    cpu::host_block work;
     size_t work_size = 0;
 
     cpu::run_control control;
@@ -50,10 +51,7 @@ void check_thread_count(int n) {
 void cpu_backend::impl::reserve_work(size_t bytes) {
     if (bytes <= work_size) return;
     const size_t rounded = cpu::pad_to_cache_line(bytes);
-    auto *block = static_cast<std::byte *>(std::aligned_alloc(cpu::cache_line, rounded));
-    if (block == nullptr)
-        throw error("[cpu] cannot allocate " + std::to_string(bytes) + " bytes of kernel work memory");
-    work.reset(block);
+    work = cpu::host_block(rounded, "kernel work memory");
     work_size = rounded;
 }
 
@@ -104,7 +102,7 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
     cpu::compute_params p;
     p.ith = ith;
     p.nth = pool.size();
-    p.wdata = work.get();
+    p.wdata = work.data();
     p.wsize = work_size;
     p.pool = &pool;
     p.control = &control;

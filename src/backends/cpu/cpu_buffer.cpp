@@ -1,8 +1,9 @@
-// src/backends/cpu/cpu_buffer.cpp — host buffers: 64-byte aligned heap blocks and wrapped host memory.
-#include <cstdlib>
+// src/backends/cpu/cpu_buffer.cpp — host buffers: host blocks (host_memory.h) and wrapped host memory.
 #include <cstring>
 #include <string>
+#include <utility>
 
+#include "backends/cpu/host_memory.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/error.h"
 
@@ -10,16 +11,15 @@ namespace weft {
 
 namespace {
 
-constexpr size_t host_alignment = 64;
+constexpr size_t host_alignment = 64;  // host_block's alignment
 
 class cpu_buffer final : public backend_buffer {
   public:
-    // owned: the block came from cpu_host_buffer_type::alloc and is freed here.
-    cpu_buffer(buffer_type &type, void *base, size_t size, bool owned)
-        : type_(type), base_(base), size_(size), owned_(owned) {}
-    ~cpu_buffer() override {
-        if (owned_) std::free(base_);
-    }
+    // Wraps memory owned elsewhere.
+    cpu_buffer(buffer_type &type, void *base, size_t size) : type_(type), base_(base), size_(size) {}
+    // Owns `block` (from cpu_host_buffer_type::alloc), freed with the buffer.
+    cpu_buffer(buffer_type &type, cpu::host_block block, size_t size)
+        : type_(type), block_(std::move(block)), base_(block_.data()), size_(size) {}
 
     buffer_type &type() const override { return type_; }
     void *base() const override { return base_; }
@@ -47,9 +47,9 @@ class cpu_buffer final : public backend_buffer {
     }
 
     buffer_type &type_;
+    cpu::host_block block_;  // empty when the memory is not the buffer's own
     void *base_;
     size_t size_;
-    bool owned_;
 };
 
 class cpu_host_buffer_type final : public buffer_type {
@@ -59,13 +59,8 @@ class cpu_host_buffer_type final : public buffer_type {
     bool is_host() const override { return true; }
 
     std::unique_ptr<backend_buffer> alloc(size_t size) override {
-        // aligned_alloc wants a multiple of the alignment; a zero-sized buffer still gets a block
-        const size_t bytes =
-            std::max(host_alignment, (size + host_alignment - 1) / host_alignment * host_alignment);
-        void *block = std::aligned_alloc(host_alignment, bytes);
-        if (block == nullptr)
-            throw error("[cpu] cannot allocate a host buffer of " + std::to_string(size) + " bytes");
-        return std::make_unique<cpu_buffer>(*this, block, size, true);
+        // a zero-sized buffer still gets a block; large ones sit on huge pages (host_memory.h)
+        return std::make_unique<cpu_buffer>(*this, cpu::host_block(size, "host buffer memory"), size);
     }
 };
 
@@ -79,7 +74,7 @@ buffer_type &cpu_buffer_type() {
 std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size) {
     if (ptr == nullptr && size != 0)
         throw error("[cpu] cpu_buffer_from_host_ptr: null pointer for " + std::to_string(size) + " bytes");
-    return std::make_unique<cpu_buffer>(cpu_buffer_type(), ptr, size, false);
+    return std::make_unique<cpu_buffer>(cpu_buffer_type(), ptr, size);
 }
 
 }  // namespace weft
