@@ -1,4 +1,5 @@
-// tools/weft/cmd_serve.cpp — `weft serve`: an OpenAI-style HTTP server (completions, chat, SSE streams).
+// tools/weft/cmd_serve.cpp — `weft serve`: an OpenAI-style HTTP server (completions, chat, SSE streams)
+// over the serving engine; request bodies are read by openai_request.h.
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,6 +34,7 @@
 #include "weft/core/error.h"
 #include "weft/http_gate.h"
 #include "weft/model/model.h"
+#include "weft/openai_request.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/embeddings.h"
@@ -46,7 +48,6 @@
 namespace weft::tool {
 namespace {
 
-using json = nlohmann::json;
 using steady = std::chrono::steady_clock;
 
 struct serve_options {
@@ -71,16 +72,7 @@ struct serve_options {
     cache_type_options cache_types;
 };
 
-// A request the server refuses; the message goes back to the client as an OpenAI error object.
-class request_error : public error {
-  public:
-    explicit request_error(const std::string &message, int status = 400) : error(message), status_(status) {}
-    int status() const { return status_; }
-
-  private:
-    int status_;
-};
-
+// A refused request as OpenAI's error object (request_error: openai_request.h).
 json error_body(const std::string &message, int status) {
     return {{"error",
              {{"message", message},
@@ -114,61 +106,7 @@ void log_request(const httplib::Request &req, int status) {
     this_request = {};
 }
 
-// --- reading the request body
-
-// How a wrong value is named in an error: a short number or boolean itself, otherwise its type.
-std::string json_kind(const json &v) {
-    if (v.is_number() || v.is_boolean()) return v.dump();
-    return v.type_name();
-}
-
-// The field `name` of `body`, or nullopt when it is absent or null. Throws request_error naming the
-// field when it has another type than `check` accepts.
-template <class Check>
-std::optional<json> field(const json &body, const char *name, Check check, const char *expected) {
-    const auto it = body.find(name);
-    if (it == body.end() || it->is_null()) return std::nullopt;
-    if (!check(*it))
-        throw request_error(std::string("'") + name + "' must be " + expected + ", got " + json_kind(*it));
-    return *it;
-}
-
-std::optional<double> number_field(const json &body, const char *name) {
-    const auto v = field(
-        body, name, [](const json &j) { return j.is_number(); }, "a number");
-    return v ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-
-// An integer JSON value as int64; one beyond int64 (an unsigned 2^63 or more) is out of range
-// (400), never wrapped to a negative number.
-int64_t integer_value(const json &j, const std::string &what) {
-    if (!j.is_number_integer()) throw request_error(what + " must be an integer, got " + json_kind(j));
-    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
-        throw request_error(what + " is out of range: " + j.dump());
-    return j.get<int64_t>();
-}
-
-std::optional<int64_t> integer_field(const json &body, const char *name) {
-    const auto v = field(
-        body, name, [](const json &j) { return j.is_number_integer(); }, "an integer");
-    return v ? std::optional<int64_t>(integer_value(*v, std::string("'") + name + "'")) : std::nullopt;
-}
-
-// A token id from a request: an integer in [0, n_vocab).
-token token_value(const json &j, const std::string &what, int32_t n_vocab) {
-    const int64_t id = integer_value(j, what);
-    if (id < 0 || id >= n_vocab)
-        throw request_error(what + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                            std::to_string(n_vocab) + ")");
-    return token(id);
-}
-
-std::optional<bool> bool_field(const json &body, const char *name) {
-    const auto v = field(
-        body, name, [](const json &j) { return j.is_boolean(); }, "true or false");
-    return v ? std::optional<bool>(v->get<bool>()) : std::nullopt;
-}
-
+// The body as a JSON object (the fields are read by openai_request_reader).
 json parse_body(const httplib::Request &req) {
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) throw request_error("the request body is not valid JSON");
@@ -177,60 +115,7 @@ json parse_body(const httplib::Request &req) {
     return body;
 }
 
-// A message's content: a string, or OpenAI's array of parts of which the "text" ones are joined.
-std::string message_content(const json &content, size_t index) {
-    const std::string where = "'messages[" + std::to_string(index) + "].content'";
-    if (content.is_null()) return {};
-    if (content.is_string()) return content.get<std::string>();
-    if (!content.is_array())
-        throw request_error(where + " must be a string or an array of parts, got " + json_kind(content));
-    std::string text;
-    for (const json &part : content) {
-        const auto type = part.is_object() ? part.find("type") : part.end();
-        const auto part_text = part.is_object() ? part.find("text") : part.end();
-        if (type == part.end() || *type != "text" || part_text == part.end() || !part_text->is_string())
-            throw request_error(
-                where + ": only parts of the form {\"type\": \"text\", \"text\": \"...\"} are supported");
-        text += part_text->get<std::string>();
-    }
-    return text;
-}
-
-std::vector<chat_message> read_messages(const json &body) {
-    const auto messages = field(
-        body, "messages", [](const json &j) { return j.is_array(); }, "an array");
-    if (!messages) throw request_error("'messages' is required: an array of {\"role\", \"content\"} objects");
-    if (messages->empty()) throw request_error("'messages' is empty");
-    std::vector<chat_message> out;
-    for (size_t i = 0; i < messages->size(); ++i) {
-        const json &m = (*messages)[i];
-        const std::string where = "'messages[" + std::to_string(i) + "]'";
-        if (!m.is_object()) throw request_error(where + " must be an object, got " + json_kind(m));
-        const auto role = m.find("role");
-        if (role == m.end() || !role->is_string()) throw request_error(where + " needs a string 'role'");
-        const auto content = m.find("content");
-        if (content == m.end()) throw request_error(where + " needs a 'content'");
-        out.push_back({role->get<std::string>(), message_content(*content, i)});
-    }
-    return out;
-}
-
 // --- the server
-
-// Everything one OpenAI request asks for, read and checked before anything is queued.
-struct parsed_request {
-    bool chat = false;
-    std::vector<std::vector<token>> prompts;  // one or more (completions accept an array)
-    int32_t n = 1;                            // choices per prompt
-    serving::request base;                    // every field but the prompt
-    bool stream = false;
-    bool include_usage = false;  // stream_options.include_usage
-    bool logprobs = false;
-    int32_t top_logprobs = 0;
-    bool echo = false;                      // completions: the prompt text before the completion
-    std::vector<size_t> prompt_text_bytes;  // completions: each prompt's length as text
-    bool tools = false;                     // chat with tools: replies are searched for tool calls
-};
 
 // The server's metrics beyond the engine's.
 struct http_counters {
@@ -249,6 +134,7 @@ class server {
         model_ = &m;
         engine_ = &eng;
         template_ = std::move(tmpl);
+        reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap);
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_path.empty() ? "stories260K" : m.name();
         if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
@@ -500,394 +386,6 @@ class server {
         res.set_content(body.dump(), "application/json");
     }
 
-    // An empty prompt starts from BOS; its length and token ids are checked by the engine's submit.
-    std::vector<token> prompt_or_bos(std::vector<token> tokens) const {
-        if (tokens.empty()) {
-            if (model_->vocab().bos() == token_null)
-                throw request_error("the prompt is empty and the model has no BOS token to start from");
-            tokens.push_back(model_->vocab().bos());
-        }
-        return tokens;
-    }
-
-    std::vector<token> tokenize_text(const std::string &text, std::span<const text_span> literal = {}) const {
-        try {
-            return model_->vocab().tokenize(text, true, true, literal);
-        } catch (const error &e) {
-            throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
-        }
-    }
-
-    // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
-    // text_bytes: each prompt's length as text (the string given, or the ids' text).
-    std::vector<std::vector<token>> read_prompts(const json &body, std::vector<size_t> &text_bytes) const {
-        const auto prompt = field(
-            body, "prompt", [](const json &j) { return j.is_string() || j.is_array(); },
-            "a string, an array of strings, an array of token ids or an array of such arrays");
-        if (!prompt) throw request_error("'prompt' is required: a string (or an array of prompts)");
-        std::vector<std::vector<token>> out;
-        const int32_t n_vocab = model_->vocab().n_tokens();
-        auto token_list = [&](const json &arr) {
-            std::vector<token> t;
-            for (const json &v : arr) t.push_back(token_value(v, "'prompt' token ids", n_vocab));
-            return t;
-        };
-        if (prompt->is_string()) {
-            out.push_back(tokenize_text(prompt->get<std::string>()));
-            text_bytes.push_back(prompt->get_ref<const std::string &>().size());
-        } else if (!prompt->empty() && (*prompt)[0].is_number_integer()) {
-            out.push_back(token_list(*prompt));
-            text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
-        } else {
-            if (prompt->empty()) throw request_error("'prompt' is an empty array");
-            for (const json &p : *prompt) {
-                if (p.is_string()) {
-                    out.push_back(tokenize_text(p.get<std::string>()));
-                    text_bytes.push_back(p.get_ref<const std::string &>().size());
-                } else if (p.is_array()) {
-                    out.push_back(token_list(p));
-                    text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
-                } else
-                    throw request_error(
-                        "'prompt' array elements must be strings or arrays of token ids, got " +
-                        json_kind(p));
-            }
-        }
-        for (auto &t : out) t = prompt_or_bos(std::move(t));
-        return out;
-    }
-
-    // OpenAI's object {"token id": bias} or the array form [[id, bias], ...]; false bans a token.
-    std::vector<std::pair<token, float>> read_logit_bias(const json &body) const {
-        std::vector<std::pair<token, float>> out;
-        const auto lb = field(
-            body, "logit_bias", [](const json &j) { return j.is_object() || j.is_array(); },
-            "an object {\"token id\": bias} or an array of [id, bias] pairs");
-        if (!lb) return out;
-        const int32_t n_vocab = model_->vocab().n_tokens();
-        auto add = [&](int64_t id, const json &bias) {
-            if (id < 0 || id >= n_vocab)
-                throw request_error("'logit_bias': token id " + std::to_string(id) +
-                                    " is outside the vocabulary");
-            if (bias.is_boolean()) {
-                if (!bias.get<bool>()) out.push_back({token(id), -std::numeric_limits<float>::infinity()});
-            } else if (bias.is_number()) {
-                out.push_back({token(id), float(bias.get<double>())});
-            } else {
-                throw request_error("'logit_bias' values must be numbers (or false), got " + json_kind(bias));
-            }
-        };
-        if (lb->is_object()) {
-            for (const auto &[key, bias] : lb->items()) {
-                char *end = nullptr;
-                errno = 0;
-                const long long id = std::strtoll(key.c_str(), &end, 10);
-                if (key.empty() || *end != '\0' || errno == ERANGE)
-                    throw request_error("'logit_bias' keys must be token ids, got '" + key.substr(0, 40) +
-                                        "'");
-                add(id, bias);
-            }
-        } else {
-            for (const json &pair : *lb) {
-                if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
-                    throw request_error("'logit_bias' array entries must be [token id, bias]");
-                add(integer_value(pair[0], "'logit_bias' token id"), pair[1]);
-            }
-        }
-        return out;
-    }
-
-    // The established server's fields for the samplers beyond OpenAI's; ranges are checked with the
-    // rest of the sampling parameters.
-    static void read_sampler_fields(const json &body, sampling_params &s) {
-        static const std::pair<const char *, float sampling_params::*> numbers[] = {
-            {"typical_p", &sampling_params::typical_p},
-            {"dynatemp_range", &sampling_params::dynatemp_range},
-            {"dynatemp_exponent", &sampling_params::dynatemp_exponent},
-            {"top_n_sigma", &sampling_params::top_n_sigma},
-            {"xtc_probability", &sampling_params::xtc_probability},
-            {"xtc_threshold", &sampling_params::xtc_threshold},
-            {"dry_multiplier", &sampling_params::dry_multiplier},
-            {"dry_base", &sampling_params::dry_base},
-            {"mirostat_tau", &sampling_params::mirostat_tau},
-            {"mirostat_eta", &sampling_params::mirostat_eta},
-        };
-        for (const auto &[name, member] : numbers)
-            if (auto v = number_field(body, name)) s.*member = float(*v);
-        static const std::pair<const char *, int32_t sampling_params::*> integers[] = {
-            {"repeat_last_n", &sampling_params::penalty_last_n},
-            {"dry_allowed_length", &sampling_params::dry_allowed_length},
-            {"dry_penalty_last_n", &sampling_params::dry_penalty_last_n},
-            {"mirostat", &sampling_params::mirostat},
-        };
-        for (const auto &[name, member] : integers)
-            if (auto v = integer_field(body, name)) {
-                if (*v < -1 || *v > INT32_MAX)
-                    throw request_error(std::string("'") + name + "' must be in [-1, 2147483647], got " +
-                                        std::to_string(*v));
-                s.*member = int32_t(*v);
-            }
-        if (auto breakers = field(
-                body, "dry_sequence_breakers", [](const json &j) { return j.is_array() && !j.empty(); },
-                "a non-empty array of strings")) {
-            s.dry_sequence_breakers.clear();
-            for (const json &b : *breakers) {
-                if (!b.is_string() || b.get<std::string>().empty())
-                    throw request_error("'dry_sequence_breakers' must hold non-empty strings, got " +
-                                        json_kind(b));
-                s.dry_sequence_breakers.push_back(b.get<std::string>());
-            }
-        }
-        // an array of names, or a string of the one-letter forms
-        if (auto samplers = field(
-                body, "samplers", [](const json &j) { return j.is_array() || j.is_string(); },
-                "an array of sampler names or a string of sampler letters")) {
-            try {
-                if (samplers->is_string()) {
-                    s.samplers = sampler_types_from_letters(samplers->get<std::string>());
-                } else {
-                    std::vector<std::string> names;
-                    for (const json &n : *samplers) {
-                        if (!n.is_string())
-                            throw request_error("'samplers' must hold sampler names, got " + json_kind(n));
-                        names.push_back(n.get<std::string>());
-                    }
-                    s.samplers = sampler_types_from_names(names);
-                }
-            } catch (const request_error &) {
-                throw;
-            } catch (const error &e) {
-                throw request_error(std::string("'samplers': ") + e.what());
-            }
-        }
-    }
-
-    parsed_request parse_request(const json &body, bool chat) const {
-        parsed_request p;
-        p.chat = chat;
-        serving::request &g = p.base;
-        g.max_tokens = opt_.n_predict;
-        std::optional<int64_t> max_tokens = integer_field(body, "max_completion_tokens");
-        const char *max_name = "max_completion_tokens";
-        if (!max_tokens) {
-            max_tokens = integer_field(body, "max_tokens");
-            max_name = "max_tokens";
-        }
-        if (max_tokens) {
-            if (*max_tokens < 0 || *max_tokens > (1 << 20))
-                throw request_error(std::string("'") + max_name + "' must be in [0, 1048576], got " +
-                                    std::to_string(*max_tokens));
-            g.max_tokens = int32_t(*max_tokens);
-        }
-        if (opt_.max_tokens_cap > 0 && g.max_tokens > opt_.max_tokens_cap) g.max_tokens = opt_.max_tokens_cap;
-        sampling_params &s = g.sampling;
-        if (auto t = number_field(body, "temperature")) {
-            if (*t < 0) throw request_error("'temperature' must be >= 0, got " + std::to_string(*t));
-            s.temp = float(*t);
-        }
-        if (auto v = number_field(body, "top_p")) s.top_p = float(*v);
-        if (auto v = number_field(body, "min_p")) s.min_p = float(*v);
-        if (auto v = integer_field(body, "top_k")) {
-            if (*v < 0 || *v > INT32_MAX)
-                throw request_error("'top_k' must be >= 0, got " + std::to_string(*v));
-            s.top_k = int32_t(*v);
-        }
-        if (auto v = number_field(body, "presence_penalty")) {
-            if (*v < -2 || *v > 2) throw request_error("'presence_penalty' must be in [-2, 2]");
-            s.penalty_present = float(*v);
-        }
-        if (auto v = number_field(body, "frequency_penalty")) {
-            if (*v < -2 || *v > 2) throw request_error("'frequency_penalty' must be in [-2, 2]");
-            s.penalty_freq = float(*v);
-        }
-        if (auto v = number_field(body, "repeat_penalty")) s.penalty_repeat = float(*v);
-        if (auto seed = integer_field(body, "seed")) {
-            if (*seed < -1 || *seed >= int64_t(sampler_seed_random))
-                throw request_error("'seed' must be in [0, 4294967294] or -1 (random), got " +
-                                    std::to_string(*seed));
-            if (*seed >= 0) s.seed = uint32_t(*seed);
-        }
-        s.logit_bias = read_logit_bias(body);
-        read_sampler_fields(body, s);
-        if (auto keep = integer_field(body, "n_keep")) {  // llama.cpp's field: -1 keeps the whole prompt
-            if (*keep < -1 || *keep > INT32_MAX)
-                throw request_error("'n_keep' must be >= -1, got " + std::to_string(*keep));
-            g.n_keep = int32_t(*keep);
-        }
-        if (auto n = integer_field(body, "n")) {
-            if (*n < 1 || *n > 16) throw request_error("'n' must be in [1, 16], got " + std::to_string(*n));
-            p.n = int32_t(*n);
-        }
-        if (auto stream = bool_field(body, "stream")) p.stream = *stream;
-        if (auto so = field(
-                body, "stream_options", [](const json &j) { return j.is_object(); }, "an object")) {
-            if (auto u = bool_field(*so, "include_usage")) p.include_usage = *u;
-        }
-        if (auto stop = field(
-                body, "stop", [](const json &j) { return j.is_string() || j.is_array(); },
-                "a string or an array of strings")) {
-            if (stop->is_string()) {
-                g.stop.push_back(stop->get<std::string>());
-            } else {
-                for (const json &s_item : *stop) {
-                    if (!s_item.is_string())
-                        throw request_error(std::string("'stop' must hold strings, got ") +
-                                            json_kind(s_item));
-                    g.stop.push_back(s_item.get<std::string>());
-                }
-            }
-            std::erase(g.stop, std::string());
-        }
-        if (chat) {
-            if (auto lp = bool_field(body, "logprobs")) p.logprobs = *lp;
-            if (auto top = integer_field(body, "top_logprobs")) {
-                if (*top < 0 || *top > 20) throw request_error("'top_logprobs' must be in [0, 20]");
-                if (!p.logprobs) throw request_error("'top_logprobs' needs 'logprobs': true");
-                p.top_logprobs = int32_t(*top);
-            }
-        } else {
-            if (auto lp = integer_field(body, "logprobs")) {
-                if (*lp < 0 || *lp > 5) throw request_error("'logprobs' must be in [0, 5] for completions");
-                p.logprobs = true;
-                p.top_logprobs = int32_t(*lp);
-            }
-            if (auto echo = bool_field(body, "echo")) p.echo = *echo;
-            if (field(
-                    body, "suffix", [](const json &j) { return j.is_string(); }, "a string"))
-                throw request_error("'suffix' (insertion) is not supported by this server");
-        }
-        s.grammar = read_grammar(body);
-        g.logprobs = p.logprobs;
-        g.n_probs = p.top_logprobs;
-        try {
-            check_sampling_params(s);
-            if (!s.grammar.empty()) make_sampler_chain(s, model_->vocab());  // a bad grammar: 400
-        } catch (const error &e) {
-            throw request_error(e.what());
-        }
-        if (chat) {
-            const std::vector<chat_message> messages = read_messages(body);
-            std::string prompt;
-            std::vector<text_span> contents;  // the messages' text: never control tokens
-            if (uses_tools(body, p.tools)) {
-                prompt = render_with_tools(body, p.tools);
-            } else {
-                try {
-                    prompt = template_.format(messages, true, contents);
-                } catch (const error &e) {
-                    throw request_error(std::string("'messages': ") + e.what());
-                }
-            }
-            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt, contents)));
-        } else {
-            p.prompts = read_prompts(body, p.prompt_text_bytes);
-        }
-        return p;
-    }
-
-    // The grammar a request's output must follow ("" when none): 'grammar' (GBNF) or 'json_schema'
-    // (both as llama-server takes them), or OpenAI's response_format json_object (any object; a
-    // 'schema' beside the type narrows it) or json_schema ({"json_schema": {"schema": ...}}). At
-    // most one of the three; a grammar that does not parse or a schema weft cannot convert is a 400.
-    static std::string read_grammar(const json &body) {
-        auto is_object = [](const json &j) { return j.is_object(); };
-        std::vector<std::string> asked;
-        std::string gbnf;
-        auto convert = [](const json &schema, const std::string &where) {
-            try {
-                return serving::json_schema_to_grammar(schema.dump());
-            } catch (const error &e) {
-                throw request_error("'" + where + "': " + e.what());
-            }
-        };
-        if (auto g = field(
-                body, "grammar", [](const json &j) { return j.is_string(); }, "a string")) {
-            gbnf = g->get<std::string>();
-            if (!gbnf.empty()) asked.push_back("grammar");
-        }
-        if (auto schema = field(body, "json_schema", is_object, "an object")) {
-            gbnf = convert(*schema, "json_schema");
-            asked.push_back("json_schema");
-        }
-        if (auto rf = field(body, "response_format", is_object, "an object")) {
-            const auto type = field(
-                *rf, "type", [](const json &j) { return j.is_string(); }, "a string");
-            const std::string kind = type ? type->get<std::string>() : "";
-            if (kind == "json_object") {
-                const auto schema = field(*rf, "schema", is_object, "an object");
-                gbnf = schema ? convert(*schema, "response_format.schema") : serving::json_any_grammar(true);
-                asked.push_back("response_format");
-            } else if (kind == "json_schema") {
-                const auto wrapper = field(*rf, "json_schema", is_object, "an object");
-                const auto schema =
-                    wrapper ? field(*wrapper, "schema", is_object, "an object") : std::nullopt;
-                if (!schema)
-                    throw request_error(
-                        "'response_format' of type 'json_schema' needs 'json_schema': {\"schema\": {...}}");
-                gbnf = convert(*schema, "response_format.json_schema.schema");
-                asked.push_back("response_format");
-            } else if (kind != "text") {
-                throw request_error("'response_format' type '" + kind +
-                                    "' is not supported; 'text', 'json_object' and 'json_schema' are");
-            }
-        }
-        if (asked.size() > 1)
-            throw request_error("'" + asked[0] + "' and '" + asked[1] +
-                                "' both constrain the output; send one");
-        if (!gbnf.empty()) {
-            try {
-                grammar::parse(gbnf, asked[0]);
-            } catch (const error &e) {
-                throw request_error(e.what());
-            }
-        }
-        return gbnf;
-    }
-
-    // Whether a chat request needs the structured rendering: tools offered (unless tool_choice is
-    // "none"; with_tools says so), or messages that carry tool calls or tool results.
-    static bool uses_tools(const json &body, bool &with_tools) {
-        const auto tools = body.find("tools");
-        with_tools = tools != body.end() && !tools->is_null();
-        if (with_tools && !tools->is_array())
-            throw request_error("'tools' must be an array, got " + json_kind(*tools));
-        if (with_tools && tools->empty()) with_tools = false;
-        const auto choice = body.find("tool_choice");
-        if (choice != body.end() && choice->is_string() && *choice == "none") with_tools = false;
-        bool structured = with_tools;
-        for (const json &m : body["messages"])
-            structured = structured || m.contains("tool_calls") || m.value("role", "") == "tool";
-        return structured;
-    }
-
-    // The prompt of a chat with tools: the model's Jinja template rendered with the messages as
-    // sent (contents joined from parts) and the tools.
-    std::string render_with_tools(const json &body, bool with_tools) const {
-        if (template_.jinja.empty())
-            throw request_error("'tools': this model's chat template (" + template_.name() +
-                                ") is not one weft renders with tools; start the server with a Jinja "
-                                "--chat-template");
-        json messages = body["messages"];
-        for (size_t i = 0; i < messages.size(); ++i)
-            if (messages[i].contains("content") && messages[i]["content"].is_array())
-                messages[i]["content"] = message_content(messages[i]["content"], i);
-        jinja_chat_params params;
-        params.messages = tool::jinja_from_json(messages);
-        if (with_tools) params.tools = tool::jinja_from_json(body["tools"]);
-        params.add_generation_prompt = true;
-        params.bos_token = template_.tokens.bos;
-        params.eos_token = template_.tokens.eos;
-        try {
-            std::string text = jinja_render_chat(jinja_template(template_.jinja), params);
-            if (!params.bos_token.empty() && text.rfind(params.bos_token, 0) == 0)
-                text.erase(0, params.bos_token.size());
-            return text;
-        } catch (const jinja_error &e) {
-            throw request_error(std::string("the chat template refused these messages and tools: ") +
-                                e.what());
-        }
-    }
-
     // A reply's tool calls as OpenAI's message fields (null when there are none).
     static json tool_calls_json(const tool::parsed_reply &r, bool with_index) {
         json calls = json::array();
@@ -1010,7 +508,7 @@ class server {
             throw request_error("the model '" + model_id_ +
                                 "' produces embeddings, not text: use /v1/embeddings");
         const json body = parse_body(req);
-        auto p = std::make_shared<parsed_request>(parse_request(body, chat));
+        auto p = std::make_shared<parsed_request>(reader_->parse(body, chat));
         auto jobs = std::make_shared<std::vector<std::shared_ptr<serving::job>>>(submit_all(*p));
         const std::string id = (chat ? "chatcmpl-" : "cmpl-") + random_id();
         const int64_t created = int64_t(std::time(nullptr));
@@ -1332,6 +830,7 @@ class server {
     const model *model_ = nullptr;
     serving::engine *engine_ = nullptr;
     tool::template_choice template_;
+    std::unique_ptr<openai_request_reader> reader_;  // reads requests against the model and template_
     std::string template_source_;
     std::string model_id_ = "loading";
     int64_t created_;
