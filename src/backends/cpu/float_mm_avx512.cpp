@@ -132,17 +132,35 @@ void groups_one_column(const char *groups, size_t group_stride, int64_t k, const
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(dst + 16 * g, acc[g]);
 }
 
-// One group against C columns: one weight load feeds C fmas.
-template <dtype W, int C>
-void group_columns(const char *group, int64_t k, const float *panel, int64_t width, float *dst,
-                   size_t dst_stride) {
-    __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+// G groups against C columns: each weight load feeds C fmas, each broadcast activation G (a tile
+// of 1 group x 16 columns, one load per fma, ran ~3% slower on Zen 5).
+template <dtype W, int G, int C>
+void groups_columns(const char *group, size_t group_stride, int64_t k, const float *panel, int64_t width,
+                    float *dst, size_t dst_stride) {
+    __m512 acc[G][C];
+    for (int g = 0; g < G; ++g)
+        for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < k; ++i) {
-        const __m512 w = load_group_values<W>(group + size_t(i) * 16 * elt_size(W));
-        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(panel[i * width + c]), acc[c]);
+        __m512 w[G];
+        for (int g = 0; g < G; ++g)
+            w[g] = load_group_values<W>(group + size_t(g) * group_stride + size_t(i) * 16 * elt_size(W));
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_set1_ps(panel[i * width + c]);
+            for (int g = 0; g < G; ++g) acc[g][c] = _mm512_fmadd_ps(w[g], xv, acc[g][c]);
+        }
     }
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + size_t(c) * dst_stride, acc[c]);
+    for (int g = 0; g < G; ++g)
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + size_t(c) * dst_stride + 16 * g, acc[g][c]);
+}
+
+// Column tiles of up to C_max (a divisor of the panel width: a tile never spans two panels).
+template <dtype W, int G, int C_max>
+void groups_column_tiles(const char *group, size_t group_stride, int64_t k, const float *x, int64_t width,
+                         int64_t n_cols, float *dst, size_t dst_stride) {
+    for_column_tiles<C_max>(n_cols, [&](auto cols, int64_t c) {
+        groups_columns<W, G, decltype(cols)::value>(group, group_stride, k, x + panel_index(0, c, k, width),
+                                                    width, dst + size_t(c) * dst_stride, dst_stride);
+    });
 }
 
 template <dtype W>
@@ -156,12 +174,13 @@ void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, co
             groups_one_column<W, 1>(g0 + size_t(g) * group_stride, group_stride, k, x, dst + 16 * g);
         return;
     }
-    for (int64_t g = 0; g < n_groups; ++g)
-        for_column_tiles<16>(n_cols, [&](auto cols, int64_t c) {
-            group_columns<W, decltype(cols)::value>(g0 + size_t(g) * group_stride, k,
-                                                    x + panel_index(0, c, k, width), width,
-                                                    dst + size_t(c) * dst_stride + 16 * g, dst_stride);
-        });
+    int64_t g = 0;
+    for (; g + 2 <= n_groups; g += 2)
+        groups_column_tiles<W, 2, 8>(g0 + size_t(g) * group_stride, group_stride, k, x, width, n_cols,
+                                     dst + 16 * g, dst_stride);
+    for (; g < n_groups; ++g)
+        groups_column_tiles<W, 1, 16>(g0 + size_t(g) * group_stride, group_stride, k, x, width, n_cols,
+                                      dst + 16 * g, dst_stride);
 }
 
 }  // namespace
