@@ -75,6 +75,18 @@ std::vector<uint16_t> codes_of(const uint32_t *grid, int size, int (*code_of)(in
     return points;
 }
 
+// The codes of a grid of 8-element points stored as byte magnitudes 8, 25, 43 (the iq2 grids).
+std::vector<uint16_t> iq2_codes_of(const uint64_t *grid, int size) {
+    std::vector<uint16_t> points(size_t(size), 0);
+    for (int g = 0; g < size; ++g)
+        for (int j = 0; j < 8; ++j) {
+            const int m = grid_byte(grid[g], j);
+            WEFT_ASSERT(m == 8 || m == 25 || m == 43);
+            points[size_t(g)] |= uint16_t((m == 8 ? 0 : m == 25 ? 1 : 2) << (2 * j));
+        }
+    return points;
+}
+
 }  // namespace
 
 // iq3_xxs magnitudes are 8 code + 4 (the last level stored as 62, not 60), iq3_s ones 2 code + 1.
@@ -91,6 +103,23 @@ const grid_lookup &iq3s_lookup() {
 const grid_lookup &iq1s_lookup() {
     static const grid_lookup lookup(std::vector<uint16_t>(iq1s_grid_codes, iq1s_grid_codes + 2048), 8, 2, 2,
                                     3);
+    return lookup;
+}
+
+// The established search's neighbour lists cover 2 distances for the 256- and 512-point grids, 1 for
+// the 1024-point one.
+const grid_lookup &iq2xxs_lookup() {
+    static const grid_lookup lookup(iq2_codes_of(iq2xxs_grid, 256), 8, 2, 2, 2);
+    return lookup;
+}
+
+const grid_lookup &iq2xs_lookup() {
+    static const grid_lookup lookup(iq2_codes_of(iq2xs_grid, 512), 8, 2, 2, 2);
+    return lookup;
+}
+
+const grid_lookup &iq2s_lookup() {
+    static const grid_lookup lookup(iq2_codes_of(iq2s_grid, 1024), 8, 2, 2, 1);
     return lookup;
 }
 

@@ -2,7 +2,8 @@
 // per-element codes is a grid point, and, for a pattern that is not, the grid points nearest to it.
 //
 // A grid point of n elements is written as small unsigned codes (3 bits each for the iq3 grids,
-// levels 1, 3, ..., 15; 2 bits for the iq1 grid, levels -1, 0, 1), element j at bits
+// levels 1, 3, ..., 15; 2 bits for the iq2 grids, magnitudes 8, 25, 43, and for the iq1 grid,
+// levels -1, 0, 1), element j at bits
 // code_bits * j of a pattern. The quantizers round each value to a code, look the pattern up, and
 // when it is off the grid choose among its neighbours: every grid point at one of the few smallest
 // squared distances from the pattern, in order of distance and then of index, as the established
@@ -61,5 +62,8 @@ class grid_lookup {
 const grid_lookup &iq3xxs_lookup();  // 256 points of 4, codes 0..7, neighbours at 2 distances
 const grid_lookup &iq3s_lookup();    // 512 points of 4, codes 0..7, neighbours at 3 distances
 const grid_lookup &iq1s_lookup();    // 2048 points of 8, codes 0..2, neighbours at 3 distances
+const grid_lookup &iq2xxs_lookup();  // 256 points of 8, codes 0..2, neighbours at 2 distances
+const grid_lookup &iq2xs_lookup();   // 512 points of 8, codes 0..2, neighbours at 2 distances
+const grid_lookup &iq2s_lookup();    // 1024 points of 8, codes 0..2, neighbours at 1 distance
 
 }  // namespace weft::quant

@@ -7,7 +7,7 @@
 //   - a sub-block (32 values for iq2_xxs, 16 for the others) tries a range of scales; for each,
 //     every group's magnitudes are rounded to levels, and a pattern that is not a grid point is
 //     replaced by the nearest grid points' best fit (a precomputed neighbour list, see
-//     search_table), then the weighted least-squares scale of the result is scored;
+//     grid_lookup.h), then the weighted least-squares scale of the result is scored;
 //   - the best scale's points are refined once more, and the sub-block scales are stored as
 //     4-bit odd multiples of max_scale / 31.
 // iq2_xxs and iq2_xs store only 7 signs per group: the eighth makes the number of negatives
@@ -18,13 +18,12 @@
 // sigma^2 / 4 + x^2.
 #include <algorithm>
 #include <cfloat>
-#include <climits>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <utility>
-#include <vector>
 
-#include "quant/iq_grids.h"
+#include "quant/grid_lookup.h"
 #include "quant/kernels.h"
 #include "weft/core/error.h"
 #include "weft/quant/blocks.h"
@@ -32,141 +31,51 @@
 namespace weft::quant {
 namespace {
 
-// A group's 8 levels as a key: level of element j in bits 2 j, 2 j + 1.
-constexpr int n_keys = 1 << 16;
-constexpr int n_levels = 3;  // a level is 0, 1 or 2
-
-// The grid as the search sees it: each point's levels, where each key lies (a grid index, or the
-// position of the key's neighbour list), and the neighbour lists (count, then grid indices,
-// nearest first, equal distances by grid index).
-struct search_table {
-    std::vector<uint8_t> levels;  // 8 per grid point
-    std::vector<int32_t> where;   // per key: grid index >= 0, or -1 - position in neighbours
-    std::vector<uint16_t> neighbours;
-};
-
-int level_of_magnitude(int m) {
-    WEFT_ASSERT(m == 8 || m == 25 || m == 43);
-    return m == 8 ? 0 : m == 25 ? 1 : 2;
-}
-
-// n_distances: how many of the smallest distinct squared distances a neighbour list covers (the
-// established search uses 2 for the 256- and 512-point grids, 1 for the 1024-point one).
-search_table build_search_table(const uint64_t *grid, int grid_size, int n_distances) {
-    search_table t;
-    t.levels.resize(size_t(grid_size) * 8);
-    t.where.assign(n_keys, 0);
-    std::vector<bool> on_grid(n_keys, false);
-    for (int k = 0; k < grid_size; ++k) {
-        int key = 0;
-        for (int j = 0; j < 8; ++j) {
-            const int l = level_of_magnitude(grid_byte(grid[k], j));
-            t.levels[size_t(8 * k + j)] = uint8_t(l);
-            key |= l << (2 * j);
-        }
-        t.where[size_t(key)] = k;
-        on_grid[size_t(key)] = true;
-    }
-    std::vector<int> d2(static_cast<size_t>(grid_size));
-    for (int key = 0; key < n_keys; ++key) {
-        if (on_grid[size_t(key)]) continue;
-        bool searchable = true;  // the search only forms keys of levels 0..2
-        for (int j = 0; j < 8; ++j) searchable &= ((key >> (2 * j)) & 3) < n_levels;
-        if (!searchable) continue;
-        for (int k = 0; k < grid_size; ++k) {
-            int sum = 0;
-            for (int j = 0; j < 8; ++j) {
-                const int diff = int(t.levels[size_t(8 * k + j)]) - ((key >> (2 * j)) & 3);
-                sum += diff * diff;
-            }
-            d2[size_t(k)] = sum;
-        }
-        // The n_distances smallest distinct distances, then their points: nearest first, each
-        // distance's points by grid index.
-        std::vector<int> nearest;
-        for (int round = 0; round < n_distances; ++round) {
-            int next = INT_MAX;
-            for (int v : d2)
-                if (v < next && (nearest.empty() || v > nearest.back())) next = v;
-            if (next == INT_MAX) break;
-            nearest.push_back(next);
-        }
-        const size_t head = t.neighbours.size();
-        t.where[size_t(key)] = -1 - int32_t(head);
-        t.neighbours.push_back(0);
-        for (int distance : nearest)
-            for (int k = 0; k < grid_size; ++k)
-                if (d2[size_t(k)] == distance) t.neighbours.push_back(uint16_t(k));
-        t.neighbours[head] = uint16_t(t.neighbours.size() - head - 1);
-    }
-    return t;
-}
-
-// Built on first use (thread-safe: function-local statics).
-const search_table &iq2xxs_table() {
-    static const search_table t = build_search_table(iq2xxs_grid, 256, 2);
-    return t;
-}
-const search_table &iq2xs_table() {
-    static const search_table t = build_search_table(iq2xs_grid, 512, 2);
-    return t;
-}
-const search_table &iq2s_table() {
-    static const search_table t = build_search_table(iq2s_grid, 1024, 1);
-    return t;
-}
+constexpr int n_levels = 3;  // a level is 0, 1 or 2 (magnitudes 8, 25, 43): grid_lookup's codes
 
 // The magnitude the search models for a level.
 float odd_of(int level) {
     return float(2 * level + 1);
 }
 
-// The grid point of `list` (a neighbour list) that best fits magnitudes xval at `scale` under
-// weights w (sum w (scale q - x)^2; the first of equals). Its levels go to L.
-int best_neighbour(const search_table &t, const uint16_t *list, const float *xval, const float *w,
-                   float scale, int8_t *L) {
-    const int count = list[0];
-    WEFT_ASSERT(count > 0);
+// The grid point among `candidates` (an off-grid pattern's neighbours) that best fits magnitudes
+// xval at `scale` under weights w (sum w (scale q - x)^2; the first of equals). Its levels go to L.
+int best_neighbour(const grid_lookup &t, std::span<const uint16_t> candidates, const float *xval,
+                   const float *w, float scale, int8_t *L) {
     float best_d2 = FLT_MAX;
     int best = -1;
-    for (int n = 1; n <= count; ++n) {
-        const uint8_t *levels = &t.levels[size_t(8 * list[n])];
+    for (const uint16_t g : candidates) {
         float d2 = 0;
         for (int i = 0; i < 8; ++i) {
-            const float diff = scale * odd_of(levels[i]) - xval[i];
+            const float diff = scale * odd_of(t.code(g, i)) - xval[i];
             d2 += w[i] * diff * diff;
         }
         if (d2 < best_d2) {
             best_d2 = d2;
-            best = list[n];
+            best = g;
         }
     }
     WEFT_ASSERT(best >= 0);
-    for (int i = 0; i < 8; ++i) L[i] = int8_t(t.levels[size_t(8 * best + i)]);
+    for (int i = 0; i < 8; ++i) L[i] = int8_t(t.code(best, i));
     return best;
 }
 
 // Rounds a group's magnitudes at inverse scale id to levels (in L); a pattern off the grid is
 // replaced by its best neighbour at `scale`. Returns whether the rounded pattern was on the grid.
-bool place_group(const search_table &t, const float *xval, const float *waux, float id, float scale,
+bool place_group(const grid_lookup &t, const float *xval, const float *waux, float id, float scale,
                  int8_t *L) {
-    int key = 0;
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 8; ++i)
         L[i] = int8_t(std::clamp(nearest_int(0.5f * (id * xval[i] - 1)), 0, n_levels - 1));
-        key |= L[i] << (2 * i);
-    }
-    const int32_t where = t.where[size_t(key)];
-    if (where >= 0) return true;
-    best_neighbour(t, &t.neighbours[size_t(-1 - where)], xval, waux, scale, L);
+    const uint32_t pattern = t.pattern(L);
+    if (t.find(pattern) >= 0) return true;
+    best_neighbour(t, t.neighbours(pattern), xval, waux, scale, L);
     return false;
 }
 
-int grid_index_of(const search_table &t, const int8_t *L) {
-    int key = 0;
-    for (int i = 0; i < 8; ++i) key |= L[i] << (2 * i);
-    const int32_t where = t.where[size_t(key)];
-    WEFT_ASSERT(where >= 0);  // every placement ends on the grid
-    return where;
+int grid_index_of(const grid_lookup &t, const int8_t *L) {
+    const int g = t.find(t.pattern(L));
+    WEFT_ASSERT(g >= 0);  // every placement ends on the grid
+    return g;
 }
 
 // sum w x q and sum w q^2 of a sub-block's magnitudes against its levels.
@@ -182,7 +91,7 @@ std::pair<float, float> fit_sums(const float *xval, const float *w, const int8_t
 
 // How a type runs the search.
 struct search_kind {
-    const search_table &(*table)();
+    const grid_lookup &(*table)();
     int sub_block;     // values per scale: 32 (iq2_xxs) or 16
     int n_try;         // scales tried on each side of the start
     bool seven_signs;  // the eighth sign is implied by even parity (iq2_xxs, iq2_xs)
@@ -190,9 +99,9 @@ struct search_kind {
     float empty_max;   // a sub-block whose largest magnitude is below this is stored as zeros
 };
 
-constexpr search_kind iq2xxs_kind{iq2xxs_table, 32, 6, true, true, 1e-15f};
-constexpr search_kind iq2xs_kind{iq2xs_table, 16, 9, true, false, 1e-15f};
-constexpr search_kind iq2s_kind{iq2s_table, 16, 9, false, false, 1e-8f};
+constexpr search_kind iq2xxs_kind{iq2xxs_lookup, 32, 6, true, true, 1e-15f};
+constexpr search_kind iq2xs_kind{iq2xs_lookup, 16, 9, true, false, 1e-15f};
+constexpr search_kind iq2s_kind{iq2s_lookup, 16, 9, false, false, 1e-8f};
 
 // One sub-block's result: its scale (0: stored as zeros), grid points and sign bits per group.
 struct sub_block_fit {
@@ -236,7 +145,7 @@ uint8_t split_signs(const float *x, const float *w, bool seven_signs, float *xva
 }
 
 sub_block_fit fit_sub_block(const search_kind &kind, const float *x, const float *weight) {
-    const search_table &t = kind.table();
+    const grid_lookup &t = kind.table();
     const int n = kind.sub_block, n_group = n / 8;
     float xval[32], waux[32];
     int8_t L[32] = {}, Laux[32];
