@@ -245,6 +245,37 @@ size_t work_size_grouped_float(const tensor &dst, int n_threads) {
     return bytes;
 }
 
+// Writes b's columns of panels [ps.begin, ps.end) into the panel layout: 64 values of a panel's
+// columns at a time, so the panel's cache lines being filled stay in L1 until all its columns have
+// written them (column by column over all of k, each line was fetched once per column).
+void pack_panels(const tensor &b, int64_t k, int64_t width, index_range ps, float *panels) {
+    constexpr int64_t values_per_step = 64;
+    const int64_t n_cols = b.nrows();
+    const bool plain_f32 = b.type == dtype::f32 && b.nb[0] == sizeof(float);
+    const char *src[float_panel_width];
+    for (int64_t panel = ps.begin; panel < ps.end; ++panel) {
+        const int64_t c0 = panel * width, n = std::min(width, n_cols - c0);
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t i1, i2, i3;
+            unravel_row(c0 + j, b.ne, i1, i2, i3);
+            src[j] = row_at(b, i1, i2, i3);
+        }
+        float *to = panels + panel_index(0, c0, k, width);  // value i of column c0 + j at to[i * width + j]
+        for (int64_t i0 = 0; i0 < k; i0 += values_per_step) {
+            const int64_t i1 = std::min(k, i0 + values_per_step);
+            for (int64_t j = 0; j < n; ++j) {
+                if (plain_f32) {
+                    const auto *from = reinterpret_cast<const float *>(src[j]);
+                    for (int64_t i = i0; i < i1; ++i) to[i * width + j] = from[i];
+                } else {
+                    for (int64_t i = i0; i < i1; ++i)
+                        to[i * width + j] = load_element(b.type, src[j] + size_t(i) * b.nb[0]);
+                }
+            }
+        }
+    }
+}
+
 void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const tensor &a = *dst.src[0];  // [k, m] grouped
     const tensor &b = *dst.src[1];  // [k, n, B2, B3]
@@ -255,14 +286,7 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
     if (!b_rows_used_in_place(b)) {
         auto *panels = reinterpret_cast<float *>(p.wdata + chunk_dispenser::bytes(p.nth));
-        const index_range cols = split_range(n_cols, p.ith, p.nth);
-        for (int64_t c = cols.begin; c < cols.end; ++c) {
-            int64_t i1, i2, i3;
-            unravel_row(c, b.ne, i1, i2, i3);
-            const char *src = row_at(b, i1, i2, i3);
-            for (int64_t i = 0; i < k; ++i)
-                panels[panel_index(i, c, k, width)] = load_element(b.type, src + size_t(i) * b.nb[0]);
-        }
+        pack_panels(b, k, width, split_range((n_cols + width - 1) / width, p.ith, p.nth), panels);
         x = panels;
     }
     if (p.ith == 0) chunks.reset();
