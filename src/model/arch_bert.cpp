@@ -58,12 +58,14 @@ class arch_bert final : public architecture {
         const model_hparams &hp = b.hp;
         const model_weights &w = b.w;
         const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
-        tensor *x = b.build_inp_embd();
-        if (w.type_embd)  // every token is of type 0
-            x = b.named(add(b.ctx, x, view_1d(b.ctx, w.type_embd, hp.n_embd, 0)), "inp_typed");
-        x = b.named(add(b.ctx, get_rows(b.ctx, w.pos_embd, b.build_inp_pos()), x), "inp_positioned");
-        x = b.build_norm(x, w.tok_norm, "inp_norm", -1, w.tok_norm_b);
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] {
+            tensor *e = b.build_inp_embd();
+            if (w.type_embd)  // every token is of type 0
+                e = b.named(add(b.ctx, e, view_1d(b.ctx, w.type_embd, hp.n_embd, 0)), "inp_typed");
+            e = b.named(add(b.ctx, get_rows(b.ctx, w.pos_embd, b.build_inp_pos()), e), "inp_positioned");
+            return b.build_norm(e, w.tok_norm, "inp_norm", -1, w.tok_norm_b);
+        });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             auto [q, k, v] = b.build_qkv(l, x, il);
             tensor *cur = b.build_attn(il, l.wo, q, k, v, kq_scale, l.bo);

@@ -149,8 +149,8 @@ class arch_deepseek2 final : public architecture {
                      (1.0f + 0.1f * hp.rope_yarn_log_mul * std::log(1.0f / hp.rope_freq_scale));
         const float kq_scale = mscale * mscale / std::sqrt(float(head_k));
 
-        tensor *x = b.build_inp_embd();
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] { return b.build_inp_embd(); });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             const int64_t n_head = hp.n_head(il);
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);

@@ -47,8 +47,10 @@ class arch_gemma final : public architecture {
         // Gemma 2 27B (46 layers) scales Q by 1/√(n_embd / n_head), the others by 1/√head_k
         const float q_scale = 1.0f / std::sqrt(v2_ && hp.n_layer == 46 ? float(hp.n_embd / hp.n_head())
                                                                        : float(hp.n_embd_head_k));
-        tensor *x = b.named(scale(b.ctx, b.build_inp_embd(), std::sqrt(float(hp.n_embd))), "inp_scaled");
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] {
+            return b.named(scale(b.ctx, b.build_inp_embd(), std::sqrt(float(hp.n_embd))), "inp_scaled");
+        });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
             auto [q, k, v] = b.build_qkv_rope(l, cur, il);

@@ -43,9 +43,12 @@ class arch_granite final : public architecture {
         const float kq_scale =
             hp.attention_scale != 0.0f ? hp.attention_scale : 1.0f / std::sqrt(float(hp.n_embd_head_k));
         const float residual_scale = hp.residual_scale != 0.0f ? hp.residual_scale : 1.0f;
-        tensor *x = b.build_inp_embd();
-        if (hp.embedding_scale != 0.0f) x = b.named(scale(b.ctx, x, hp.embedding_scale), "inp_scaled");
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] {
+            tensor *e = b.build_inp_embd();
+            return hp.embedding_scale != 0.0f ? b.named(scale(b.ctx, e, hp.embedding_scale), "inp_scaled")
+                                              : e;
+        });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
             x = b.build_ffn_block(l, cur, x, il, graph_builder::ffn_act::silu, residual_scale);

@@ -37,8 +37,8 @@ class arch_olmo2 final : public architecture {
     graph_inputs build_graph(graph_builder &b) const override {
         const model_hparams &hp = b.hp;
         const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
-        tensor *x = b.build_inp_embd();
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] { return b.build_inp_embd(); });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             // Q and K normed as whole rows, then split into heads
             tensor *q =

@@ -44,8 +44,8 @@ class arch_phi3 final : public architecture {
 
     graph_inputs build_graph(graph_builder &b) const override {
         const model_hparams &hp = b.hp;
-        tensor *x = b.build_inp_embd();
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
+        tensor *x = b.stage_input([&] { return b.build_inp_embd(); });
+        for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             tensor *cur = b.build_norm(x, l.attn_norm, "attn_norm", il);
             auto [q, k, v] = b.build_qkv_rope(l, cur, il);

@@ -24,7 +24,7 @@ tensor *as_matrix(context &ctx, tensor *x, int64_t ne0, int64_t ne1) {
 }  // namespace
 
 graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, context &ctx_, graph &g,
-                             const graph_build_params &p)
+                             const graph_build_params &p, layer_span stage_)
     : hp(hp_),
       w(w_),
       ctx(ctx_),
@@ -32,11 +32,28 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
       params(p),
       n_tokens(p.shape.n_tokens),
       n_outputs(p.shape.n_outputs),
-      n_kv(p.shape.n_kv) {
+      n_kv(p.shape.n_kv),
+      stage(stage_) {
     WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens && n_kv > 0);
     WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer);
+    WEFT_ASSERT(0 <= stage.begin && stage.begin < stage.end && stage.end <= hp.n_layer);
     inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
-    if (n_outputs < n_tokens) inputs_.out_ids = make_input(dtype::i32, {n_outputs}, "inp_out_ids");
+    // the output rows are picked in the last block, which only the last stage has
+    if (n_outputs < n_tokens && last_stage())
+        inputs_.out_ids = make_input(dtype::i32, {n_outputs}, "inp_out_ids");
+}
+
+tensor *graph_builder::build_inp_hidden() {
+    inputs_.hidden = make_input(dtype::f32, {hp.n_embd, n_tokens}, "inp_hidden");
+    return inputs_.hidden;
+}
+
+graph_inputs graph_builder::finish_stage(tensor *x) {
+    tensor *cur = x->is_contiguous() ? x : cont(ctx, x);
+    cur->flags |= tensor_flag_output;
+    inputs_.logits = cur;
+    build_forward_expand(gf, cur);
+    return inputs_;
 }
 
 tensor *graph_builder::named(tensor *t, const char *base, int64_t il) {
@@ -150,6 +167,7 @@ k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights 
     const size_t f = sizeof(float);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
         const kv_layer &cache = kv[size_t(il)];
+        if (!cache.k) continue;  // a layer of another pipeline stage
         const int64_t n_head_kv = hp.n_head_kv(il);
         // the moved cells' keys in f32, [head_k, n_head_kv, n_cells]
         tensor *keys = reshape_3d(ctx, get_rows(ctx, cache.k, in.cells), head_k, n_head_kv, n_cells);
@@ -261,6 +279,7 @@ tensor *graph_builder::select_outputs(tensor *x) {
 }
 
 graph_inputs graph_builder::finish_hidden(tensor *x) {
+    if (!last_stage()) return finish_stage(x);
     tensor *cur = named(select_outputs(x), "result_embd");
     cur->flags |= tensor_flag_output;
     inputs_.logits = cur;
@@ -269,6 +288,7 @@ graph_inputs graph_builder::finish_hidden(tensor *x) {
 }
 
 graph_inputs graph_builder::finish(tensor *x, float logit_mult) {
+    if (!last_stage()) return finish_stage(x);
     tensor *cur = build_norm(x, w.output_norm, "result_norm", -1, w.output_norm_b);
     cur = build_mm(w.output, cur, w.output_b, "result_output_raw", -1);
     if (logit_mult != 1.0f) cur = named(scale(ctx, cur, logit_mult), "result_output_scaled");
@@ -364,8 +384,8 @@ void create_llama_tensors(tensor_loader &tl, const model_hparams &hp, model_weig
 graph_inputs build_llama_graph(graph_builder &b) {
     const model_hparams &hp = b.hp;
     const float kq_scale = 1.0f / std::sqrt(float(hp.n_embd_head_k));
-    tensor *x = b.build_inp_embd();
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
+    tensor *x = b.stage_input([&] { return b.build_inp_embd(); });
+    for (int64_t il : b.layers()) {
         const layer_weights &l = b.w.layers[size_t(il)];
         tensor *cur = b.build_llama_attn(l, x, il, kq_scale);
         // gated: SwiGLU (llama, qwen2); without a gate: GELU (starcoder2)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ranges>
 #include <span>
 
 #include "weft/core/context.h"
@@ -13,8 +14,9 @@ namespace weft {
 
 class graph_builder {
   public:
+    // stage: the blocks this graph computes (model::layers()).
     graph_builder(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,
-                  const graph_build_params &p);
+                  const graph_build_params &p, layer_span stage);
 
     const model_hparams &hp;
     const model_weights &w;
@@ -24,6 +26,20 @@ class graph_builder {
     const int64_t n_tokens;
     const int64_t n_outputs;
     const int64_t n_kv;
+    const layer_span stage;
+
+    // The blocks of this graph in order: every layer, or a pipeline stage's share. Architectures
+    // loop over these, never over [0, n_layer).
+    auto layers() const { return std::views::iota(stage.begin, stage.end); }
+    bool first_stage() const { return stage.begin == 0; }
+    bool last_stage() const { return stage.end == hp.n_layer; }
+    // The input of the first block: on the first stage what first_input() builds (the
+    // architecture's embedding of the tokens: lookup, scaling, position and type embeddings,
+    // norm); on a later stage the previous stage's hidden states, an input.
+    template <class Fn>
+    tensor *stage_input(Fn &&first_input) {
+        return first_stage() ? first_input() : build_inp_hidden();
+    }
 
     // "<base>-<il>" (il >= 0) or "<base>"
     tensor *named(tensor *t, const char *base, int64_t il = -1);
@@ -77,9 +93,13 @@ class graph_builder {
     graph_inputs finish(tensor *x, float logit_mult = 1.0f);
     // An encoder's end: the output rows of x (the last hidden states) are the graph's output.
     graph_inputs finish_hidden(tensor *x);
+    // Both finish and finish_hidden, on a stage before the last: x itself (every token's row) is
+    // the output, handed to the next stage.
 
   private:
     graph_inputs inputs_;
+    tensor *build_inp_hidden();
+    graph_inputs finish_stage(tensor *x);
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
 

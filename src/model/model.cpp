@@ -93,16 +93,24 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     tensor_loader tl(f, *m->weights_ctx_, m->weights_buffer_.get());
     m->arch_->create_tensors(tl, m->hparams_, m->weights_);
     tl.check_all_used(*arch_name);
+    const int64_t n_layer = m->hparams_.n_layer;
+    const int64_t end = params.layers.end < 0 ? n_layer : params.layers.end;
+    if (params.layers.begin < 0 || params.layers.begin >= end || end > n_layer)
+        throw error(path + ": layers [" + std::to_string(params.layers.begin) + ", " + std::to_string(end) +
+                    ") are not a range of the model's " + std::to_string(n_layer) + " blocks");
+    m->layers_ = {params.layers.begin, end};
     if (params.repack) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
-        for (const layer_weights &l : m->weights_.layers)
-            for (tensor *t :
+        for (int64_t il = m->layers_.begin; il < m->layers_.end; ++il)
+            for (const layer_weights &l = m->weights_.layers[size_t(il)];
+                 tensor * t :
                  {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp, l.ffn_gate_exps,
                   l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
                 matrices.push_back(t);
-        if (m->weights_.output != m->weights_.tok_embd) matrices.push_back(m->weights_.output);
+        if (m->last_stage() && m->weights_.output != m->weights_.tok_embd)
+            matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done
         m->repacked_buffer_ =
             cpu_repack_weights(matrices, [&f](const void *old, size_t n) { f.release_pages(old, n); });
@@ -110,7 +118,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     if (params.progress) {
         // Touching the mapped pages is the expensive part of a load; walk them tensor by tensor
         // so the callback sees real progress and can stop it.
-        const auto &ts = m->weights_ctx_->tensors();
+        const std::vector<const tensor *> ts = m->stage_tensors();
         size_t done = 0, total = 0;
         for (const tensor *t : ts) total += t->nbytes();
         volatile uint8_t sink = 0;
@@ -124,6 +132,26 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     }
     m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return m;
+}
+
+std::vector<const tensor *> model::stage_tensors() const {
+    std::vector<const tensor *> out;
+    if (!weights_ctx_) return out;
+    const bool tied = weights_.output == weights_.tok_embd;
+    for (const tensor *t : weights_ctx_->tensors()) {
+        const std::string_view name = t->name;
+        bool used = true;  // small globals (rope frequencies, token types ...) every stage may read
+        if (name.starts_with("blk.")) {
+            const int64_t il = std::strtoll(t->name + 4, nullptr, 10);
+            used = il >= layers_.begin && il < layers_.end;
+        } else if (name.starts_with("output")) {
+            used = last_stage();
+        } else if (t == weights_.tok_embd) {
+            used = first_stage() || (tied && last_stage());
+        }
+        if (used) out.push_back(t);
+    }
+    return out;
 }
 
 std::optional<std::string> model::chat_template() const {
@@ -181,7 +209,7 @@ std::string model::describe() const {
 
 graph_inputs model::build_graph(context &ctx, graph &g, const graph_build_params &p) const {
     if (vocab_only_) throw error(path_ + ": the model was loaded vocabulary-only and has no weights");
-    graph_builder b(hparams_, weights_, ctx, g, p);
+    graph_builder b(hparams_, weights_, ctx, g, p, layers_);
     return arch_->build_graph(b);
 }
 

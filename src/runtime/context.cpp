@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "runtime/pipeline_protocol.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/allocator.h"
 #include "weft/core/context.h"
@@ -152,6 +153,9 @@ inference_context::inference_context(const weft::model &m, const inference_param
 }
 
 inference_context::~inference_context() {
+    // rank 0 ends the other ranks' stage loops
+    if (params_.pipeline && params_.pipeline->rank() == 0)
+        forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::stop).bytes);
     if (state_ && state_->env_profile && state_->env_profile->graphs() > 0)
         std::fprintf(stderr, "%s", state_->env_profile->format("weft profile (WEFT_PROFILE)").c_str());
 }
@@ -315,14 +319,71 @@ compute_status inference_context::apply_kv_shift() {
 }
 
 void inference_context::kv_update() {
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::update).bytes);
     const compute_status st = apply_kv_shift();
     if (st == compute_status::aborted)
         throw error("re-rotating the cached keys was aborted by the abort callback");
     if (st != compute_status::ok) throw error("re-rotating the cached keys failed");
 }
 
+void inference_context::forward(const std::vector<uint8_t> &command_and_args) const {
+    pipeline_link *link = params_.pipeline;
+    if (!link || link->rank() != 0) return;
+    for (int r = 1; r < link->n_ranks(); ++r) link->send(r, pipeline_protocol::tag_command, command_and_args);
+}
+
+void inference_context::pass_on(int32_t status, std::span<const float> hidden) {
+    owes_hidden_ = false;
+    pipeline_link *link = params_.pipeline;
+    if (!link || model_.last_stage()) return;
+    pipeline_protocol::message_writer w;
+    w.value(status).array(hidden);
+    link->send(link->rank() + 1, pipeline_protocol::tag_hidden, w.bytes);
+}
+
+int inference_context::exchange_result(int rc) {
+    using namespace pipeline_protocol;
+    pipeline_link *link = params_.pipeline;
+    if (!link || link->n_ranks() == 1) return rc;
+    if (owes_hidden_) pass_on(decode_failed);  // an exception left a ubatch half done
+    if (model_.last_stage()) {
+        message_writer w;
+        w.value(int32_t(rc))
+            .array(std::span<const char>(last_error_))
+            .array(std::span<const float>(rc == decode_ok ? logits_ : std::vector<float>{}));
+        link->send(0, tag_result, w.bytes);
+        return rc;
+    }
+    if (link->rank() != 0) return rc;
+    const std::vector<uint8_t> msg = link->recv(link->n_ranks() - 1, tag_result);
+    message_reader r(msg);
+    const auto last_rc = r.value<int32_t>();
+    const std::vector<char> text = r.array<char>();
+    std::vector<float> logits = r.array<float>();
+    if (rc != decode_ok) return rc;
+    if (last_rc != decode_ok) {
+        last_error_ =
+            "rank " + std::to_string(link->n_ranks() - 1) + ": " + std::string(text.begin(), text.end());
+        return last_rc;
+    }
+    if (logits.size() != logits_.size()) {
+        last_error_ = "the last pipeline rank sent " + std::to_string(logits.size()) + " logits, expected " +
+                      std::to_string(logits_.size());
+        return decode_failed;
+    }
+    logits_ = std::move(logits);
+    return decode_ok;
+}
+
 int inference_context::decode(const batch &b) {
     last_error_.clear();
+    if (params_.pipeline && params_.pipeline->rank() == 0) {
+        pipeline_protocol::message_writer w;
+        w.value(pipeline_protocol::command::decode);
+        const std::vector<uint8_t> bytes = pipeline_protocol::encode_batch(b);
+        w.bytes.insert(w.bytes.end(), bytes.begin(), bytes.end());
+        forward(w.bytes);
+    }
     try {
         if (apply_kv_shift() != compute_status::ok) {
             last_error_ = "re-rotating the cached keys after a position move failed or was aborted";
@@ -340,6 +401,12 @@ int inference_context::decode(const batch &b) {
     } catch (const std::exception &e) {
         last_error_ = e.what();
         if (state_->current) state_->current->valid = false;
+        rc = decode_failed;
+    }
+    try {
+        rc = exchange_result(rc);
+    } catch (const std::exception &e) {
+        last_error_ = std::string("pipeline: ") + e.what();
         rc = decode_failed;
     }
     if (rc == decode_aborted || rc == decode_failed) {
@@ -426,17 +493,46 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
             perf_.t_graph_build_ms +=
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_build).count();
         }
+        // A later pipeline stage starts from the previous rank's hidden states of this ubatch.
+        const size_t n_hidden = size_t(nu) * size_t(model_.hparams().n_embd);
+        std::vector<float> hidden;
+        if (!model_.first_stage()) {
+            pipeline_link &link = *params_.pipeline;
+            const std::vector<uint8_t> msg = link.recv(link.rank() - 1, pipeline_protocol::tag_hidden);
+            pipeline_protocol::message_reader r(msg);
+            const auto status = r.value<int32_t>();
+            if (status != decode_ok) {
+                pass_on(status);
+                last_error_ = "rank " + std::to_string(link.rank() - 1) + " stopped the batch";
+                return status;
+            }
+            hidden = r.array<float>();
+            if (hidden.size() != n_hidden) {
+                pass_on(decode_failed);
+                last_error_ = "rank " + std::to_string(link.rank() - 1) + " sent " +
+                              std::to_string(hidden.size()) + " hidden values, expected " +
+                              std::to_string(n_hidden);
+                return decode_failed;
+            }
+        }
+        owes_hidden_ = !model_.last_stage();
         set_inputs(*cur, fb, begin, nu, cells, out_local);
+        if (cur->in.hidden) write_input(cur->in.hidden, hidden.data(), n_hidden * sizeof(float));
         state_->compute->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
 
         const compute_status st = state_->sched->compute(cur->g);
         if (st != compute_status::ok) {
-            if (st == compute_status::aborted) {
-                last_error_ = "decode aborted by the abort callback";
-                return decode_aborted;
-            }
-            last_error_ = "graph computation failed";
-            return decode_failed;
+            const int rc = st == compute_status::aborted ? decode_aborted : decode_failed;
+            pass_on(rc);
+            last_error_ =
+                rc == decode_aborted ? "decode aborted by the abort callback" : "graph computation failed";
+            return rc;
+        }
+        if (!model_.last_stage()) {  // the next rank goes on with this ubatch while this one takes the next
+            hidden.resize(n_hidden);
+            read_output(cur->in.logits, hidden.data(), 0, n_hidden * sizeof(float));
+            pass_on(decode_ok, hidden);
+            continue;
         }
 
         // Copy out the rows that were asked for (batch order within the ubatch).
@@ -477,13 +573,28 @@ const float *inference_context::get_logits_ith(int32_t i) const {
 }
 
 bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
-    return kv_->seq_rm(s, p0, p1);
+    const bool removed = kv_->seq_rm(s, p0, p1);
+    forward(pipeline_protocol::message_writer()
+                .value(pipeline_protocol::command::seq_rm)
+                .value(s)
+                .value(p0)
+                .value(p1)
+                .bytes);
+    return removed;
 }
 void inference_context::kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
     kv_->seq_cp(src, dst, p0, p1);
+    forward(pipeline_protocol::message_writer()
+                .value(pipeline_protocol::command::seq_cp)
+                .value(src)
+                .value(dst)
+                .value(p0)
+                .value(p1)
+                .bytes);
 }
 void inference_context::kv_seq_keep(seq_id s) {
     kv_->seq_keep(s);
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::seq_keep).value(s).bytes);
 }
 llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
     return kv_->seq_pos_max(s);
@@ -501,6 +612,13 @@ void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos del
         throw error("kv_seq_add: " + model_.arch_name() +
                     " cannot move cached tokens to other positions (its positions are not rotary)");
     kv_->seq_add(s, p0, p1, delta);
+    forward(pipeline_protocol::message_writer()
+                .value(pipeline_protocol::command::seq_add)
+                .value(s)
+                .value(p0)
+                .value(p1)
+                .value(delta)
+                .bytes);
 }
 
 void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
@@ -510,16 +628,25 @@ void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
         throw error("kv_seq_div: " + model_.arch_name() +
                     " cannot move cached tokens to other positions (its positions are not rotary)");
     kv_->seq_div(s, p0, p1, d);
+    forward(pipeline_protocol::message_writer()
+                .value(pipeline_protocol::command::seq_div)
+                .value(s)
+                .value(p0)
+                .value(p1)
+                .value(int32_t(d))
+                .bytes);
 }
 
 uint32_t inference_context::kv_defrag() {
     const uint32_t moved = kv_->defrag();
     if (moved > 0) ++perf_.n_defrags;
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::defrag).bytes);
     return moved;
 }
 
 void inference_context::kv_clear() {
     kv_->clear();
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::clear).bytes);
 }
 uint32_t inference_context::kv_used_cells() const {
     return kv_->used_cells();

@@ -67,7 +67,7 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
     const size_t align = memory.alignment();
     auto aligned = [&](size_t n) { return (n + align - 1) / align * align; };
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
+    for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
         kv_layer &l = layers_[size_t(il)];
         l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
         l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
@@ -86,6 +86,7 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     buffer_->clear(0);
     size_t offset = 0;
     for (kv_layer &l : layers_) {
+        if (!l.k) continue;
         buffer_->place(*l.k, offset);
         offset += aligned(l.k->nbytes());
         buffer_->place(*l.v, offset);
@@ -272,6 +273,7 @@ uint32_t kv_cache::defrag() {
         if (from != to) {
             // to < from and every cell below `to` is already placed: the rows never overlap
             for (size_t il = 0; il < layers_.size(); ++il) {
+                if (!layers_[il].k) continue;  // a layer of another pipeline stage
                 std::memcpy(k_row(il, to), k_row(il, from), layers_[il].k->nb[1]);
                 std::memcpy(v_row(il, to), v_row(il, from), layers_[il].v->nb[1]);
             }

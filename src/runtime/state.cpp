@@ -138,6 +138,8 @@ std::vector<seq_id> seqs_of(uint64_t mask) {
 
 std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
                                                   std::string_view user_data) {
+    if (!model_.first_stage() || !model_.last_stage())
+        throw error("saving state: this context is one stage of a pipeline and holds only some layers");
     kv_update();
     if (kind == kind_sequence && (s < 0 || uint32_t(s) >= params_.n_seq_max))
         throw error("seq_state_save: sequence " + std::to_string(s) + " is outside [0, n_seq_max " +
@@ -200,6 +202,8 @@ std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::s
 inference_context::saved_state inference_context::load_impl(std::span<const uint8_t> bytes, int32_t kind,
                                                             seq_id dst, const std::string &origin) {
     auto fail = [&](const std::string &what) { throw error(origin + ": " + what); };
+    if (!model_.first_stage() || !model_.last_stage())
+        fail("this context is one stage of a pipeline and holds only some layers; state cannot be loaded");
     byte_reader r(bytes, origin);
     if (bytes.size() < sizeof state_magic || std::memcmp(bytes.data(), state_magic, sizeof state_magic) != 0)
         fail("not a weft state file (no WEFTSTAT magic)");

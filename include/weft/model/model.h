@@ -29,6 +29,14 @@ class load_cancelled : public error {
     using error::error;
 };
 
+// Blocks [begin, end) of a model (end < 0: through the last one) — the share of one stage of a
+// pipeline that splits the layers between processes (runtime/pipeline.h).
+struct layer_span {
+    int64_t begin = 0;
+    int64_t end = -1;
+    bool operator==(const layer_span &) const = default;
+};
+
 struct model_params {
     bool use_mmap = true;     // false: read the data section into memory instead of mapping it
     bool vocab_only = false;  // vocabulary, hyper-parameters and metadata only; no weights
@@ -41,6 +49,11 @@ struct model_params {
     // Non-empty: the GGUF file's bytes, already in memory (a model built into the executable);
     // the path passed to load only names it. The bytes are copied.
     std::span<const uint8_t> memory;
+    // The blocks this process computes (default: all). A stage without the first block takes the
+    // previous stage's hidden states instead of token ids; one without the last block hands its
+    // hidden states on instead of computing logits. Only the stage's weights are repacked and read
+    // (the rest of the file stays mapped, not resident), and its KV cache holds only its layers.
+    layer_span layers;
 };
 
 // The weights of one block (layer). Optional tensors are null when the architecture or the file
@@ -130,14 +143,17 @@ struct graph_build_params {
 // The tensors of a built graph that the caller fills before each compute (all flagged as inputs)
 // and the one it reads after (flagged as output).
 struct graph_inputs {
-    tensor *tokens = nullptr;       // i32 [n_tokens] (token input)
-    tensor *embd = nullptr;         // f32 [n_embd, n_tokens] (embedding input)
-    tensor *pos = nullptr;          // i32 [n_tokens]
-    tensor *kv_idxs = nullptr;      // i64 [n_tokens]: the cache cell each token is written to
-    tensor *kq_mask = nullptr;      // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
+    tensor *tokens = nullptr;   // i32 [n_tokens] (token input)
+    tensor *embd = nullptr;     // f32 [n_embd, n_tokens] (embedding input)
+    tensor *hidden = nullptr;   // f32 [n_embd, n_tokens]: the previous stage's output (not the first stage)
+    tensor *pos = nullptr;      // i32 [n_tokens]
+    tensor *kv_idxs = nullptr;  // i64 [n_tokens]: the cache cell each token is written to
+    tensor *kq_mask = nullptr;  // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
     tensor *kq_mask_swa = nullptr;  // the same within hparams.n_swa positions (sliding-window layers)
     tensor *out_ids = nullptr;      // i32 [n_outputs]: rows of the ubatch whose logits are computed
-    tensor *logits = nullptr;  // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]
+    // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]; a stage before the
+    // last: its hidden states [n_embd, n_tokens], every token's, for the next stage
+    tensor *logits = nullptr;
 };
 
 // The rotary dims [offset, offset + n_dims) of every head of a cached key row.
@@ -180,6 +196,13 @@ class model {
     // "llama, 22 layers, n_embd 2048, 32 heads (4 KV), n_ff 5632, vocab 32000, 1.10 B params, Q4_0"
     std::string describe() const;
     double load_ms() const { return load_ms_; }
+    // The blocks this model computes ([0, n_layer) unless model_params::layers chose a stage), and
+    // whether it begins with the token embedding / ends with the logits.
+    layer_span layers() const { return layers_; }
+    bool first_stage() const { return layers_.begin == 0; }
+    bool last_stage() const { return layers_.end == hparams_.n_layer; }
+    // The weights this stage reads: its blocks', and the embedding / output ones where it has them.
+    std::vector<const tensor *> stage_tensors() const;
 
     // Records the graph of one ubatch into ctx (a no_alloc arena) and g; returns its inputs.
     // Every intermediate is named "<what>-<layer>".
@@ -210,6 +233,7 @@ class model {
     std::unique_ptr<architecture> arch_;
     bool vocab_only_ = false;
     double load_ms_ = 0.0;
+    layer_span layers_;
 };
 
 // The architectures model::load accepts, as their general.architecture names.

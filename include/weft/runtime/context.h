@@ -32,6 +32,7 @@ namespace weft {
 
 class kv_cache;
 class op_profile;
+class pipeline_link;
 struct kv_cell;
 
 struct inference_params {
@@ -50,6 +51,10 @@ struct inference_params {
     std::function<bool()> abort_callback;
     // Observes graph nodes (see eval_callback in core/graph.h).
     eval_callback cb_eval;
+    // This process's link to the other ranks when the model is one stage of a pipeline
+    // (runtime/pipeline.h; the model loaded with that rank's model_params::layers); null: alone.
+    // Rank 0's context drives the others; ranks > 0 run serve_pipeline_stage on theirs.
+    pipeline_link *pipeline = nullptr;
 };
 
 // The devices weft computes on, the built-in backends' registered first (the CPU is always the
@@ -91,6 +96,7 @@ class inference_context {
     inference_context &operator=(const inference_context &) = delete;
 
     const weft::model &model() const { return model_; }
+    pipeline_link *pipeline() const { return params_.pipeline; }
     // The device this context computes on.
     weft::device &device() const { return *device_; }
     uint32_t n_ctx() const;
@@ -197,6 +203,11 @@ class inference_context {
     struct runtime_state;
     struct shift_graph;
     int decode_impl(const batch &b, std::vector<kv_cell> &saved_cells);
+    // Pipeline: sends a ubatch's status (and its hidden states) to the next rank; after a decode,
+    // brings the last rank's result (its return code and the logits) to rank 0.
+    void pass_on(int32_t status, std::span<const float> hidden = {});
+    int exchange_result(int rc);
+    void forward(const std::vector<uint8_t> &command_and_args) const;
     compute_status apply_kv_shift();
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
@@ -217,6 +228,7 @@ class inference_context {
     std::vector<int32_t> output_batch_index_;  // output row -> batch index
     std::vector<int32_t> batch_output_row_;    // batch index -> output row or -1
     std::string last_error_;
+    bool owes_hidden_ = false;  // a ubatch started here whose status the next rank still waits for
     inference_perf perf_;
 };
 
