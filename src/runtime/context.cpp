@@ -150,12 +150,19 @@ inference_context::inference_context(const weft::model &m, const inference_param
         shift_graph worst(*this, params_.n_ctx);
         state_->sched->reserve(worst.g);
     }
+    // the other ranks make their stage's context with the same parameters
+    pipeline_protocol::message_writer open;
+    open.value(pipeline_protocol::command::open).value(params_.n_ctx).value(params_.n_batch);
+    open.value(params_.n_ubatch)
+        .value(params_.n_seq_max)
+        .value(params_.n_threads)
+        .value(params_.n_threads_batch);
+    open.value(int32_t(params_.type_k)).value(int32_t(params_.type_v));
+    forward(open.bytes);
 }
 
 inference_context::~inference_context() {
-    // rank 0 ends the other ranks' stage loops
-    if (params_.pipeline && params_.pipeline->rank() == 0)
-        forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::stop).bytes);
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::close).bytes);
     if (state_ && state_->env_profile && state_->env_profile->graphs() > 0)
         std::fprintf(stderr, "%s", state_->env_profile->format("weft profile (WEFT_PROFILE)").c_str());
 }

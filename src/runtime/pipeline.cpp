@@ -124,60 +124,79 @@ std::vector<layer_span> split_layers(int64_t n_layer, int n_ranks, std::span<con
     return spans;
 }
 
-void serve_pipeline_stage(inference_context &ctx) {
+void serve_pipeline_stage(const model &m, pipeline_link &link) {
     using namespace pipeline_protocol;
-    pipeline_link *link = ctx.pipeline();
-    if (!link || link->rank() == 0)
-        throw error("serve_pipeline_stage: the context is not a stage of rank > 0");
+    if (link.rank() == 0)
+        throw error("serve_pipeline_stage: rank 0 drives the pipeline, it does not serve a stage");
+    std::unique_ptr<inference_context> ctx;
+    auto context = [&]() -> inference_context & {
+        if (!ctx) throw error("pipeline: rank 0 sent a command before opening its context");
+        return *ctx;
+    };
     for (;;) {
-        const std::vector<uint8_t> msg = link->recv(0, tag_command);
+        const std::vector<uint8_t> msg = link.recv(0, tag_command);
         message_reader r(msg);
         const auto cmd = command(r.value<int32_t>());
         // rank 0 sends an edit only after it succeeded there; the same edit succeeds here
         switch (cmd) {
-            case command::stop:
+            case command::open: {
+                inference_params p;
+                p.n_ctx = r.value<uint32_t>();
+                p.n_batch = r.value<uint32_t>();
+                p.n_ubatch = r.value<uint32_t>();
+                p.n_seq_max = r.value<uint32_t>();
+                p.n_threads = r.value<int32_t>();
+                p.n_threads_batch = r.value<int32_t>();
+                p.type_k = dtype(r.value<int32_t>());
+                p.type_v = dtype(r.value<int32_t>());
+                p.pipeline = &link;
+                ctx.reset();
+                ctx = std::make_unique<inference_context>(m, p);
+                break;
+            }
+            case command::close:
                 return;
             case command::decode:
-                ctx.decode(decode_batch(r));  // the result reaches rank 0 from the last rank
+                context().decode(decode_batch(r));  // the result reaches rank 0 from the last rank
                 break;
             case command::seq_rm: {
                 const auto s = r.value<seq_id>();
                 const auto p0 = r.value<llm_pos>();
-                ctx.kv_seq_rm(s, p0, r.value<llm_pos>());
+                context().kv_seq_rm(s, p0, r.value<llm_pos>());
                 break;
             }
             case command::seq_cp: {
                 const auto src = r.value<seq_id>();
                 const auto dst = r.value<seq_id>();
                 const auto p0 = r.value<llm_pos>();
-                ctx.kv_seq_cp(src, dst, p0, r.value<llm_pos>());
+                context().kv_seq_cp(src, dst, p0, r.value<llm_pos>());
                 break;
             }
             case command::seq_keep:
-                ctx.kv_seq_keep(r.value<seq_id>());
+                context().kv_seq_keep(r.value<seq_id>());
                 break;
             case command::seq_add: {
                 const auto s = r.value<seq_id>();
                 const auto p0 = r.value<llm_pos>();
                 const auto p1 = r.value<llm_pos>();
-                ctx.kv_seq_add(s, p0, p1, r.value<llm_pos>());
+                context().kv_seq_add(s, p0, p1, r.value<llm_pos>());
                 break;
             }
             case command::seq_div: {
                 const auto s = r.value<seq_id>();
                 const auto p0 = r.value<llm_pos>();
                 const auto p1 = r.value<llm_pos>();
-                ctx.kv_seq_div(s, p0, p1, r.value<int32_t>());
+                context().kv_seq_div(s, p0, p1, r.value<int32_t>());
                 break;
             }
             case command::clear:
-                ctx.kv_clear();
+                context().kv_clear();
                 break;
             case command::defrag:
-                ctx.kv_defrag();
+                context().kv_defrag();
                 break;
             case command::update:
-                ctx.kv_update();
+                context().kv_update();
                 break;
             default:
                 throw error("pipeline: unknown command " + std::to_string(int32_t(cmd)) + " from rank 0");

@@ -1,6 +1,7 @@
 // src/runtime/pipeline_protocol.h — the messages of a pipeline across ranks (weft/runtime/pipeline.h).
 //
-// command (rank 0 -> every other rank): int32 kind, then its arguments;
+// command (rank 0 -> every other rank): int32 kind, then its arguments (open: the context's
+//   parameters; then decodes and KV cache edits; close at the end);
 // hidden (rank r -> r + 1, one per ubatch): int32 status (a decode return code), then on success
 //   the ubatch's hidden states, n_embd floats per token;
 // result (last rank -> rank 0, one per decode): int32 return code, the error text, the logits rows.
@@ -21,7 +22,8 @@ namespace weft::pipeline_protocol {
 enum tag : int { tag_command = 1, tag_hidden = 2, tag_result = 3 };
 
 enum class command : int32_t {
-    stop,
+    open,   // rank 0 made its context: its parameters follow
+    close,  // rank 0's context ended
     decode,
     seq_rm,
     seq_cp,

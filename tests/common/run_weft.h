@@ -34,9 +34,9 @@ inline std::string read_text_file(const std::filesystem::path &p) {
     return ss.str();
 }
 
-// Runs `weft ARGS` through the shell (ARGS is shell text: quote paths, redirections allowed);
-// stdin is `input` when given, /dev/null otherwise; stdout and stderr go through temporary files.
-inline run_result run_weft_shell(const std::string &args, const std::string *input = nullptr) {
+// Runs a shell command line (quoted paths, redirections and `;` allowed); stdin is `input` when
+// given, /dev/null otherwise; stdout and stderr go through temporary files.
+inline run_result run_shell(const std::string &line, const std::string *input = nullptr) {
     static std::atomic<int> counter{0};
     const auto dir = std::filesystem::temp_directory_path() /
                      ("weft-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
@@ -46,8 +46,8 @@ inline run_result run_weft_shell(const std::string &args, const std::string *inp
         stdin_path = (dir / "in").string();
         std::ofstream(stdin_path, std::ios::binary) << *input;
     }
-    // the default stdin comes first, so a redirection inside ARGS overrides it
-    const std::string cmd = shell_quote(WEFT_BINARY) + " < " + shell_quote(stdin_path) + " " + args + " > " +
+    // the default stdin comes first, so a redirection inside the line overrides it
+    const std::string cmd = "{ " + line + "\n} < " + shell_quote(stdin_path) + " > " +
                             shell_quote((dir / "out").string()) + " 2> " +
                             shell_quote((dir / "err").string());
     run_result r;
@@ -57,6 +57,17 @@ inline run_result run_weft_shell(const std::string &args, const std::string *inp
     r.err = read_text_file(dir / "err");
     std::filesystem::remove_all(dir);
     return r;
+}
+
+// `LAUNCHER weft ARGS` (ARGS shell text; LAUNCHER e.g. "mpirun -np 2", empty for none).
+inline run_result run_weft_launched(const std::string &launcher, const std::string &args,
+                                    const std::string *input = nullptr) {
+    return run_shell(launcher + " " + shell_quote(WEFT_BINARY) + " " + args, input);
+}
+
+// `weft ARGS`.
+inline run_result run_weft_shell(const std::string &args, const std::string *input = nullptr) {
+    return run_weft_launched("", args, input);
 }
 
 // The same with one argument per element, each quoted.

@@ -84,26 +84,29 @@ std::vector<float> run_pipelined(const std::string &path, int n_ranks, bool abor
     const std::vector<layer_span> spans = split_layers(n_layer, n_ranks);
     std::vector<std::unique_ptr<pipeline_link>> links = make_local_pipeline(n_ranks);
     std::vector<std::unique_ptr<model>> models;
-    std::vector<std::unique_ptr<inference_context>> ctxs;
     for (int r = 0; r < n_ranks; ++r) {
         model_params mp;
         mp.layers = spans[size_t(r)];
         models.push_back(model::load(path, mp));
-        inference_params ip = script_params(links[size_t(r)].get());
-        int polls = 0;
-        if (r == 0 && abort_first) ip.abort_callback = [polls]() mutable { return ++polls == 40; };
-        ctxs.push_back(std::make_unique<inference_context>(*models.back(), ip));
     }
+    // the other ranks wait for rank 0's context, make theirs alike, and follow it
     std::vector<std::thread> stages;
-    for (int r = 1; r < n_ranks; ++r) stages.emplace_back([&, r] { serve_pipeline_stage(*ctxs[size_t(r)]); });
-    if (abort_first) {
-        batch b;
-        for (int i = 0; i < 10; ++i) b.add(token(i + 1), i, {0}, true);
-        EXPECT_EQ(ctxs[0]->decode(b), decode_aborted);
-        EXPECT_EQ(ctxs[0]->kv_used_cells(), 0u);
-    }
-    std::vector<float> out = run_script(*ctxs[0]);
-    ctxs[0].reset();  // ends the other ranks' loops
+    for (int r = 1; r < n_ranks; ++r)
+        stages.emplace_back([&, r] { serve_pipeline_stage(*models[size_t(r)], *links[size_t(r)]); });
+    inference_params ip = script_params(links[0].get());
+    int polls = 0;
+    if (abort_first) ip.abort_callback = [polls]() mutable { return ++polls == 40; };
+    std::vector<float> out;
+    {
+        inference_context ctx(*models[0], ip);
+        if (abort_first) {
+            batch b;
+            for (int i = 0; i < 10; ++i) b.add(token(i + 1), i, {0}, true);
+            EXPECT_EQ(ctx.decode(b), decode_aborted);
+            EXPECT_EQ(ctx.kv_used_cells(), 0u);
+        }
+        out = run_script(ctx);
+    }  // ends the other ranks' loops
     for (std::thread &t : stages) t.join();
     return out;
 }

@@ -11,6 +11,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/model/model.h"
+#include "weft/ranks.h"
 #include "weft/runtime/context.h"
 
 namespace {
@@ -59,9 +60,11 @@ int logits_main(int argc, char **argv) {
     app.add_option("-c,--ctx-size", n_ctx, "context size (0: prompt + N, rounded up)")
         ->check(CLI::Range(0u, 1u << 24));
     app.add_flag("--json", json, "print the reference-fixture JSON instead of a summary");
+    std::string split;
+    weft::tool::add_split_layers_option(app, split);
     CLI11_PARSE(app, argc, argv);
 
-    auto model = weft::model::load(model_path);
+    auto model = weft::tool::load_stage_model(model_path, {}, split);
     const weft::vocab &vocab = model->vocab();
     std::vector<weft::token> prompt_tokens = vocab.tokenize(prompt, true, true);
     if (prompt_tokens.empty()) {
@@ -79,6 +82,7 @@ int logits_main(int argc, char **argv) {
                           std::to_string(ip.n_ctx));
     ip.n_batch = std::max<uint32_t>(ip.n_ctx, 1);
     ip.n_threads = ip.n_threads_batch = n_threads;
+    if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::inference_context ctx(*model, ip);
     const int32_t n_vocab = ctx.n_vocab();
 

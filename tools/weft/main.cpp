@@ -8,6 +8,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/ranks.h"
 
 namespace weft::tool {
 
@@ -62,9 +63,12 @@ int main(int argc, char **argv) {
         for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
         args.push_back(nullptr);
         try {
-            return c.main(int(args.size() - 1), args.data());
+            const int rc = c.main(int(args.size() - 1), args.data());
+            weft::tool::finish_ranks();
+            return rc;
         } catch (const std::exception &e) {
             std::fprintf(stderr, "weft %s: error: %s\n", name.c_str(), e.what());
+            weft::tool::end_job_after_error(1);  // in a pipeline across ranks: every rank ends
             return 1;
         }
     }

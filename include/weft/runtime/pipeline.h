@@ -44,8 +44,9 @@ std::vector<std::unique_ptr<pipeline_link>> make_local_pipeline(int n_ranks);
 // rank.
 std::vector<layer_span> split_layers(int64_t n_layer, int n_ranks, std::span<const double> weights = {});
 
-// Ranks > 0: carries out rank 0's commands on ctx (created with inference_params::pipeline) until
-// rank 0's context ends.
-void serve_pipeline_stage(inference_context &ctx);
+// Ranks > 0, with the model loaded with this rank's blocks: makes the stage's context when rank 0
+// makes its own (with the same parameters), carries out rank 0's commands on it, and returns when
+// rank 0's context ends. Throws weft::error on a malformed message.
+void serve_pipeline_stage(const model &m, pipeline_link &link);
 
 }  // namespace weft

@@ -1,0 +1,169 @@
+// tools/weft/ranks.cpp — rank setup for pipelines across processes (MPI when built with it).
+#include "weft/ranks.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "weft/core/error.h"
+#if WEFT_HAVE_MPI
+#include "weft/mpi/mpi_link.h"
+#endif
+
+namespace weft::tool {
+
+namespace {
+
+struct rank_state {
+    bool initialized = false;
+    std::unique_ptr<pipeline_link> link;  // null: alone
+};
+
+rank_state &state() {
+    static rank_state s;
+    return s;
+}
+
+// mpirun (Open MPI, or a PMI launcher) tells its processes the job's size in the environment.
+bool launched_by_mpirun() {
+    for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+std::vector<double> parse_split(const std::string &split) {
+    std::vector<double> w;
+    if (split.empty()) return w;
+    std::stringstream in(split);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        char *end = nullptr;
+        const double v = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || !(v > 0.0))
+            throw error("--split-layers '" + split + "': expected positive numbers separated by commas");
+        w.push_back(v);
+    }
+    return w;
+}
+
+}  // namespace
+
+bool mpi_available() {
+    return WEFT_HAVE_MPI != 0;
+}
+
+void init_ranks() {
+    rank_state &s = state();
+    if (s.initialized) return;
+    s.initialized = true;
+#if WEFT_HAVE_MPI
+    if (launched_by_mpirun()) {
+        s.link = mpi::init();
+        if (s.link->n_ranks() == 1) s.link.reset();
+    }
+#else
+    if (launched_by_mpirun() && std::getenv("OMPI_COMM_WORLD_SIZE") &&
+        std::string(std::getenv("OMPI_COMM_WORLD_SIZE")) != "1")
+        throw error(
+            "started by mpirun, but this weft was built without MPI (install libopenmpi-dev and rebuild)");
+#endif
+}
+
+int rank() {
+    init_ranks();
+    return state().link ? state().link->rank() : 0;
+}
+
+int n_ranks() {
+    init_ranks();
+    return state().link ? state().link->n_ranks() : 1;
+}
+
+void add_split_layers_option(CLI::App &app, std::string &split) {
+    app.add_option("--split-layers", split,
+                   "under mpirun: the share of the model's blocks of each rank, e.g. 3,1 (default: even)");
+}
+
+std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const std::string &split) {
+    init_ranks();
+    if (n_ranks() == 1) {
+        if (!split.empty() && parse_split(split).size() != 1)
+            throw error("--split-layers '" + split +
+                        "' names several ranks, but this process runs alone (use mpirun)");
+        return model::load(path, mp);
+    }
+    std::unique_ptr<model> m;
+    std::string failure;
+    try {
+        const int64_t n_layer = [&] {  // the block count: a load that maps and copies nothing
+            model_params probe = mp;
+            probe.layers = {};
+            probe.repack = false;
+            probe.progress = nullptr;
+            probe.vocab_only = false;
+            return model::load(path, probe)->hparams().n_layer;
+        }();
+        mp.layers = split_layers(n_layer, n_ranks(), parse_split(split))[size_t(rank())];
+        m = model::load(path, mp);
+        std::fprintf(stderr, "weft: rank %d of %d: blocks [%lld, %lld) of %lld\n", rank(), n_ranks(),
+                     (long long)mp.layers.begin, (long long)mp.layers.end, (long long)n_layer);
+    } catch (const std::exception &e) {
+        failure = e.what();
+        if (failure.empty()) failure = "failed";
+    }
+#if WEFT_HAVE_MPI
+    const std::vector<std::string> all = mpi::gather(failure);
+    std::string report;
+    for (size_t r = 0; r < all.size(); ++r)
+        if (!all[r].empty())
+            report += (report.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + all[r]);
+    if (rank() == 0 && !report.empty()) throw error(report);
+    if (!failure.empty()) abort_ranks(1);
+#endif
+    return m;
+}
+
+bool follow_rank_zero(const model &m, inference_params &ip) {
+    init_ranks();
+    pipeline_link *link = state().link.get();
+    if (!link) return false;
+    if (link->rank() == 0) {
+        ip.pipeline = link;
+        return false;
+    }
+    serve_pipeline_stage(m, *link);
+    return true;
+}
+
+std::vector<double> gather_from_ranks(double mine) {
+    init_ranks();
+    if (n_ranks() == 1) return {mine};
+#if WEFT_HAVE_MPI
+    std::vector<double> out;
+    for (const std::string &s : mpi::gather(std::to_string(mine)))
+        out.push_back(std::strtod(s.c_str(), nullptr));
+    return out;
+#else
+    return {mine};
+#endif
+}
+
+void end_job_after_error(int code) {
+#if WEFT_HAVE_MPI
+    if (state().link) mpi::abort_job(code);
+#endif
+    (void)code;
+}
+
+void abort_ranks(int code) {
+    end_job_after_error(code);
+    std::exit(code);
+}
+
+void finish_ranks() {
+#if WEFT_HAVE_MPI
+    if (state().initialized && launched_by_mpirun()) mpi::finalize();
+#endif
+}
+
+}  // namespace weft::tool

@@ -1,0 +1,48 @@
+// tools/weft/ranks.h — a command's place in a pipeline across processes: `mpirun -np R weft CMD ...`
+// splits the model's blocks between the R ranks (runtime/pipeline.h). Every rank parses the same
+// command line and loads only its blocks; rank 0 runs the command (tokenizing, sampling, printing),
+// the others follow its context until it ends and exit 0. Without mpirun (or in a build without
+// MPI) the process is rank 0 of 1 and nothing changes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/model/model.h"
+#include "weft/runtime/context.h"
+#include "weft/runtime/pipeline.h"
+
+namespace weft::tool {
+
+// Starts MPI when the process was launched by mpirun (weft built with MPI); idempotent.
+void init_ranks();
+int rank();
+int n_ranks();
+// Whether this weft was built with MPI.
+bool mpi_available();
+
+// --split-layers: the share of the blocks of each rank, e.g. "3,1" (default: even).
+void add_split_layers_option(CLI::App &app, std::string &split);
+
+// The model with this rank's blocks ("3,1" style split, empty: even). Every rank loads, then rank 0
+// hears about every rank's failure: it throws naming the rank and its error, the others exit 1.
+std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const std::string &split);
+
+// Rank 0 (or alone): sets ip.pipeline and returns false, the command goes on. Ranks > 0: follow rank
+// 0's context until it ends and return true: the command exits 0 without output.
+bool follow_rank_zero(const model &m, inference_params &ip);
+
+// On rank 0: every rank's value, in rank order (one value when alone); other ranks get {}.
+std::vector<double> gather_from_ranks(double mine);
+
+// After an error on any rank of a pipeline: ends the whole job (no rank waits forever); alone it
+// returns (end_job_after_error) or exits (abort_ranks).
+void end_job_after_error(int code);
+[[noreturn]] void abort_ranks(int code);
+// Ends MPI at a normal exit (every rank).
+void finish_ranks();
+
+}  // namespace weft::tool
