@@ -99,6 +99,16 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         throw error(path + ": layers [" + std::to_string(params.layers.begin) + ", " + std::to_string(end) +
                     ") are not a range of the model's " + std::to_string(n_layer) + " blocks");
     m->layers_ = {params.layers.begin, end};
+    if (params.max_weight_bytes > 0) {
+        size_t need = 0;
+        for (const tensor *t : m->stage_tensors()) need += t->nbytes();
+        if (need > params.max_weight_bytes)
+            throw error(path + ": blocks [" + std::to_string(m->layers_.begin) + ", " + std::to_string(end) +
+                        ") of " + std::to_string(n_layer) + " need " + std::to_string(need >> 20) +
+                        " MiB of weights, more than the limit of " +
+                        std::to_string(params.max_weight_bytes >> 20) +
+                        " MiB (--max-memory); split the model across ranks: mpirun -np R weft ...");
+    }
     if (params.repack) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)

@@ -107,14 +107,16 @@ std::vector<layer_span> split_layers(int64_t n_layer, int n_ranks, std::span<con
     for (double v : w)
         if (!(v > 0.0)) throw error("--split-layers values must be positive");
     const double total = std::accumulate(w.begin(), w.end(), 0.0);
-    // stage r ends at round(n_layer * (w_0 + ... + w_r) / total); with equal weights the first stages
-    // take the remainder
+    // stage r ends at round(n_layer * (w_0 + ... + w_r) / total); without weights each stage gets
+    // n_layer / n_ranks blocks and the first ones one more each for the remainder
     std::vector<layer_span> spans;
     double sum = 0.0;
     int64_t begin = 0;
     for (int r = 0; r < n_ranks; ++r) {
         sum += w[size_t(r)];
-        const int64_t end = r == n_ranks - 1 ? n_layer : int64_t(double(n_layer) * sum / total + 0.5);
+        const int64_t end = r == n_ranks - 1  ? n_layer
+                            : weights.empty() ? begin + n_layer / n_ranks + (r < n_layer % n_ranks ? 1 : 0)
+                                              : int64_t(double(n_layer) * sum / total + 0.5);
         if (end <= begin)
             throw error("the model's " + std::to_string(n_layer) + " blocks cannot be split so that rank " +
                         std::to_string(r) + " of " + std::to_string(n_ranks) + " gets one");

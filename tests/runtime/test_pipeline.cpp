@@ -126,8 +126,8 @@ TEST(Pipeline, AbortOnRankZeroRollsBackEveryRank) {
 TEST(Pipeline, SplitLayersEvenlyOrByWeights) {
     const std::vector<layer_span> even = split_layers(22, 3);
     ASSERT_EQ(even.size(), 3u);
-    EXPECT_EQ(even[0], (layer_span{0, 7}));
-    EXPECT_EQ(even[1], (layer_span{7, 15}));
+    EXPECT_EQ(even[0], (layer_span{0, 8}));
+    EXPECT_EQ(even[1], (layer_span{8, 15}));
     EXPECT_EQ(even[2], (layer_span{15, 22}));
     const std::vector<double> w{3, 1};
     const std::vector<layer_span> weighted = split_layers(8, 2, w);

@@ -22,6 +22,7 @@
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
 #include "weft/model/model.h"
+#include "weft/ranks.h"
 #include "weft/runtime/context.h"
 
 namespace {
@@ -99,6 +100,8 @@ int bench_main(int argc, char **argv) {
     app.add_flag("--no-repack", no_repack,
                  "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies)");
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
+    weft::tool::rank_options ranks;
+    weft::tool::add_rank_options(app, ranks);
     try {
         app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -109,7 +112,7 @@ int bench_main(int argc, char **argv) {
     auto t_load = clock_type::now();
     weft::model_params mp;
     mp.repack = !no_repack;
-    auto m = weft::model::load(model_path, mp);
+    auto m = weft::tool::load_stage_model(model_path, mp, ranks);
     std::fprintf(stderr, "weft bench: loaded %s in %.0f ms\n", m->describe().c_str(),
                  seconds_since(t_load) * 1e3);
 
@@ -120,6 +123,7 @@ int bench_main(int argc, char **argv) {
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads;
     cache_types.apply(ip);
+    if (weft::tool::follow_rank_zero(*m, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::inference_context ctx(*m, ip);
 
     const int32_t n_vocab = ctx.n_vocab();
@@ -165,8 +169,10 @@ int bench_main(int argc, char **argv) {
     const auto perf = ctx.perf();
     ctx.set_profile(nullptr);
 
+    // across ranks the blocks stream on several processes: no one machine bandwidth to compare with
+    const int n_ranks = weft::tool::n_ranks();
     double machine_bw = 0.0;
-    if (!no_bandwidth && n_gen > 0) {
+    if (!no_bandwidth && n_gen > 0 && n_ranks == 1) {
         std::fprintf(stderr, "weft bench: measuring memory read bandwidth with %d threads...\n", n_threads);
         machine_bw = weft::cpu_read_bandwidth(n_threads);
     }
@@ -188,6 +194,9 @@ int bench_main(int argc, char **argv) {
         j["type_v"] = weft::type_name(ip.type_v);
         j["kv_bytes_per_token"] = double(ctx.kv_bytes()) / double(ctx.n_ctx());
         j["repetitions"] = reps;
+        j["ranks"] = n_ranks;
+        j["layers"] = {m->layers().begin, m->layers().end};  // this rank's blocks
+        j["peak_resident_mib"] = double(weft::tool::peak_resident_bytes()) / double(1 << 20);
         if (n_prompt > 0)
             j["pp"] = {
                 {"n_tokens", n_prompt}, {"tokens_per_s", pp.mean}, {"stddev", pp.stddev}, {"runs", pp_tps}};
@@ -250,6 +259,12 @@ int bench_main(int argc, char **argv) {
     }
     std::printf("graphs built %lld, reused %lld\n", static_cast<long long>(perf.n_graph_builds),
                 static_cast<long long>(perf.n_graph_reuses));
+    if (n_ranks > 1)
+        std::printf(
+            "%d ranks; rank 0: blocks [%lld, %lld) of %lld, peak resident memory %.1f MiB (each rank "
+            "prints its own on stderr)\n",
+            n_ranks, (long long)m->layers().begin, (long long)m->layers().end,
+            (long long)m->hparams().n_layer, double(weft::tool::peak_resident_bytes()) / double(1 << 20));
     if (profile && n_prompt > 0)
         std::printf("\n%s", pp_profile.format("profile of pp" + std::to_string(n_prompt)).c_str());
     if (profile && n_gen > 0)

@@ -60,11 +60,11 @@ int logits_main(int argc, char **argv) {
     app.add_option("-c,--ctx-size", n_ctx, "context size (0: prompt + N, rounded up)")
         ->check(CLI::Range(0u, 1u << 24));
     app.add_flag("--json", json, "print the reference-fixture JSON instead of a summary");
-    std::string split;
-    weft::tool::add_split_layers_option(app, split);
+    weft::tool::rank_options ranks;
+    weft::tool::add_rank_options(app, ranks);
     CLI11_PARSE(app, argc, argv);
 
-    auto model = weft::tool::load_stage_model(model_path, {}, split);
+    auto model = weft::tool::load_stage_model(model_path, {}, ranks);
     const weft::vocab &vocab = model->vocab();
     std::vector<weft::token> prompt_tokens = vocab.tokenize(prompt, true, true);
     if (prompt_tokens.empty()) {

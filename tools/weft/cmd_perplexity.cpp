@@ -19,6 +19,7 @@
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
 #include "weft/model/model.h"
+#include "weft/ranks.h"
 #include "weft/runtime/context.h"
 
 namespace weft::tool {
@@ -128,6 +129,8 @@ int perplexity_main(int argc, char **argv) {
                    "token's probability")
         ->check(CLI::ExistingFile);
     add_cache_type_options(app, cache_types);
+    weft::tool::rank_options ranks;
+    weft::tool::add_rank_options(app, ranks);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -137,7 +140,7 @@ int perplexity_main(int argc, char **argv) {
         throw error("--kl-divergence-base and --kl-divergence: one or the other");
 
     const std::string text = read_input_file(file);
-    auto model = weft::model::load(model_path);
+    auto model = weft::tool::load_stage_model(model_path, {}, ranks);
     if (model->hparams().encoder)
         throw error(model_path + ": an embedding model has no next-token probabilities");
     const weft::vocab &vocab = model->vocab();
@@ -155,6 +158,7 @@ int perplexity_main(int argc, char **argv) {
     ip.n_ubatch = std::min<uint32_t>(ip.n_batch, 512);
     ip.n_threads = ip.n_threads_batch = n_threads;
     cache_types.apply(ip);
+    if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     inference_context ctx(*model, ip);
     const int32_t n_vocab = ctx.n_vocab();
     const bool bos_first = vocab.add_bos() && vocab.bos() != token_null;

@@ -16,6 +16,7 @@
 #include "weft/core/type.h"
 #include "weft/grammar_options.h"
 #include "weft/model/model.h"
+#include "weft/ranks.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/grammar.h"
 #include "weft/runtime/sampling.h"
@@ -87,6 +88,8 @@ int run_main(int argc, char **argv) {
     app.add_flag(
         "--no-repack", no_repack,
         "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies for faster products)");
+    weft::tool::rank_options ranks;
+    weft::tool::add_rank_options(app, ranks);
     try {
         app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -109,7 +112,8 @@ int run_main(int argc, char **argv) {
     weft::model_params mp;
     mp.use_mmap = !no_mmap;
     mp.repack = !no_repack;
-    auto model = weft::tool::load_model_or_default(model_path, mp);
+    auto model = model_path.empty() ? weft::tool::load_model_or_default(model_path, mp)
+                                    : weft::tool::load_stage_model(model_path, mp, ranks);
     std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model->path().c_str(), model->load_ms(),
                  model->describe().c_str());
 
@@ -123,6 +127,7 @@ int run_main(int argc, char **argv) {
     ip.device = device.name();
     std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
                  device.name(), device.description().c_str());
+    if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;

@@ -35,6 +35,7 @@
 #include "weft/http_gate.h"
 #include "weft/model/model.h"
 #include "weft/openai_request.h"
+#include "weft/ranks.h"
 #include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/embeddings.h"
@@ -70,6 +71,7 @@ struct serve_options {
     std::string cors;
     bool no_context_shift = false;
     cache_type_options cache_types;
+    rank_options ranks;  // under mpirun: the blocks of each rank
 };
 
 // A refused request as OpenAI's error object (request_error: openai_request.h).
@@ -951,10 +953,19 @@ int serve_main(int argc, char **argv) {
         "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
         "of the tokens after the request's n_keep and going on");
     add_cache_type_options(app, opt.cache_types);
+    add_rank_options(app, opt.ranks);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
+    }
+    // under mpirun, ranks > 0 serve no HTTP: they hold their blocks and follow rank 0's engine
+    if (rank() > 0) {
+        if (opt.model_path.empty()) throw error("under mpirun, name the model file with -m");
+        const std::unique_ptr<model> stage = load_stage_model(opt.model_path, {}, opt.ranks);
+        inference_params from_rank_zero;
+        follow_rank_zero(*stage, from_rank_zero);
+        return 0;
     }
 
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
@@ -977,7 +988,10 @@ int serve_main(int argc, char **argv) {
     std::unique_ptr<model> loaded;
     std::unique_ptr<serving::engine> eng;
     try {
-        loaded = load_model_or_default(opt.model_path);
+        loaded = n_ranks() > 1 ? load_stage_model(opt.model_path, {}, opt.ranks)
+                               : load_model_or_default(opt.model_path);
+        if (n_ranks() > 1 && loaded->hparams().encoder)
+            throw error(opt.model_path + ": an embedding model is not served across ranks");
         const tool::template_choice chosen = tool::choose_chat_template(*loaded, opt.chat_template);
         const std::string template_source =
             chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
@@ -993,6 +1007,7 @@ int serve_main(int argc, char **argv) {
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
         opt.cache_types.apply(ep.context);
+        follow_rank_zero(*loaded, ep.context);  // rank 0 (or alone): the engine's context drives the ranks
         eng = std::make_unique<serving::engine>(*loaded, ep);
         std::fprintf(stderr, "weft serve: %s: %s\n", loaded->path().c_str(), loaded->describe().c_str());
         std::fprintf(stderr,

@@ -1,9 +1,12 @@
 // tools/weft/ranks.cpp — rank setup for pipelines across processes (MPI when built with it).
 #include "weft/ranks.h"
 
+#include <sched.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "weft/core/error.h"
 #if WEFT_HAVE_MPI
@@ -79,13 +82,47 @@ int n_ranks() {
     return state().link ? state().link->n_ranks() : 1;
 }
 
-void add_split_layers_option(CLI::App &app, std::string &split) {
-    app.add_option("--split-layers", split,
+void add_rank_options(CLI::App &app, rank_options &o) {
+    app.add_option("--split-layers", o.split,
                    "under mpirun: the share of the model's blocks of each rank, e.g. 3,1 (default: even)");
+    app.add_option(
+        "--max-memory", o.max_memory,
+        "the most memory this process's weights may take (e.g. 12G, 512M); under mpirun, per rank");
 }
 
-std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const std::string &split) {
+void rank_options::apply(model_params &mp) const {
+    if (max_memory.empty()) return;
+    char *end = nullptr;
+    const double v = std::strtod(max_memory.c_str(), &end);
+    double unit = 1.0;
+    const std::string suffix = end ? std::string(end) : "";
+    if (suffix == "K" || suffix == "k" || suffix == "KiB")
+        unit = 1024.0;
+    else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+        unit = 1024.0 * 1024.0;
+    else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+        unit = 1024.0 * 1024.0 * 1024.0;
+    else if (!suffix.empty())
+        throw error("--max-memory '" + max_memory + "': expected a size such as 512M or 12G");
+    if (!(v > 0.0)) throw error("--max-memory '" + max_memory + "': expected a positive size");
+    mp.max_weight_bytes = size_t(v * unit);
+}
+
+size_t peak_resident_bytes() {
+    std::FILE *f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmHWM: %zu kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib * 1024;
+}
+
+std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const rank_options &o) {
     init_ranks();
+    o.apply(mp);
+    const std::string &split = o.split;
     if (n_ranks() == 1) {
         if (!split.empty() && parse_split(split).size() != 1)
             throw error("--split-layers '" + split +
@@ -101,12 +138,31 @@ std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp
             probe.repack = false;
             probe.progress = nullptr;
             probe.vocab_only = false;
+            probe.max_weight_bytes = 0;
             return model::load(path, probe)->hparams().n_layer;
         }();
-        mp.layers = split_layers(n_layer, n_ranks(), parse_split(split))[size_t(rank())];
+        const std::vector<layer_span> plan = split_layers(n_layer, n_ranks(), parse_split(split));
+        mp.layers = plan[size_t(rank())];
+        if (rank() == 0) {  // the placement, once
+            std::string line;
+            for (size_t r = 0; r < plan.size(); ++r)
+                line += (r ? "; rank " : "rank ") + std::to_string(r) + " blocks [" +
+                        std::to_string(plan[r].begin) + ", " + std::to_string(plan[r].end) + ")" +
+                        (r == 0 ? " + token embedding" : "") + (r + 1 == plan.size() ? " + output" : "");
+            std::fprintf(stderr, "weft: pipeline of %d ranks: %s; each holds its blocks' KV cache\n",
+                         n_ranks(), line.c_str());
+        }
         m = model::load(path, mp);
         std::fprintf(stderr, "weft: rank %d of %d: blocks [%lld, %lld) of %lld\n", rank(), n_ranks(),
                      (long long)mp.layers.begin, (long long)mp.layers.end, (long long)n_layer);
+        // Open MPI binds each of 2 ranks to one core: its threads would then share that core
+        cpu_set_t allowed;
+        const unsigned n_cpus = std::thread::hardware_concurrency();
+        if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && unsigned(CPU_COUNT(&allowed)) < n_cpus)
+            std::fprintf(stderr,
+                         "weft: rank %d may use %d of the machine's %u CPUs (mpirun binds ranks to cores): "
+                         "keep -t at most %d, or start with mpirun --bind-to none\n",
+                         rank(), CPU_COUNT(&allowed), n_cpus, CPU_COUNT(&allowed));
     } catch (const std::exception &e) {
         failure = e.what();
         if (failure.empty()) failure = "failed";
@@ -132,6 +188,9 @@ bool follow_rank_zero(const model &m, inference_params &ip) {
         return false;
     }
     serve_pipeline_stage(m, *link);
+    std::fprintf(stderr, "weft: rank %d of %d: blocks [%lld, %lld), peak resident memory %.1f MiB\n",
+                 link->rank(), link->n_ranks(), (long long)m.layers().begin, (long long)m.layers().end,
+                 double(peak_resident_bytes()) / (1024.0 * 1024.0));
     return true;
 }
 

@@ -24,12 +24,20 @@ int n_ranks();
 // Whether this weft was built with MPI.
 bool mpi_available();
 
-// --split-layers: the share of the blocks of each rank, e.g. "3,1" (default: even).
-void add_split_layers_option(CLI::App &app, std::string &split);
+// What a command needs to run as one rank of a pipeline: --split-layers, the share of the blocks
+// of each rank, e.g. "3,1" (default: even); --max-memory, the most weight bytes per rank.
+struct rank_options {
+    std::string split;
+    std::string max_memory;  // "12G", "512M", "1048576"
+    void apply(model_params &mp) const;
+};
+void add_rank_options(CLI::App &app, rank_options &o);
 
 // The model with this rank's blocks ("3,1" style split, empty: even). Every rank loads, then rank 0
 // hears about every rank's failure: it throws naming the rank and its error, the others exit 1.
-std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const std::string &split);
+std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp, const rank_options &o);
+// The peak resident memory of this process (VmHWM), in bytes; 0 when unknown.
+size_t peak_resident_bytes();
 
 // Rank 0 (or alone): sets ip.pipeline and returns false, the command goes on. Ranks > 0: follow rank
 // 0's context until it ends and return true: the command exits 0 without output.

@@ -54,6 +54,9 @@ struct model_params {
     // hidden states on instead of computing logits. Only the stage's weights are repacked and read
     // (the rest of the file stays mapped, not resident), and its KV cache holds only its layers.
     layer_span layers;
+    // Non-zero: the most bytes this process's weights (its stage's tensors) may take; a larger
+    // model or stage fails to load with an error saying what it needs (split it across ranks).
+    size_t max_weight_bytes = 0;
 };
 
 // The weights of one block (layer). Optional tensors are null when the architecture or the file
