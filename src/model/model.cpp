@@ -102,12 +102,14 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     if (params.max_weight_bytes > 0) {
         size_t need = 0;
         for (const tensor *t : m->stage_tensors()) need += t->nbytes();
-        if (need > params.max_weight_bytes)
+        if (need > params.max_weight_bytes) {
+            char sizes[96];
+            std::snprintf(sizes, sizeof sizes, "%.1f MiB of weights, more than the limit of %.1f MiB",
+                          double(need) / 1048576.0, double(params.max_weight_bytes) / 1048576.0);
             throw error(path + ": blocks [" + std::to_string(m->layers_.begin) + ", " + std::to_string(end) +
-                        ") of " + std::to_string(n_layer) + " need " + std::to_string(need >> 20) +
-                        " MiB of weights, more than the limit of " +
-                        std::to_string(params.max_weight_bytes >> 20) +
-                        " MiB (--max-memory); split the model across ranks: mpirun -np R weft ...");
+                        ") of " + std::to_string(n_layer) + " need " + sizes +
+                        " (--max-memory); split the model across ranks: mpirun -np R weft ...");
+        }
     }
     if (params.repack) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token

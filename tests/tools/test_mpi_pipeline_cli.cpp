@@ -79,6 +79,21 @@ TEST(MpiPipelineCli, ChosenSplitIsIdenticalToo) {
     EXPECT_NE(bad.err.find("--split-layers has 3 values for 2 ranks"), std::string::npos) << bad.err;
 }
 
+// A per-process weight limit that the whole model exceeds: refused alone, run on two ranks.
+TEST(MpiPipelineCli, MaxMemoryRefusedAloneRunsOnTwoRanks) {
+    WEFT_REQUIRE_MPI();
+    const run_result alone = weft::test::run_weft_shell(logits_args("stories260K.gguf", "--max-memory 0.9M"));
+    EXPECT_NE(alone.status, 0);
+    EXPECT_NE(alone.err.find("blocks [0, 5) of 5 need 1.1 MiB of weights, more than the limit of 0.9 MiB"),
+              std::string::npos)
+        << alone.err;
+    const run_result whole = weft::test::run_weft_shell(logits_args("stories260K.gguf"));
+    const run_result piped =
+        weft::test::run_weft_launched(mpirun(2), logits_args("stories260K.gguf", "--max-memory 0.9M"));
+    ASSERT_EQ(piped.status, 0) << piped.err;
+    EXPECT_EQ(piped.out, whole.out);
+}
+
 // Rank 1 given a truncated copy of the file (as a host with a broken download would be): the job
 // ends with an error on rank 0 that names rank 1 and the problem, instead of hanging.
 TEST(MpiPipelineCli, OneRankFailingEndsTheJobWithAMessage) {
