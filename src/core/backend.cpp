@@ -23,4 +23,28 @@ void backend_buffer::place(tensor &t, size_t offset) {
     t.data = static_cast<char *>(base()) + offset;
 }
 
+namespace {
+
+// The event of a backend that does its work at once: complete when recorded.
+class completed_event final : public backend_event {
+  public:
+    void synchronize() override {}
+};
+
+}  // namespace
+
+void backend::set_tensor_async(tensor &t, const void *src, size_t offset, size_t n) {
+    WEFT_ASSERT(t.buffer != nullptr);
+    t.buffer->set_tensor(t, src, offset, n);
+}
+
+void backend::get_tensor_async(const tensor &t, void *dst, size_t offset, size_t n) {
+    WEFT_ASSERT(t.buffer != nullptr);
+    t.buffer->get_tensor(t, dst, offset, n);
+}
+
+std::unique_ptr<backend_event> backend::record_event() {
+    return std::make_unique<completed_event>();
+}
+
 }  // namespace weft

@@ -331,27 +331,53 @@ compute_status scheduler::compute(graph &g) {
     bool placed = s.prepared && s.prepared_nodes == g.nodes;
     for (size_t i = 0; placed && i < g.nodes.size(); ++i) placed = g.nodes[i]->data != nullptr;
     if (!placed) alloc_graph(g);
-    std::vector<std::byte> staging;
+    // Every split is queued on its backend (asynchronously where the backend has a queue): a copy
+    // into a split waits for the event of the split that produced its source, so one backend's
+    // copies and work overlap another's; the host waits once, at the end.
+    const size_t n_backends = s.backends.size();
+    std::vector<std::unique_ptr<backend_event>> produced(n_backends);  // each backend's last split
+    std::vector<bool> used(n_backends, false);
+    std::vector<std::vector<std::byte>> staging;  // host copies, alive until every backend is done
+    auto finish = [&](compute_status status) {
+        for (size_t b = 0; b < n_backends; ++b) {
+            if (!used[b]) continue;
+            const compute_status st = s.backends[b]->synchronize();
+            if (status == compute_status::ok) status = st;
+        }
+        return status;
+    };
     for (auto &sp : s.splits) {
+        backend &runner = *s.backends[size_t(sp.backend)];
+        used[size_t(sp.backend)] = true;
         for (const auto &c : sp.copies) {
             if (c.from->data == nullptr)
                 throw error("[scheduler] '" + std::string(c.from->name) + "', needed by backend " +
-                            s.backends[size_t(sp.backend)]->name() + ", has no data");
+                            runner.name() + ", has no data");
             const size_t n = c.from->nbytes();
             WEFT_ASSERT(c.to->buffer != nullptr && c.to->nbytes() == n);
+            const int from = s.home_of(c.from);  // -1: memory of its own (weights, inputs)
+            backend_event *ready = from >= 0 && from != sp.backend ? produced[size_t(from)].get() : nullptr;
             if (c.from->buffer == nullptr || c.from->buffer->is_host()) {
-                c.to->buffer->set_tensor(*c.to, c.from->data, 0, n);
-            } else {
-                staging.resize(n);
-                c.from->buffer->get_tensor(*c.from, staging.data(), 0, n);
-                c.to->buffer->set_tensor(*c.to, staging.data(), 0, n);
+                if (ready) runner.wait_event(*ready);
+                runner.set_tensor_async(*c.to, c.from->data, 0, n);
+                continue;
             }
+            if (from >= 0) {  // device to device, without the host, where the backend can
+                if (ready) runner.wait_event(*ready);
+                if (runner.copy_tensor_async(*s.backends[size_t(from)], *c.from, *c.to)) continue;
+            }
+            if (ready) ready->synchronize();  // read on the host: the producer must be done
+            staging.emplace_back(n);
+            c.from->buffer->get_tensor(*c.from, staging.back().data(), 0, n);
+            runner.set_tensor_async(*c.to, staging.back().data(), 0, n);
         }
+        // the backend reads the split's nodes and their (substituted) sources before this returns
         substitution_guard guard(sp.subs);
-        const compute_status status = s.backends[size_t(sp.backend)]->graph_compute(sp.sub, cb_);
-        if (status != compute_status::ok) return status;
+        const compute_status status = runner.graph_compute_async(sp.sub, cb_);
+        if (status != compute_status::ok) return finish(status);
+        produced[size_t(sp.backend)] = runner.record_event();
     }
-    return compute_status::ok;
+    return finish(compute_status::ok);
 }
 
 backend *scheduler::backend_of(const tensor *node) const {

@@ -14,6 +14,7 @@
 #include "quant/quant_testing.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/context.h"
+#include "weft/core/device.h"
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
 #include "weft/core/tensor.h"
@@ -98,10 +99,22 @@ inline std::vector<double> reference_values(const tensor &out, const reference_f
     return v;
 }
 
-// Computes the graph of `out` with 1, 2 and 3 threads; each run must match the reference within
-// `bound` (normalized error), contain no NaN/Inf, and equal the single-threaded run exactly
-// (every kernel computes each element the same way whatever the split). `check` is what is read
-// back (out itself unless the op writes elsewhere, e.g. set_rows). Returns the 1-thread values.
+// The backends the op tests run on: one per registered device whose memory the test can hand the
+// graph directly (host memory, as the CPU's). The registry is the only way in: a device that
+// registers itself is tested by every op test without the tests naming it.
+inline std::vector<device *> host_memory_devices() {
+    register_cpu_device();
+    std::vector<device *> out;
+    for (device *d : devices())
+        if (d->default_buffer_type().is_host()) out.push_back(d);
+    return out;
+}
+
+// Computes the graph of `out` on every such device with 1, 2 and 3 threads; each run must match
+// the reference within `bound` (normalized error), contain no NaN/Inf, and equal the first run
+// exactly (every kernel computes each element the same way whatever the split, and every device
+// the same as the CPU). `check` is what is read back (out itself unless the op writes elsewhere,
+// e.g. set_rows). Returns the first run's values.
 inline std::vector<float> expect_matches_reference(tensor *out, const reference_fn &ref, double bound,
                                                    tensor *check = nullptr) {
     if (!check) check = out;
@@ -109,20 +122,22 @@ inline std::vector<float> expect_matches_reference(tensor *out, const reference_
     build_forward_expand(g, out);
     const std::vector<double> expected = reference_values(*check, ref);
     std::vector<float> first;
-    for (int n_threads : {1, 2, 3}) {
-        cpu_backend backend(n_threads);
-        EXPECT_TRUE(backend.supports_op(*out)) << op_name(out->op);
-        EXPECT_EQ(backend.graph_compute(g, {}), compute_status::ok);
-        const std::vector<float> got = values_of(*check);
-        EXPECT_EQ(count_non_finite(got), 0) << n_threads << " threads";
-        const double err = normalized_error(got, expected);
-        EXPECT_LE(err, bound) << op_name(out->op) << " '" << out->name << "' " << out->shape_str() << " with "
-                              << n_threads << " threads";
-        if (first.empty())
-            first = got;
-        else
-            EXPECT_EQ(got, first) << op_name(out->op) << ": " << n_threads << " threads differ from 1 thread";
-    }
+    for (device *d : host_memory_devices())
+        for (int n_threads : {1, 2, 3}) {
+            std::unique_ptr<backend> b = d->make_backend(n_threads);
+            EXPECT_TRUE(b->supports_op(*out)) << op_name(out->op) << " on " << d->name();
+            EXPECT_EQ(b->graph_compute(g, {}), compute_status::ok);
+            const std::vector<float> got = values_of(*check);
+            EXPECT_EQ(count_non_finite(got), 0) << d->name() << ", " << n_threads << " threads";
+            const double err = normalized_error(got, expected);
+            EXPECT_LE(err, bound) << op_name(out->op) << " '" << out->name << "' " << out->shape_str()
+                                  << " on " << d->name() << " with " << n_threads << " threads";
+            if (first.empty())
+                first = got;
+            else
+                EXPECT_EQ(got, first) << op_name(out->op) << " on " << d->name() << ", " << n_threads
+                                      << " threads, differs from the first run";
+        }
     return first;
 }
 

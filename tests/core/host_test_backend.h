@@ -2,12 +2,19 @@
 // few ops, and a fake backend built on them (the real CPU backend is tested in tests/backends).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "weft/core/backend.h"
@@ -185,6 +192,113 @@ class test_backend : public backend {
     std::string name_;
     test_buffer_type bt_;
     std::set<op_kind> ops_;
+};
+
+// A test_backend with a queue of its own, like a GPU stream: the *_async calls and graphs are run
+// in order by a worker thread, each task a little late (so work the scheduler did not wait for
+// shows up as wrong values), and return at once. A graph's nodes and their sources are taken when
+// it is queued, as a real backend encodes them then.
+class queued_test_backend : public test_backend {
+  public:
+    using test_backend::test_backend;
+    ~queued_test_backend() override {
+        synchronize();
+        {
+            std::lock_guard lock(m_);
+            stopping_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+
+    void set_tensor_async(tensor &t, const void *src, size_t offset, size_t n) override {
+        enqueue([&t, src, offset, n] { t.buffer->set_tensor(t, src, offset, n); });
+    }
+    void get_tensor_async(const tensor &t, void *dst, size_t offset, size_t n) override {
+        enqueue([&t, dst, offset, n] { t.buffer->get_tensor(t, dst, offset, n); });
+    }
+    compute_status graph_compute_async(graph &g, const eval_callback &cb) override {
+        (void)cb;
+        std::vector<tensor> nodes;  // copies: the scheduler puts the sources back after this returns
+        for (tensor *n : g.nodes) nodes.push_back(*n);
+        ++n_async_graphs;
+        enqueue([this, nodes]() mutable {
+            for (tensor &n : nodes)
+                if (!op_is_view(n.op)) reference_eval(n);
+            ++n_graphs;
+        });
+        return compute_status::ok;
+    }
+    compute_status synchronize() override {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return tasks_.empty() && !running_; });
+        return compute_status::ok;
+    }
+    std::unique_ptr<backend_event> record_event() override {
+        auto e = std::make_shared<flag>();
+        enqueue([e] {
+            std::lock_guard lock(e->m);
+            e->done = true;
+            e->cv.notify_all();
+        });
+        return std::make_unique<queued_event>(e);
+    }
+    void wait_event(backend_event &e) override {
+        // this queue waits, the host does not
+        enqueue([&e] { e.synchronize(); });
+    }
+
+    std::atomic<int> n_async_graphs{0};
+    std::atomic<int> max_pending{0};  // the most tasks queued at once: > 1 shows the host went ahead
+
+  private:
+    struct flag {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+    };
+    class queued_event final : public backend_event {
+      public:
+        explicit queued_event(std::shared_ptr<flag> f) : f_(std::move(f)) {}
+        void synchronize() override {
+            std::unique_lock lock(f_->m);
+            f_->cv.wait(lock, [&] { return f_->done; });
+        }
+
+      private:
+        std::shared_ptr<flag> f_;
+    };
+
+    void enqueue(std::function<void()> task) {
+        {
+            std::lock_guard lock(m_);
+            tasks_.push_back(std::move(task));
+            max_pending = std::max<int>(max_pending, int(tasks_.size()));
+        }
+        cv_.notify_all();
+    }
+    void run() {
+        std::unique_lock lock(m_);
+        for (;;) {
+            cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+            if (tasks_.empty()) return;
+            std::function<void()> task = std::move(tasks_.front());
+            tasks_.pop_front();
+            running_ = true;
+            lock.unlock();
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            task();
+            lock.lock();
+            running_ = false;
+            cv_.notify_all();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> tasks_;
+    bool running_ = false, stopping_ = false;
+    std::thread worker_{[this] { run(); }};
 };
 
 }  // namespace weft::test

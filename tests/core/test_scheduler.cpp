@@ -11,6 +11,7 @@
 #include "weft/core/scheduler.h"
 
 using namespace weft;
+using weft::test::queued_test_backend;
 using weft::test::reference_eval;
 using weft::test::test_backend;
 
@@ -182,6 +183,30 @@ TEST(Scheduler, ASecondBackendThatOnlyAddsGetsItsOwnSplitsAndCopies) {
             if (s) {
                 EXPECT_EQ(std::string(s->name).find('#'), std::string::npos) << n->name << " <- " << s->name;
             }
+}
+
+// A device with a queue of its own: the scheduler queues its copies and splits and goes on, waits
+// for a split's event before another backend reads what it made, and for everything at the end;
+// the values are those of the synchronous run.
+TEST(Scheduler, AnAsynchronousBackendIsWaitedForWhereItsResultsAreRead) {
+    weights wts;
+    model m(false);
+    m.build(wts.w);
+    queued_test_backend device("dev", false, {op_kind::add});
+    test_backend cpu("cpu", true);
+    scheduler sched({&device, &cpu});
+    sched.reserve(m.g);
+    sched.alloc_graph(m.g);
+    for (int run = 0; run < 3; ++run) {
+        set_input(*m.x);
+        ASSERT_EQ(sched.compute(m.g), compute_status::ok);
+        expected_values want;
+        expect_same(*m.out, *want.m.out);
+        expect_same(*m.side, *want.m.side);
+    }
+    EXPECT_EQ(device.n_async_graphs.load(), 3);
+    EXPECT_EQ(device.n_graphs, 3);            // all done when compute returned
+    EXPECT_GT(device.max_pending.load(), 1);  // the host queued work without waiting for each piece
 }
 
 TEST(Scheduler, ANodeGoesWhereItsWeightsCanBeRead) {

@@ -48,6 +48,14 @@ class buffer_type {
 
 enum class compute_status : int32_t { ok = 0, aborted = 2, failed = -2 };
 
+// A point in a backend's queue of work: complete once everything queued before it is done.
+class backend_event {
+  public:
+    virtual ~backend_event() = default;
+    // Blocks the host until the event is complete.
+    virtual void synchronize() = 0;
+};
+
 class backend {
   public:
     virtual ~backend() = default;
@@ -68,6 +76,32 @@ class backend {
     virtual void set_profile(op_profile *profile) { (void)profile; }
     // Optional: polled between nodes; returning true aborts the graph (compute_status::aborted).
     virtual void set_abort_callback(std::function<bool()> cb) { (void)cb; }
+
+    // --- Asynchronous use (optional). A backend with a queue of its own (a GPU stream, a remote
+    // rank) runs the *_async calls in the order they were made and returns before they are done;
+    // synchronize() waits for all of them, an event for the ones queued before it. The defaults do
+    // the work at once (a CPU backend has nothing to overlap), so every backend supports the calls.
+    //
+    // Copies host memory into t (a tensor of a buffer this backend reads) / t into host memory; the
+    // host memory must stay valid until the copy is done.
+    virtual void set_tensor_async(tensor &t, const void *src, size_t offset, size_t n);
+    virtual void get_tensor_async(const tensor &t, void *dst, size_t offset, size_t n);
+    // Copies src (in a buffer of `from`) into dst (a buffer of this backend) without the host in
+    // between; false when this backend cannot (the caller then goes through host memory).
+    virtual bool copy_tensor_async(backend &from, const tensor &src, tensor &dst) {
+        (void)from, (void)src, (void)dst;
+        return false;
+    }
+    virtual compute_status graph_compute_async(graph &g, const eval_callback &cb) {
+        return graph_compute(g, cb);
+    }
+    // Waits until everything queued on this backend is done; the status of the graphs since the
+    // last synchronize (the first that failed or was aborted).
+    virtual compute_status synchronize() { return compute_status::ok; }
+    // An event after everything queued so far; wait_event makes this backend's later work wait for
+    // an event of another backend (default: the host waits).
+    virtual std::unique_ptr<backend_event> record_event();
+    virtual void wait_event(backend_event &e) { e.synchronize(); }
 };
 
 }  // namespace weft
