@@ -317,6 +317,31 @@ TEST(GraphCli, ModelModeDescribesOneDecodeStep) {
     EXPECT_NE(weft::test::read_text_file(dot.path()).find("digraph"), std::string::npos);
 }
 
+// --split-layers: the placement of a pipeline, and one rank's stage graph (hidden states in, out).
+TEST(GraphCli, PlacementOfAPipelineAndAStageGraph) {
+    synth_model m;  // 2 blocks
+    const run_result whole = weft("graph -m " + q(m.path()));
+    ASSERT_EQ(whole.status, 0) << whole.err;
+    EXPECT_NE(
+        whole.out.find("blocks [0, 2) + token embedding + output: weights, KV cache and computation on CPU"),
+        std::string::npos)
+        << whole.out;
+    const run_result second = weft("graph -m " + q(m.path()) + " --split-layers 1,1 --rank 1");
+    ASSERT_EQ(second.status, 0) << second.err;
+    EXPECT_NE(second.out.find("rank 0: blocks [0, 1) + token embedding"), std::string::npos) << second.out;
+    EXPECT_NE(
+        second.out.find("rank 1: blocks [1, 2) + output: weights, KV cache and computation on CPU  <- the "
+                        "graph below"),
+        std::string::npos)
+        << second.out;
+    EXPECT_NE(second.out.find("<- inp_hidden"), std::string::npos) << second.out;
+    EXPECT_EQ(second.out.find("inp_tokens"), std::string::npos) << second.out;
+    const run_result first = weft("graph -m " + q(m.path()) + " --split-layers 1,1");
+    EXPECT_NE(first.out.find("inp_tokens"), std::string::npos) << first.out;
+    EXPECT_EQ(first.out.find("result_output"), std::string::npos) << first.out;      // hands hidden states on
+    EXPECT_NE(weft("graph -m " + q(m.path()) + " --split-layers 1,1,1").status, 0);  // 3 ranks, 2 blocks
+}
+
 TEST(LogitsCli, JsonHasTheFixtureShape) {
     synth_model m;
     const run_result r = weft("logits -m " + q(m.path()) + " -p 'Once upon' -n 5 --json");

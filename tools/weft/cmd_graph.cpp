@@ -16,7 +16,9 @@
 #include "weft/core/ops.h"
 #include "weft/core/safe_file.h"
 #include "weft/model/model.h"
+#include "weft/ranks.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/pipeline.h"
 
 namespace weft::tool {
 namespace {
@@ -28,6 +30,8 @@ struct graph_options {
     int64_t n_embd = 64;
     int64_t n_hidden = 256;
     int64_t n_tokens = 8;
+    std::string split;  // --split-layers: the placement of that many ranks, and rank `rank`'s graph
+    int rank = 0;
 };
 
 constexpr size_t planner_alignment = 64;
@@ -96,7 +100,29 @@ int graph_demo(const graph_options &opt) {
 // -m MODEL: the graph of one decode step of --tokens tokens, built as decode would build it (KV
 // cache views, mask, output row) but not computed.
 int graph_model(const graph_options &opt) {
-    auto m = model::load(opt.model_path);
+    // the placement: which blocks each rank holds (one process: all of them), on which device
+    const int64_t n_layer = [&] {
+        model_params probe;
+        probe.repack = false;
+        return model::load(opt.model_path, probe)->hparams().n_layer;
+    }();
+    const std::vector<double> weights = parse_split_layers(opt.split);
+    const std::vector<layer_span> plan =
+        split_layers(n_layer, std::max<int>(1, int(weights.size())), weights);
+    if (opt.rank < 0 || size_t(opt.rank) >= plan.size())
+        throw error("--rank " + std::to_string(opt.rank) + ": the placement has " +
+                    std::to_string(plan.size()) + " ranks");
+    model_params mp;
+    mp.layers = plan[size_t(opt.rank)];
+    auto m = model::load(opt.model_path, mp);
+    const device &dev = select_device("");
+    std::cout << "placement (" << plan.size() << (plan.size() == 1 ? " process" : " ranks: mpirun -np ")
+              << (plan.size() == 1 ? "" : std::to_string(plan.size())) << "):\n";
+    for (size_t r = 0; r < plan.size(); ++r)
+        std::cout << "  " << (plan.size() == 1 ? "" : "rank " + std::to_string(r) + ": ") << "blocks ["
+                  << plan[r].begin << ", " << plan[r].end << ")" << (r == 0 ? " + token embedding" : "")
+                  << (r + 1 == plan.size() ? " + output" : "") << ": weights, KV cache and computation on "
+                  << dev.name() << (int(r) == opt.rank ? "  <- the graph below" : "") << "\n";
     inference_params ip;
     ip.n_ctx = uint32_t((opt.n_tokens + 255) / 256 * 256);
     ip.n_batch = ip.n_ubatch = uint32_t(opt.n_tokens);
@@ -120,6 +146,11 @@ int graph_main(int argc, char **argv) {
                    "a GGUF model: the graph of one decode step of --tokens tokens")
         ->option_text("MODEL.gguf")
         ->check(CLI::ExistingFile);
+    app.add_option("--split-layers", opt.split,
+                   "-m: the placement of a pipeline of as many ranks as values (e.g. 3,1), and the graph of "
+                   "--rank's stage");
+    app.add_option("--rank", opt.rank, "-m with --split-layers: the rank whose stage graph is printed")
+        ->capture_default_str();
     app.add_option("--dot", opt.dot_path, "also write the graph as Graphviz DOT to FILE")
         ->option_text("FILE");
     app.add_option("--embd", opt.n_embd, "demo: embedding size (x is [embd, tokens])")

@@ -34,7 +34,9 @@ bool launched_by_mpirun() {
     return false;
 }
 
-std::vector<double> parse_split(const std::string &split) {
+}  // namespace
+
+std::vector<double> parse_split_layers(const std::string &split) {
     std::vector<double> w;
     if (split.empty()) return w;
     std::stringstream in(split);
@@ -48,8 +50,6 @@ std::vector<double> parse_split(const std::string &split) {
     }
     return w;
 }
-
-}  // namespace
 
 bool mpi_available() {
     return WEFT_HAVE_MPI != 0;
@@ -124,7 +124,7 @@ std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp
     o.apply(mp);
     const std::string &split = o.split;
     if (n_ranks() == 1) {
-        if (!split.empty() && parse_split(split).size() != 1)
+        if (!split.empty() && parse_split_layers(split).size() != 1)
             throw error("--split-layers '" + split +
                         "' names several ranks, but this process runs alone (use mpirun)");
         return model::load(path, mp);
@@ -141,7 +141,7 @@ std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp
             probe.max_weight_bytes = 0;
             return model::load(path, probe)->hparams().n_layer;
         }();
-        const std::vector<layer_span> plan = split_layers(n_layer, n_ranks(), parse_split(split));
+        const std::vector<layer_span> plan = split_layers(n_layer, n_ranks(), parse_split_layers(split));
         mp.layers = plan[size_t(rank())];
         if (rank() == 0) {  // the placement, once
             std::string line;

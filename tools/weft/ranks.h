@@ -17,6 +17,9 @@
 
 namespace weft::tool {
 
+// "3,1" -> {3, 1}: the --split-layers weights (empty text: none); weft::error on a bad list.
+std::vector<double> parse_split_layers(const std::string &split);
+
 // Starts MPI when the process was launched by mpirun (weft built with MPI); idempotent.
 void init_ranks();
 int rank();
