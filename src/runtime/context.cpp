@@ -326,11 +326,11 @@ compute_status inference_context::apply_kv_shift() {
 }
 
 void inference_context::kv_update() {
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::update).bytes);
     const compute_status st = apply_kv_shift();
     if (st == compute_status::aborted)
         throw error("re-rotating the cached keys was aborted by the abort callback");
     if (st != compute_status::ok) throw error("re-rotating the cached keys failed");
+    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::update).bytes);
 }
 
 void inference_context::forward(const std::vector<uint8_t> &command_and_args) const {
@@ -384,21 +384,27 @@ int inference_context::exchange_result(int rc) {
 
 int inference_context::decode(const batch &b) {
     last_error_.clear();
+    const bool follows = params_.pipeline && params_.pipeline->rank() > 0;
+    try {
+        if (apply_kv_shift() != compute_status::ok) {
+            last_error_ = "re-rotating the cached keys after a position move failed or was aborted";
+            // a rank > 0 has no abort callback: its failure is not rank 0's, and the ranks would part
+            if (follows) throw error(last_error_);
+            return decode_failed;
+        }
+    } catch (const std::exception &e) {
+        if (follows) throw;
+        last_error_ = std::string("re-rotating the cached keys: ") + e.what();
+        return decode_failed;
+    }
+    // The other ranks follow once the keys are in place here (a shift aborted on rank 0 stays
+    // pending on every rank, to be done by the next decode).
     if (params_.pipeline && params_.pipeline->rank() == 0) {
         pipeline_protocol::message_writer w;
         w.value(pipeline_protocol::command::decode);
         const std::vector<uint8_t> bytes = pipeline_protocol::encode_batch(b);
         w.bytes.insert(w.bytes.end(), bytes.begin(), bytes.end());
         forward(w.bytes);
-    }
-    try {
-        if (apply_kv_shift() != compute_status::ok) {
-            last_error_ = "re-rotating the cached keys after a position move failed or was aborted";
-            return decode_failed;
-        }
-    } catch (const std::exception &e) {
-        last_error_ = std::string("re-rotating the cached keys: ") + e.what();
-        return decode_failed;
     }
     // A batch that fails part way leaves the cache as it was before the call.
     std::vector<kv_cell> saved_cells = kv_->snapshot();

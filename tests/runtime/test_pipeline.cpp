@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -119,6 +120,60 @@ TEST(Pipeline, AbortOnRankZeroRollsBackEveryRank) {
     inference_context ctx(*m, script_params(nullptr));
     const std::vector<float> alone = run_script(ctx);
     const std::vector<float> piped = run_pipelined(path, 3, true);
+    ASSERT_EQ(piped.size(), alone.size());
+    EXPECT_EQ(std::memcmp(piped.data(), alone.data(), alone.size() * sizeof(float)), 0);
+}
+
+// Cached keys moved (a context shift), then rank 0 aborts while re-rotating them: no rank goes on
+// with that decode, the move stays pending everywhere, and the next decode equals one process's.
+TEST(Pipeline, ShiftAbortedOnRankZeroStaysPendingOnEveryRank) {
+    WEFT_REQUIRE_FIXTURES();
+    const std::string path = test::fixture("models/tiny-llama-F32.gguf");
+    auto shifted_step = [](inference_context &ctx, const std::function<void()> &before_step) {
+        batch b;
+        for (int i = 0; i < 10; ++i) b.add(token(i * 7 + 3), i, {0}, false);
+        EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
+        ctx.kv_seq_rm(0, 0, 3);
+        ctx.kv_seq_add(0, 3, -1, -3);
+        before_step();
+        b.clear();
+        b.add(token(42), 7, {0}, true);
+        EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
+        const float *r = ctx.get_logits_ith(-1);
+        return std::vector<float>(r, r + ctx.n_vocab());
+    };
+    std::unique_ptr<model> m = model::load(path);
+    std::vector<float> alone;
+    {
+        inference_context ctx(*m, script_params(nullptr));
+        alone = shifted_step(ctx, [] {});
+    }
+    const std::vector<layer_span> spans = split_layers(m->hparams().n_layer, 3);
+    std::vector<std::unique_ptr<pipeline_link>> links = make_local_pipeline(3);
+    std::vector<std::unique_ptr<model>> models;
+    for (const layer_span &s : spans) {
+        model_params mp;
+        mp.layers = s;
+        models.push_back(model::load(path, mp));
+    }
+    std::vector<std::thread> stages;
+    for (int r = 1; r < 3; ++r)
+        stages.emplace_back([&, r] { serve_pipeline_stage(*models[size_t(r)], *links[size_t(r)]); });
+    bool abort_now = false;
+    inference_params ip = script_params(links[0].get());
+    ip.abort_callback = [&abort_now] { return abort_now; };
+    std::vector<float> piped;
+    {
+        inference_context ctx(*models[0], ip);
+        piped = shifted_step(ctx, [&] {
+            abort_now = true;
+            batch one;
+            one.add(token(42), 7, {0}, true);
+            EXPECT_EQ(ctx.decode(one), decode_failed);  // the shift was aborted
+            abort_now = false;
+        });
+    }
+    for (std::thread &t : stages) t.join();
     ASSERT_EQ(piped.size(), alone.size());
     EXPECT_EQ(std::memcmp(piped.data(), alone.data(), alone.size() * sizeof(float)), 0);
 }
