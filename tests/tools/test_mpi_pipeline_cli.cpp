@@ -94,6 +94,19 @@ TEST(MpiPipelineCli, MaxMemoryRefusedAloneRunsOnTwoRanks) {
     EXPECT_EQ(piped.out, whole.out);
 }
 
+// A command that does not split a model refuses to run once per rank.
+TEST(MpiPipelineCli, OtherCommandsRefuseSeveralRanks) {
+    WEFT_REQUIRE_MPI();
+    const run_result r = weft::test::run_weft_launched(
+        mpirun(2),
+        "tokenize -m " + shell_quote(weft::test::fixture("models/stories260K.gguf")) + " -p 'Hello'");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("weft tokenize: error: started by mpirun as one of several ranks"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 // Rank 1 given a truncated copy of the file (as a host with a broken download would be): the job
 // ends with an error on rank 0 that names rank 1 and the problem, instead of hanging.
 TEST(MpiPipelineCli, OneRankFailingEndsTheJobWithAMessage) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     const std::string name = argv[1];
+    // under mpirun, only the commands that split a model between the ranks run (the others would
+    // run whole once per rank, each printing its own output)
+    static const char *const pipelined[] = {"run", "serve", "bench", "perplexity", "logits"};
+    if (weft::tool::launched_as_several_ranks() &&
+        std::none_of(std::begin(pipelined), std::end(pipelined), [&](const char *p) { return name == p; })) {
+        std::fprintf(stderr,
+                     "weft %s: error: started by mpirun as one of several ranks, but only run, serve, bench, "
+                     "perplexity and logits split a model between ranks\n",
+                     name.c_str());
+        return 1;
+    }
     for (const auto &c : weft::tool::commands()) {
         if (c.name != name) continue;
         std::string argv0 = "weft " + name;

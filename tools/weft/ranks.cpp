@@ -51,6 +51,12 @@ std::vector<double> parse_split_layers(const std::string &split) {
     return w;
 }
 
+bool launched_as_several_ranks() {
+    for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+        if (const char *n = std::getenv(v)) return std::atoi(n) > 1;
+    return false;
+}
+
 bool mpi_available() {
     return WEFT_HAVE_MPI != 0;
 }

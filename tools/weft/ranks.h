@@ -20,6 +20,9 @@ namespace weft::tool {
 // "3,1" -> {3, 1}: the --split-layers weights (empty text: none); weft::error on a bad list.
 std::vector<double> parse_split_layers(const std::string &split);
 
+// Whether mpirun started this process as one of several (from its environment, before MPI starts).
+bool launched_as_several_ranks();
+
 // Starts MPI when the process was launched by mpirun (weft built with MPI); idempotent.
 void init_ranks();
 int rank();
