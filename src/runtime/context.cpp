@@ -151,18 +151,13 @@ inference_context::inference_context(const weft::model &m, const inference_param
         state_->sched->reserve(worst.g);
     }
     // the other ranks make their stage's context with the same parameters
-    pipeline_protocol::message_writer open;
-    open.value(pipeline_protocol::command::open).value(params_.n_ctx).value(params_.n_batch);
-    open.value(params_.n_ubatch)
-        .value(params_.n_seq_max)
-        .value(params_.n_threads)
-        .value(params_.n_threads_batch);
-    open.value(int32_t(params_.type_k)).value(int32_t(params_.type_v));
-    forward(open.bytes);
+    forward(pipeline_protocol::command::open, params_.n_ctx, params_.n_batch, params_.n_ubatch,
+            params_.n_seq_max, params_.n_threads, params_.n_threads_batch, int32_t(params_.type_k),
+            int32_t(params_.type_v));
 }
 
 inference_context::~inference_context() {
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::close).bytes);
+    forward(pipeline_protocol::command::close);
     if (state_ && state_->env_profile && state_->env_profile->graphs() > 0)
         std::fprintf(stderr, "%s", state_->env_profile->format("weft profile (WEFT_PROFILE)").c_str());
 }
@@ -330,13 +325,21 @@ void inference_context::kv_update() {
     if (st == compute_status::aborted)
         throw error("re-rotating the cached keys was aborted by the abort callback");
     if (st != compute_status::ok) throw error("re-rotating the cached keys failed");
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::update).bytes);
+    forward(pipeline_protocol::command::update);
 }
 
-void inference_context::forward(const std::vector<uint8_t> &command_and_args) const {
-    pipeline_link *link = params_.pipeline;
-    if (!link || link->rank() != 0) return;
-    for (int r = 1; r < link->n_ranks(); ++r) link->send(r, pipeline_protocol::tag_command, command_and_args);
+template <class Command, class... Args>
+void inference_context::forward(Command c, const Args &...args) const {
+    if (drives_pipeline()) send_command(pipeline_protocol::command_message(c, args...));
+}
+
+bool inference_context::drives_pipeline() const {
+    return params_.pipeline && params_.pipeline->rank() == 0 && params_.pipeline->n_ranks() > 1;
+}
+
+void inference_context::send_command(const std::vector<uint8_t> &command_and_args) const {
+    for (int r = 1; r < params_.pipeline->n_ranks(); ++r)
+        params_.pipeline->send(r, pipeline_protocol::tag_command, command_and_args);
 }
 
 void inference_context::pass_on(int32_t status, std::span<const float> hidden) {
@@ -399,12 +402,11 @@ int inference_context::decode(const batch &b) {
     }
     // The other ranks follow once the keys are in place here (a shift aborted on rank 0 stays
     // pending on every rank, to be done by the next decode).
-    if (params_.pipeline && params_.pipeline->rank() == 0) {
-        pipeline_protocol::message_writer w;
-        w.value(pipeline_protocol::command::decode);
+    if (drives_pipeline()) {
+        std::vector<uint8_t> msg = pipeline_protocol::command_message(pipeline_protocol::command::decode);
         const std::vector<uint8_t> bytes = pipeline_protocol::encode_batch(b);
-        w.bytes.insert(w.bytes.end(), bytes.begin(), bytes.end());
-        forward(w.bytes);
+        msg.insert(msg.end(), bytes.begin(), bytes.end());
+        send_command(msg);
     }
     // A batch that fails part way leaves the cache as it was before the call.
     std::vector<kv_cell> saved_cells = kv_->snapshot();
@@ -587,27 +589,16 @@ const float *inference_context::get_logits_ith(int32_t i) const {
 
 bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
     const bool removed = kv_->seq_rm(s, p0, p1);
-    forward(pipeline_protocol::message_writer()
-                .value(pipeline_protocol::command::seq_rm)
-                .value(s)
-                .value(p0)
-                .value(p1)
-                .bytes);
+    forward(pipeline_protocol::command::seq_rm, s, p0, p1);
     return removed;
 }
 void inference_context::kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
     kv_->seq_cp(src, dst, p0, p1);
-    forward(pipeline_protocol::message_writer()
-                .value(pipeline_protocol::command::seq_cp)
-                .value(src)
-                .value(dst)
-                .value(p0)
-                .value(p1)
-                .bytes);
+    forward(pipeline_protocol::command::seq_cp, src, dst, p0, p1);
 }
 void inference_context::kv_seq_keep(seq_id s) {
     kv_->seq_keep(s);
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::seq_keep).value(s).bytes);
+    forward(pipeline_protocol::command::seq_keep, s);
 }
 llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
     return kv_->seq_pos_max(s);
@@ -625,13 +616,7 @@ void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos del
         throw error("kv_seq_add: " + model_.arch_name() +
                     " cannot move cached tokens to other positions (its positions are not rotary)");
     kv_->seq_add(s, p0, p1, delta);
-    forward(pipeline_protocol::message_writer()
-                .value(pipeline_protocol::command::seq_add)
-                .value(s)
-                .value(p0)
-                .value(p1)
-                .value(delta)
-                .bytes);
+    forward(pipeline_protocol::command::seq_add, s, p0, p1, delta);
 }
 
 void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
@@ -641,25 +626,19 @@ void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
         throw error("kv_seq_div: " + model_.arch_name() +
                     " cannot move cached tokens to other positions (its positions are not rotary)");
     kv_->seq_div(s, p0, p1, d);
-    forward(pipeline_protocol::message_writer()
-                .value(pipeline_protocol::command::seq_div)
-                .value(s)
-                .value(p0)
-                .value(p1)
-                .value(int32_t(d))
-                .bytes);
+    forward(pipeline_protocol::command::seq_div, s, p0, p1, int32_t(d));
 }
 
 uint32_t inference_context::kv_defrag() {
     const uint32_t moved = kv_->defrag();
     if (moved > 0) ++perf_.n_defrags;
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::defrag).bytes);
+    forward(pipeline_protocol::command::defrag);
     return moved;
 }
 
 void inference_context::kv_clear() {
     kv_->clear();
-    forward(pipeline_protocol::message_writer().value(pipeline_protocol::command::clear).bytes);
+    forward(pipeline_protocol::command::clear);
 }
 uint32_t inference_context::kv_used_cells() const {
     return kv_->used_cells();

@@ -143,14 +143,12 @@ void serve_pipeline_stage(const model &m, pipeline_link &link) {
         switch (cmd) {
             case command::open: {
                 inference_params p;
-                p.n_ctx = r.value<uint32_t>();
-                p.n_batch = r.value<uint32_t>();
-                p.n_ubatch = r.value<uint32_t>();
-                p.n_seq_max = r.value<uint32_t>();
-                p.n_threads = r.value<int32_t>();
-                p.n_threads_batch = r.value<int32_t>();
-                p.type_k = dtype(r.value<int32_t>());
-                p.type_v = dtype(r.value<int32_t>());
+                std::tie(p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max) =
+                    r.values<uint32_t, uint32_t, uint32_t, uint32_t>();
+                std::tie(p.n_threads, p.n_threads_batch) = r.values<int32_t, int32_t>();
+                const auto [type_k, type_v] = r.values<int32_t, int32_t>();
+                p.type_k = dtype(type_k);
+                p.type_v = dtype(type_v);
                 p.pipeline = &link;
                 ctx.reset();
                 ctx = std::make_unique<inference_context>(m, p);
@@ -161,36 +159,25 @@ void serve_pipeline_stage(const model &m, pipeline_link &link) {
             case command::decode:
                 context().decode(decode_batch(r));  // the result reaches rank 0 from the last rank
                 break;
-            case command::seq_rm: {
-                const auto s = r.value<seq_id>();
-                const auto p0 = r.value<llm_pos>();
-                context().kv_seq_rm(s, p0, r.value<llm_pos>());
+            case command::seq_rm:
+                std::apply([&](auto... a) { context().kv_seq_rm(a...); },
+                           r.values<seq_id, llm_pos, llm_pos>());
                 break;
-            }
-            case command::seq_cp: {
-                const auto src = r.value<seq_id>();
-                const auto dst = r.value<seq_id>();
-                const auto p0 = r.value<llm_pos>();
-                context().kv_seq_cp(src, dst, p0, r.value<llm_pos>());
+            case command::seq_cp:
+                std::apply([&](auto... a) { context().kv_seq_cp(a...); },
+                           r.values<seq_id, seq_id, llm_pos, llm_pos>());
                 break;
-            }
             case command::seq_keep:
                 context().kv_seq_keep(r.value<seq_id>());
                 break;
-            case command::seq_add: {
-                const auto s = r.value<seq_id>();
-                const auto p0 = r.value<llm_pos>();
-                const auto p1 = r.value<llm_pos>();
-                context().kv_seq_add(s, p0, p1, r.value<llm_pos>());
+            case command::seq_add:
+                std::apply([&](auto... a) { context().kv_seq_add(a...); },
+                           r.values<seq_id, llm_pos, llm_pos, llm_pos>());
                 break;
-            }
-            case command::seq_div: {
-                const auto s = r.value<seq_id>();
-                const auto p0 = r.value<llm_pos>();
-                const auto p1 = r.value<llm_pos>();
-                context().kv_seq_div(s, p0, p1, r.value<int32_t>());
+            case command::seq_div:
+                std::apply([&](auto... a) { context().kv_seq_div(a...); },
+                           r.values<seq_id, llm_pos, llm_pos, int32_t>());
                 break;
-            }
             case command::clear:
                 context().kv_clear();
                 break;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/core/error.h"
@@ -72,6 +73,11 @@ class message_reader {
         if (n > 0) std::memcpy(v.data(), take(size_t(n) * sizeof(T)), size_t(n) * sizeof(T));
         return v;
     }
+    // Several values in order, as a tuple (for std::apply).
+    template <class... T>
+    std::tuple<T...> values() {
+        return std::tuple<T...>{value<T>()...};  // braces: evaluated left to right
+    }
     std::span<const uint8_t> rest() const { return b_.subspan(at_); }
 
   private:
@@ -79,6 +85,15 @@ class message_reader {
     std::span<const uint8_t> b_;
     size_t at_ = 0;
 };
+
+// A command and its arguments, ready to send.
+template <class... Args>
+std::vector<uint8_t> command_message(command c, const Args &...args) {
+    message_writer w;
+    w.value(c);
+    (w.value(args), ...);
+    return std::move(w.bytes);
+}
 
 std::vector<uint8_t> encode_batch(const batch &b);
 batch decode_batch(message_reader &r);

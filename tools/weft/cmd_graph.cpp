@@ -101,11 +101,7 @@ int graph_demo(const graph_options &opt) {
 // cache views, mask, output row) but not computed.
 int graph_model(const graph_options &opt) {
     // the placement: which blocks each rank holds (one process: all of them), on which device
-    const int64_t n_layer = [&] {
-        model_params probe;
-        probe.repack = false;
-        return model::load(opt.model_path, probe)->hparams().n_layer;
-    }();
+    const int64_t n_layer = block_count_of(opt.model_path);
     const std::vector<double> weights = parse_split_layers(opt.split);
     const std::vector<layer_span> plan =
         split_layers(n_layer, std::max<int>(1, int(weights.size())), weights);

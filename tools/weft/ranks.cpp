@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 #if WEFT_HAVE_MPI
 #include "weft/mpi/mpi_link.h"
 #endif
@@ -36,6 +37,17 @@ bool launched_by_mpirun() {
 
 }  // namespace
 
+int64_t block_count_of(const std::string &path) {
+    gguf_open_options header_only;
+    header_only.load_data = false;
+    const std::unique_ptr<gguf_file> f = gguf_file::open(path, header_only);
+    const std::optional<std::string> arch = f->get_string("general.architecture");
+    if (!arch) throw error(path + ": no general.architecture");
+    const std::optional<int64_t> n = f->get_int(*arch + ".block_count");
+    if (!n || *n < 1) throw error(path + ": no positive " + *arch + ".block_count");
+    return *n;
+}
+
 std::vector<double> parse_split_layers(const std::string &split) {
     std::vector<double> w;
     if (split.empty()) return w;
@@ -55,10 +67,6 @@ bool launched_as_several_ranks() {
     for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
         if (const char *n = std::getenv(v)) return std::atoi(n) > 1;
     return false;
-}
-
-bool mpi_available() {
-    return WEFT_HAVE_MPI != 0;
 }
 
 void init_ranks() {
@@ -138,15 +146,7 @@ std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp
     std::unique_ptr<model> m;
     std::string failure;
     try {
-        const int64_t n_layer = [&] {  // the block count: a load that maps and copies nothing
-            model_params probe = mp;
-            probe.layers = {};
-            probe.repack = false;
-            probe.progress = nullptr;
-            probe.vocab_only = false;
-            probe.max_weight_bytes = 0;
-            return model::load(path, probe)->hparams().n_layer;
-        }();
+        const int64_t n_layer = block_count_of(path);
         const std::vector<layer_span> plan = split_layers(n_layer, n_ranks(), parse_split_layers(split));
         mp.layers = plan[size_t(rank())];
         if (rank() == 0) {  // the placement, once
@@ -198,19 +198,6 @@ bool follow_rank_zero(const model &m, inference_params &ip) {
                  link->rank(), link->n_ranks(), (long long)m.layers().begin, (long long)m.layers().end,
                  double(peak_resident_bytes()) / (1024.0 * 1024.0));
     return true;
-}
-
-std::vector<double> gather_from_ranks(double mine) {
-    init_ranks();
-    if (n_ranks() == 1) return {mine};
-#if WEFT_HAVE_MPI
-    std::vector<double> out;
-    for (const std::string &s : mpi::gather(std::to_string(mine)))
-        out.push_back(std::strtod(s.c_str(), nullptr));
-    return out;
-#else
-    return {mine};
-#endif
 }
 
 void end_job_after_error(int code) {

@@ -17,6 +17,10 @@
 
 namespace weft::tool {
 
+// The number of blocks of the model in a GGUF file, from its header alone (general.architecture,
+// <arch>.block_count): what a split is computed from before any rank loads its share.
+int64_t block_count_of(const std::string &path);
+
 // "3,1" -> {3, 1}: the --split-layers weights (empty text: none); weft::error on a bad list.
 std::vector<double> parse_split_layers(const std::string &split);
 
@@ -27,8 +31,6 @@ bool launched_as_several_ranks();
 void init_ranks();
 int rank();
 int n_ranks();
-// Whether this weft was built with MPI.
-bool mpi_available();
 
 // What a command needs to run as one rank of a pipeline: --split-layers, the share of the blocks
 // of each rank, e.g. "3,1" (default: even); --max-memory, the most weight bytes per rank.
@@ -48,9 +50,6 @@ size_t peak_resident_bytes();
 // Rank 0 (or alone): sets ip.pipeline and returns false, the command goes on. Ranks > 0: follow rank
 // 0's context until it ends and return true: the command exits 0 without output.
 bool follow_rank_zero(const model &m, inference_params &ip);
-
-// On rank 0: every rank's value, in rank order (one value when alone); other ranks get {}.
-std::vector<double> gather_from_ranks(double mine);
 
 // After an error on any rank of a pipeline: ends the whole job (no rank waits forever); alone it
 // returns (end_job_after_error) or exits (abort_ranks).

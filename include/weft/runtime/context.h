@@ -207,7 +207,11 @@ class inference_context {
     // brings the last rank's result (its return code and the logits) to rank 0.
     void pass_on(int32_t status, std::span<const float> hidden = {});
     int exchange_result(int rc);
-    void forward(const std::vector<uint8_t> &command_and_args) const;
+    // Rank 0 of a pipeline of several ranks: sends a command (built only then) to the others.
+    bool drives_pipeline() const;
+    void send_command(const std::vector<uint8_t> &command_and_args) const;
+    template <class Command, class... Args>
+    void forward(Command c, const Args &...args) const;  // context.cpp: its only user
     compute_status apply_kv_shift();
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
