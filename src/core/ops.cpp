@@ -447,7 +447,8 @@ bool is_attention_kv_type(dtype t) {
     return std::find(types.begin(), types.end(), t) != types.end();
 }
 
-tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale, float softcap) {
+tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale, float softcap,
+                  tensor *positions) {
     const char *n = "attention";
     require_tensor(n, "q", q);
     require_tensor(n, "k", k);
@@ -473,8 +474,14 @@ tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, f
         v->nb[0] != type_traits(v->type).type_size)
         fail(n, shapes + ": q, k and v rows must be contiguous");
     if (!(softcap >= 0.0f) || !std::isfinite(softcap)) fail(n, "softcap must be finite and >= 0");
+    if (positions) {
+        require_type(n, "positions", *positions, dtype::i32);
+        if (positions->ne[0] < k->ne[1] || !positions->is_contiguous())
+            fail(n, shapes + ", positions is " + positions->shape_str() +
+                        ": positions must be a contiguous [>= k.ne[1]]");
+    }
     tensor *r = record(ctx.new_tensor(dtype::f32, {v->ne[0], q->ne[2], q->ne[1]}), op_kind::attention,
-                       {q, k, v, mask});
+                       {q, k, v, mask, positions});
     r->set_param_f32(0, scale);
     r->set_param_f32(1, softcap);
     return r;

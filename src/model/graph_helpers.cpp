@@ -226,10 +226,12 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     const bool swa = hp.is_swa(il);
     tensor *&mask = swa ? inputs_.kq_mask_swa : inputs_.kq_mask;
     if (!mask) mask = make_input(dtype::f32, {n_kv, n_tokens}, swa ? "inp_kq_mask_swa" : "inp_kq_mask");
+    // the cells' positions fix the order of the attention's sums
+    if (!inputs_.kv_pos) inputs_.kv_pos = make_input(dtype::i32, {n_kv}, "inp_kv_pos");
     // a soft cap: cap * tanh(scores * kq_scale / cap)
     const float softcap = hp.attn_softcap;
     tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, mask,
-                                  softcap > 0.0f ? kq_scale / softcap : kq_scale, softcap),
+                                  softcap > 0.0f ? kq_scale / softcap : kq_scale, softcap, inputs_.kv_pos),
                         "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);

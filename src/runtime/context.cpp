@@ -294,6 +294,12 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
                        model_.hparams().causal_attn);
         write_input(mask_input, mask.data(), mask.size() * sizeof(float));
     }
+    if (in.kv_pos) {
+        std::vector<int32_t> positions(size_t(bg.shape.n_kv));
+        for (size_t c = 0; c < positions.size(); ++c)
+            positions[c] = kv_->cells()[c].empty() ? -1 : int32_t(kv_->cells()[c].pos);
+        write_input(in.kv_pos, positions.data(), positions.size() * sizeof(int32_t));
+    }
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
 }
 

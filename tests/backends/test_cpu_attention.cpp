@@ -4,6 +4,7 @@
 // of every KV cache type (f32, f16, bf16 and the block types q8_0 ... q5_1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/canonical_math.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
@@ -78,6 +80,91 @@ attention_case make_case(context &ctx, int64_t head_k, int64_t head_v, int64_t n
             m[t * n_kv + j] = (j <= t + n_kv / 2 && j % 5 != 3) ? 0.0f : hidden;
     c.out = attention(ctx, c.q, c.k, c.v, c.mask, softcap > 0.0f ? 0.125f / softcap : 0.125f, softcap);
     return c;
+}
+
+// The op again with cell positions (i32, one per cell).
+void set_positions(context &ctx, attention_case &c, const std::vector<int32_t> &positions) {
+    tensor *pos = ctx.new_tensor(dtype::i32, {int64_t(positions.size())});
+    std::memcpy(pos->data, positions.data(), positions.size() * sizeof(int32_t));
+    c.out =
+        attention(ctx, c.q, c.k, c.v, c.mask, c.softcap > 0.0f ? 0.125f / c.softcap : 0.125f, c.softcap, pos);
+}
+
+float round_f16(float x) {
+    return fp16_to_fp32(fp32_to_fp16(x));
+}
+
+// The canonical order of attention_impl.h's header comment written out directly, token by token and
+// head by head (positions: each cell's, or null for the cell index).
+std::vector<float> canonical(const attention_case &c, const std::vector<int32_t> *positions) {
+    using cpu::sum_lanes_16;
+    const int64_t head_k = c.k->ne[0], head_v = c.v->ne[0], n_kv = c.k->ne[1];
+    const int64_t n_tokens = c.q->ne[1], n_head = c.q->ne[2], group = n_head / c.k->ne[2];
+    const int64_t padded = (head_k + 15) / 16 * 16;
+    const float scale = c.softcap > 0.0f ? 0.125f / c.softcap : 0.125f;
+    std::vector<float> out(size_t(head_v * n_head * n_tokens), 0.0f);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const auto *m = static_cast<const float *>(c.mask->data) + t * n_kv;
+        std::vector<std::pair<int64_t, int64_t>> seen;  // (position, cell)
+        for (int64_t j = 0; j < n_kv; ++j)
+            if (m[j] != hidden) seen.emplace_back(positions ? (*positions)[size_t(j)] : j, j);
+        std::sort(seen.begin(), seen.end());
+        const int64_t n = int64_t(seen.size());
+        if (n == 0) continue;
+        bool shared = false;
+        int64_t chunks = 0;
+        auto chunk_of = [](int64_t p) { return p >= 0 ? p / 16 : -((-p + 15) / 16); };
+        for (int64_t i = 0; i < n; ++i) {
+            shared = shared || (i > 0 && seen[size_t(i)].first == seen[size_t(i - 1)].first);
+            chunks += i == 0 || chunk_of(seen[size_t(i)].first) != chunk_of(seen[size_t(i - 1)].first);
+        }
+        const bool by_position = !shared && chunks * 16 <= n + 64;
+        const int64_t n_slots = by_position ? chunks * 16 : (n + 15) / 16 * 16;
+        std::vector<int64_t> cell(size_t(n_slots), -1);
+        for (int64_t i = 0, rank = -1; i < n; ++i) {
+            const int64_t p = seen[size_t(i)].first;
+            if (i == 0 || chunk_of(p) != chunk_of(seen[size_t(i - 1)].first)) ++rank;
+            cell[size_t(by_position ? rank * 16 + (p - chunk_of(p) * 16) : i)] = seen[size_t(i)].second;
+        }
+        for (int64_t h = 0; h < n_head; ++h) {
+            const int64_t g = h / group;
+            std::vector<float> q(size_t(padded), 0.0f), x(size_t(n_slots), hidden), e(size_t(n_slots), 0.0f);
+            for (int64_t d = 0; d < head_k; ++d) {
+                q[size_t(d)] = float(at(*c.q, d, t, h));
+                if (c.k->type == dtype::f16) q[size_t(d)] = round_f16(q[size_t(d)]);
+            }
+            float max = hidden;
+            for (int64_t s = 0; s < n_slots; ++s) {
+                const int64_t j = cell[size_t(s)];
+                if (j < 0) continue;
+                float lanes[16] = {};
+                for (int64_t d = 0; d < padded; ++d)
+                    lanes[d % 16] =
+                        std::fma(q[size_t(d)], d < head_k ? c.k_at(d, j, g) : 0.0f, lanes[d % 16]);
+                const float dot = sum_lanes_16(lanes);
+                x[size_t(s)] = (c.softcap > 0.0f ? c.softcap * std::tanh(dot * scale) : dot * scale) + m[j];
+                max = std::max(max, x[size_t(s)]);
+            }
+            double sum = 0;
+            for (int64_t s = 0; s < n_slots; ++s)
+                if (cell[size_t(s)] >= 0) e[size_t(s)] = cpu::exp_reference(x[size_t(s)] - max);
+            for (int64_t s = 0; s < n_slots; s += 16) sum += double(sum_lanes_16(&e[size_t(s)]));
+            const float inv = float(1.0 / sum);
+            for (float &p : e) {
+                p *= inv;
+                if (c.v->type == dtype::f16) p = round_f16(p);
+            }
+            for (int64_t d = 0; d < head_v; ++d) {
+                float lanes[16] = {};
+                for (int64_t s = 0; s < n_slots; ++s) {
+                    const int64_t j = cell[size_t(s)];
+                    lanes[s % 16] = std::fma(e[size_t(s)], j < 0 ? 0.0f : c.v_at(d, j, g), lanes[s % 16]);
+                }
+                out[size_t((t * n_head + h) * head_v + d)] = sum_lanes_16(lanes);
+            }
+        }
+    }
+    return out;
 }
 
 // softmax(q k^T) v in double over the widened K and V values
@@ -201,7 +288,7 @@ TEST(CpuAttention, TokenResultIsBatchInvariant) {
 
 // Tokens of 8 sequences decoded side by side, their cells interleaved in the cache (cell j belongs to
 // sequence j % 8): each token gets exactly the bits it gets alone over a cache holding only its own
-// sequence's cells, in order (the kernel gathers each token's cells instead of scoring every cell).
+// sequence's cells, in order (the positions, not the cells, fix the order of the sums).
 TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
     const int64_t head = 64, n_head = 4, n_head_kv = 2, n_seq = 8, n_kv = 8 * 37;
     for (dtype type : attention_kv_types()) {
@@ -213,6 +300,10 @@ TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
         for (int64_t t = 0; t < n_seq; ++t)
             for (int64_t j = 0; j < n_kv; ++j)
                 m[t * n_kv + j] = j % n_seq == t && j < n_kv - 3 * t ? 0.0f : hidden;
+        // cell j holds position j / 8 of its sequence: alone, the sequence's cells are 0, 1, 2 ...
+        std::vector<int32_t> pos(static_cast<size_t>(n_kv));
+        for (int64_t j = 0; j < n_kv; ++j) pos[size_t(j)] = int32_t(j / n_seq);
+        set_positions(*ctx, batch, pos);
         const auto batched = expect_matches_reference(
             batch.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(batch, d, h, t); },
             1e-6);
@@ -255,6 +346,86 @@ TEST(CpuAttention, EveryCacheTypeMatchesTheReference) {
         limit_to_avx2(false);
         EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
     }
+}
+
+// Every build computes exactly the canonical order written out above: cells in cache order and
+// shuffled (positions decide), sliding windows, cells far apart and positions shared (slots by
+// rank), heads not a multiple of 16, a soft cap, prompts of several 64-token blocks, other cache types.
+TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
+    struct variant {
+        const char *name;
+        int64_t head_k, head_v, n_tokens, n_kv;
+        float softcap;
+        dtype type;
+        int layout;  // 0 cell index, 1 shuffled, 2 window, 3 far apart, 4 shared positions, 5 causal
+    };
+    const variant variants[] = {
+        {"cell index", 64, 64, 9, 40, 0.0f, dtype::f16, 0},
+        {"shuffled", 64, 64, 9, 40, 0.0f, dtype::f16, 1},
+        {"window", 32, 32, 12, 48, 0.0f, dtype::f16, 2},
+        {"far apart", 64, 64, 5, 90, 0.0f, dtype::f16, 3},
+        {"shared", 64, 64, 5, 40, 0.0f, dtype::f16, 4},
+        {"head 40", 40, 24, 7, 23, 0.0f, dtype::f16, 1},
+        {"soft cap", 64, 64, 9, 31, 0.5f, dtype::f16, 1},
+        {"two blocks", 64, 64, 150, 150, 0.0f, dtype::f16, 5},
+        {"f32 cache", 64, 64, 9, 40, 0.0f, dtype::f32, 1},
+        {"q8_0 cache", 64, 64, 9, 40, 0.0f, dtype::q8_0, 2},
+    };
+    for (const variant &vr : variants) {
+        SCOPED_TRACE(vr.name);
+        auto ctx = data_context();
+        attention_case c = make_case(*ctx, vr.head_k, vr.head_v, vr.n_tokens, 4, 2, vr.n_kv, 31, vr.softcap,
+                                     vr.type, vr.type);
+        std::vector<int32_t> pos(size_t(vr.n_kv));
+        for (int64_t j = 0; j < vr.n_kv; ++j) {
+            const int64_t shuffled = (j * 17 + 5) % vr.n_kv;  // 17 is prime to every n_kv here
+            pos[size_t(j)] = int32_t(vr.layout == 1 || vr.layout == 2 || vr.layout == 5 ? shuffled
+                                     : vr.layout == 3                                   ? 37 * j
+                                     : vr.layout == 4                                   ? j / 2
+                                                                                        : j);
+        }
+        auto *m = static_cast<float *>(c.mask->data);
+        for (int64_t t = 0; t < vr.n_tokens; ++t)
+            for (int64_t j = 0; j < vr.n_kv; ++j) {
+                const int64_t at_pos = t + vr.n_kv / 2, p = pos[size_t(j)];
+                if (vr.layout == 2) m[t * vr.n_kv + j] = p <= at_pos && at_pos - p < 8 ? 0.0f : hidden;
+                if (vr.layout == 5) m[t * vr.n_kv + j] = p <= t ? 0.0f : hidden;
+            }
+        const bool with_positions = vr.layout != 0;
+        if (with_positions) set_positions(*ctx, c, pos);
+        const std::vector<float> expected = canonical(c, with_positions ? &pos : nullptr);
+        const std::vector<float> best = run(c.out, 3);
+        EXPECT_EQ(std::memcmp(best.data(), expected.data(), expected.size() * sizeof(float)), 0);
+        force_scalar(true);
+        EXPECT_EQ(run(c.out, 1), best) << "the scalar build differs";
+        force_scalar(false);
+        limit_to_avx2(true);
+        EXPECT_EQ(run(c.out, 2), best) << "the AVX2 build differs";
+        limit_to_avx2(false);
+        // and close to the exact softmax
+        for (int64_t t = 0; t < vr.n_tokens; ++t)
+            for (int64_t h = 0; h < 4; ++h)
+                for (int64_t d = 0; d < vr.head_v; ++d)
+                    EXPECT_NEAR(best[size_t((t * 4 + h) * vr.head_v + d)], reference(c, d, h, t), 2e-3);
+    }
+}
+
+// exp_reference: within 2.5 ulp of e^x (its polynomial: 1.45 ulp + 0.5) where the result is normal, 0 for
+// -INF and far below, +INF above 88.73, and subnormal results rounded from the exact scaling.
+TEST(CpuAttention, ExpReferenceIsAccurate) {
+    for (float x = -87.0f; x < 88.5f; x += 0.01234f) {
+        const double exact = std::exp(double(x));
+        const float got = cpu::exp_reference(x);
+        EXPECT_LE(std::fabs(got - exact), 2.5 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
+    }
+    for (float x = -103.0f; x < -87.5f; x += 0.137f)
+        EXPECT_NEAR(cpu::exp_reference(x), std::exp(double(x)), 2e-7 * std::exp(double(x)) + 0x1p-149) << x;
+    EXPECT_EQ(cpu::exp_reference(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(cpu::exp_reference(-200.0f), 0.0f);
+    EXPECT_EQ(cpu::exp_reference(0.0f), 1.0f);
+    EXPECT_EQ(cpu::exp_reference(89.0f), std::numeric_limits<float>::infinity());
+    EXPECT_EQ(cpu::exp_reference(200.0f), std::numeric_limits<float>::infinity());
+    EXPECT_TRUE(std::isnan(cpu::exp_reference(std::numeric_limits<float>::quiet_NaN())));
 }
 
 // A block type's head must hold whole blocks; the op's other types are refused by name.

@@ -166,12 +166,11 @@ TEST_P(TinyModels, MatchTheReference) {
     WEFT_REQUIRE_FIXTURES();
     const std::string name = GetParam();
     const bool is_f32 = name.find("-F32") != std::string::npos;
-    // tiny-gemma2-F32 (26 layers of N(0, 0.6²) weights, chosen so that the soft caps matter) turns
-    // the last-ulp differences left in attention (the reference's exp and its order of the score
-    // and value sums) into NMSE up to 9e-5; argmax and the greedy tokens are identical. Its Q8_0
-    // copy, whose activations snap to the int8 grid, matches to 3e-12. Held to the quantized bound
-    // until attention follows the reference's reduction order.
-    const double bound = !is_f32 || name == "tiny-gemma2-F32" ? 1e-4 : 1e-6;
+    // tiny-gemma2-F32 (26 layers of N(0, 0.6^2) weights, chosen so that the soft caps matter)
+    // turns any last-ulp difference into NMSE ~1e-4: it holds the 1e-6 bound because every op follows
+    // the reference engine's order (attention, f32 products, norms, rope and GELU as its compiler
+    // contracts them).
+    const double bound = is_f32 ? 1e-6 : 1e-4;
     check_against(name + ".gguf", name + ".json", is_f32, bound);
 }
 

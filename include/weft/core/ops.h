@@ -97,8 +97,12 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 
 // token with no visible cell gets zeros. src[] = {q, k, v, mask}; p.f[0] = scale.
 // softcap > 0 caps the scores first (Gemma 2): s = softcap * tanh(q . k * scale), then s + mask
 // (the caller folds 1/softcap into scale); p.f[1] = softcap.
+// positions (optional, i32 [>= n_kv], src[4]): each cell's position. The sums run in an order fixed
+// by the positions of the cells a token sees (the reference engine's order for a sequence stored
+// from cell 0), so a token's result does not depend on where its cells lie in the cache; without
+// it, a cell's position is its index.
 tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale,
-                  float softcap = 0.0f);
+                  float softcap = 0.0f, tensor *positions = nullptr);
 // The types attention reads K and V in (a KV cache's types): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
 // q5_1. A block type's rows are whole blocks, so its head size is a multiple of the block size.
 std::span<const dtype> attention_kv_types();

@@ -153,6 +153,7 @@ struct graph_inputs {
     tensor *kv_idxs = nullptr;  // i64 [n_tokens]: the cache cell each token is written to
     tensor *kq_mask = nullptr;  // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
     tensor *kq_mask_swa = nullptr;  // the same within hparams.n_swa positions (sliding-window layers)
+    tensor *kv_pos = nullptr;       // i32 [n_kv]: the position of each cache cell (-1: empty)
     tensor *out_ids = nullptr;      // i32 [n_outputs]: rows of the ubatch whose logits are computed
     // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]; a stage before the
     // last: its hidden states [n_embd, n_tokens], every token's, for the next stage

@@ -2,17 +2,23 @@
 // written once in plain C++ and compiled per ISA (ops_attention*.cpp): every build performs the same
 // float operations in the same order, so the results are the same bits on every CPU.
 //
-// For a token t and query head h, over the cells j that its mask row shows (value != -INF), in cell
-// order (hidden cells are skipped, so the cache size and the batch around the token do not matter):
-//   s_j = (fma over d = 0, 1, ... of q_d * k_jd, from 0) * scale + mask_j;  M = max s_j;
-//   e_j = exp_canonical(s_j - M);  l = sum_canonical(e over the visible cells, in order);
-//   p_j = e_j * (1 / l);  out = fma(p_j, v_j, acc) over the visible cells in order, from 0
-// As in the reference engine's products with an f16 cache, q is rounded to f16 when K is f16 and
-// p_j when V is f16 (its matrix products convert the f32 operand to the f16 one's type). A bf16 or
-// block-quantized (q8_0, q4_0 ...) cache is widened to floats by its type's own to_float and q and
-// p_j stay f32: the same values in every ISA build, as one shared function widens them.
-// The scores are computed 16 cells at a time from K transposed (no horizontal sums); each is its
-// own serial chain, so which cells share a vector does not matter.
+// The order is the reference engine's (its matrix products and softmax over an f16 cache), so a
+// model matches it bit for bit; it is fixed by the positions of the cells a token sees, never by
+// where they lie in the cache, so a token's result does not depend on the batch around it.
+//
+// Slots: the cells a token sees (mask value != -INF), in order of position, go to slots by position:
+// chunk c = floor(pos / 16) and lane pos mod 16, the chunks that hold none of them left out (slot =
+// 16 * rank of the chunk + lane). When that leaves more than 64 empty slots (cells far apart) or two
+// cells share a position, a cell's slot is its rank in that order instead. Empty slots hold zeros.
+// For a token t and query head h, with tree16(a) = the lane tree of canonical_math.h:
+//   q' = q, rounded to f16 when K is f16 (the reference converts the f32 operand to the f16 one's type)
+//   dot_s = tree16(lane l: fma over d = l, l + 16, ... of q'_d * k_sd, from 0)   (head_k padded to 16)
+//   x_s = (softcap > 0 ? softcap * tanh(dot_s * scale) : dot_s * scale) + mask_s;  M = max x_s
+//   e_s = exp_reference(x_s - M), 0 in empty slots;  S = sum over chunks, in order, in double, of
+//   tree16(the chunk's 16 e);  p_s = e_s * float(1 / S), rounded to f16 when V is f16
+//   out_d = tree16(lane l: fma over the chunks, in order, of p_s * v_sd for the slot s of lane l)
+// A bf16 or block-quantized (q8_0, q4_0 ...) cache is widened to floats by its type's own to_float
+// and q and p stay f32: the same values in every ISA build, as one shared function widens them.
 #pragma once
 
 #include <algorithm>
@@ -28,114 +34,117 @@
 
 namespace weft::cpu {
 
-// Query heads of one KV head computed together, so each K and V row read serves all of them.
-constexpr int attention_heads_per_pass = 4;
+constexpr int64_t attention_lanes = 16;
+// Tokens per task: a block shares the conversion of its KV head's rows.
+constexpr int64_t attention_block_tokens = 64;
+// Empty slots a token's cells may leave before their slots become their ranks (see above).
+constexpr int64_t attention_slack = 64;
+
+inline int64_t round_up_16(int64_t n) {
+    return (n + attention_lanes - 1) / attention_lanes * attention_lanes;
+}
+
+// The most slots of a task: every cell by rank, or the cells by position with the slack.
+inline int64_t attention_max_slots(int64_t n_kv) {
+    return round_up_16(n_kv + attention_slack) + attention_lanes;
+}
 
 struct attention_task {
     const tensor *q, *k, *v, *mask;
+    const tensor *positions;  // i32 [n_kv]: each cell's position; null: the cell index
     tensor *dst;
     float scale;
     float softcap;   // 0: none; else s = softcap * tanh(dot * scale)
     int64_t t0, t1;  // tokens [t0, t1)
     int64_t g;       // the KV head
-    // scratch: K of the head transposed as floats (head_k x n_kv rounded up to 16), V rows as floats
-    // (n_kv x head_v), scores of every cell and of the visible ones, visible cells (n_kv each)
-    float *kbuf, *vbuf, *scores, *visible_scores;
-    int32_t *visible;
-    float *acc;     // head_v floats per head of a batch (attention_heads_per_pass)
-    float *qround;  // head_k floats per head of a batch: q rounded to f16
-    // gathering one token's cells: their K rows side by side (n_kv rows), and 0, 1, 2 ... (n_kv)
-    char *kgather;
-    int32_t *identity;
-    int64_t scores_stride = 0, acc_stride = 0;  // floats between the heads' scores / accumulators
+    // scratch (max_slots = attention_max_slots(n_kv)):
+    float *kcols;        // K transposed: value d of slot s at kcols[d * max_slots + s] (head_k rows)
+    float *vcols;        // V transposed, the same way (head_v rows)
+    float *dots;         // max_slots per head of a pass: its scores, then its weights
+    float *shown;        // max_slots: the token's mask value of each slot (-INF: hidden or empty)
+    float *chunk_sum;    // max_slots / 16 + 16: the lane tree of each chunk of 16 weights
+    float *qround;       // head_k per head of a pass: q, rounded to f16 for an f16 K
+    float *row;          // head_k + head_v floats: one widened row
+    int32_t *order;      // n_kv: cells in slot order
+    int64_t *cell_pos;   // n_kv: their positions
+    int32_t *slot_cell;  // max_slots: the cell of each slot, -1 when empty
+    int64_t max_slots = 0;
 };
 
 // Internal linkage: every ISA build gets its own copy (see canonical_math.h).
 namespace {
 
-// The loops the ISA builds write with intrinsics (the same operations, element by element):
+// Query heads computed together, so each K and V value read serves all of them.
+constexpr int attention_heads_per_pass = 4;
+
+// The loops the ISA builds write with intrinsics (the same operations, element by element), for
+// nh <= attention_heads_per_pass heads:
 //   convert(src, type, n, out)       widens a K or V row to floats
-//   scores(q, kt, stride, n, cells, out)
-//                                    out[j] = serial fma over d < n of q[d] * kt[d * stride + j], j < cells
-//                                    (cells a multiple of 16)
-//   transpose_k(k, row_bytes, type, head_k, cells, kt, stride, scratch)
-//                                    kt[d * stride + j] = K row j (at k + j * row_bytes) value d, as
-//                                    floats (pure data movement; scratch: head_k floats)
-//   weighted_sum(p, visible, n, vbuf, head_v, acc)
-//                                    acc[d] = serial fma over i < n of p[i] * vbuf[visible[i] * head_v + d]
-// A K or V row of a type other than f32 and f16 (bf16, the block types) as floats: the quant
-// layer's reference widening, one function for every ISA build.
+//   dots(q, nh, kcols, stride, head_k, slots, out)
+//                                    out[h][s] = tree16 over lanes l of the serial fma over d = l,
+//                                    l + 16, ... < head_k of q[h][d] * kcols[d * stride + s]
+//   weighted(p, nh, vcols, stride, slots, head_v, out)
+//                                    out[h][d] = tree16 over lanes l of the serial fma over the
+//                                    chunks c of p[h][16c + l] * vcols[d * stride + 16c + l]
+//   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
+//   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
+//   transpose16(rows, row_bytes, type, out, stride)
+//                                    16 f16 K or V rows (row i at rows + i * row_bytes), widened,
+//                                    transposed: value d of row i to out[d * stride + i]
+// (slots a multiple of 16). Skipping the fma of a zero-padded lane would leave a lane as it is: a
+// lane never holds -0 (it starts at +0, and +0 + -0 = +0), so the padding changes nothing.
 inline void widen_row(const char *src, dtype t, int64_t n, float *out) {
     quant_traits_of(t).to_float(src, out, n);
 }
 
-template <class Convert>
-void transpose_k_rows(Convert convert, const char *k, int64_t row_bytes, dtype type, int64_t head_k,
-                      int64_t j0, int64_t cells, float *kt, int64_t stride, float *row) {
-    for (int64_t j = j0; j < cells; ++j) {
-        convert(k + j * row_bytes, type, head_k, row);
-        for (int64_t d = 0; d < head_k; ++d) kt[d * stride + j] = row[d];
-    }
-}
-
-// The multi-head forms run the single-head loops head by head (same operations per element).
-template <class Loops>
-struct attention_heads {
-    static void scores(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
-                       int64_t cells, float *const *out) {
-        for (int h = 0; h < nh; ++h) Loops::scores(q[h], kt, stride, n, cells, out[h]);
-    }
-    static void weighted_sum(const float *const *p, int nh, const int32_t *visible, int64_t n,
-                             const float *vbuf, int64_t head_v, float *const *acc) {
-        for (int h = 0; h < nh; ++h) Loops::weighted_sum(p[h], visible, n, vbuf, head_v, acc[h]);
-    }
-};
-
 struct attention_loops_plain {
-    static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
-                       float *out) {
-        for (int64_t j = 0; j < cells; ++j) {
-            float acc = 0.0f;
-            for (int64_t d = 0; d < n; ++d) acc = std::fma(q[d], kt[d * stride + j], acc);
-            out[j] = acc;
+    static void convert(const char *src, dtype t, int64_t n, float *out) {
+        if (t == dtype::f32) {
+            std::memcpy(out, src, size_t(n) * sizeof(float));
+        } else if (t == dtype::f16) {
+            const auto *h = reinterpret_cast<const fp16_t *>(src);
+            for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+        } else {
+            widen_row(src, t, n, out);
         }
     }
-    static void weighted_sum(const float *p, const int32_t *visible, int64_t n, const float *vbuf,
-                             int64_t head_v, float *acc) {
-        for (int64_t d = 0; d < head_v; ++d) acc[d] = 0.0f;
-        for (int64_t i = 0; i < n; ++i) {
-            const float *v = vbuf + int64_t(visible[i]) * head_v;
-            for (int64_t d = 0; d < head_v; ++d) acc[d] = std::fma(p[i], v[d], acc[d]);
-        }
+    static void dots(const float *const *q, int nh, const float *kcols, int64_t stride, int64_t head_k,
+                     int64_t slots, float *const *out) {
+        for (int h = 0; h < nh; ++h)
+            for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+                float acc[attention_lanes][attention_lanes] = {};  // [lane][slot]
+                for (int64_t d = 0; d < head_k; ++d)
+                    for (int j = 0; j < attention_lanes; ++j)
+                        acc[d % attention_lanes][j] =
+                            std::fma(q[h][d], kcols[d * stride + s0 + j], acc[d % attention_lanes][j]);
+                for (int j = 0; j < attention_lanes; ++j) {
+                    float lanes[attention_lanes];
+                    for (int l = 0; l < attention_lanes; ++l) lanes[l] = acc[l][j];
+                    out[h][s0 + j] = sum_lanes_16(lanes);
+                }
+            }
     }
+    static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
+                         int64_t head_v, float *const *out) {
+        for (int h = 0; h < nh; ++h)
+            for (int64_t d = 0; d < head_v; ++d) {
+                float lanes[attention_lanes] = {};
+                const float *v = vcols + d * stride;
+                for (int64_t c = 0; c < slots; c += attention_lanes)
+                    for (int l = 0; l < attention_lanes; ++l)
+                        lanes[l] = std::fma(p[h][c + l], v[c + l], lanes[l]);
+                out[h][d] = sum_lanes_16(lanes);
+            }
+    }
+    static void chunk_sums(const float *x, int64_t n, float *out) {
+        for (int64_t c = 0; c < n / attention_lanes; ++c) out[c] = sum_lanes_16(x + c * attention_lanes);
+    }
+    static void round_f16(float *x, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    }
+    static constexpr bool can_transpose16 = false;
+    static void transpose16(const char *, int64_t, dtype, float *, int64_t) {}
 };
-
-// The cells of a mask row that are not hidden (-INF), in order, written to `out`; returns how
-// many. Whole 16-cell runs of hidden cells (other sequences' cells, which a token beside many
-// sequences mostly sees) are skipped with one vectorizable test each.
-inline int64_t visible_cells(const float *m, int64_t n, int32_t *out) {
-    constexpr uint32_t hidden_bits = 0xFF800000u;  // -INF
-    int64_t count = 0, j = 0;
-    for (; j + 16 <= n; j += 16) {
-        int visible = 0;
-        for (int i = 0; i < 16; ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, m + j + i, sizeof bits);
-            visible += bits != hidden_bits;
-        }
-        if (visible == 0) continue;
-        if (visible == 16) {  // a run of visible cells (the causal part of a prompt)
-            for (int i = 0; i < 16; ++i) out[count + i] = int32_t(j + i);
-            count += 16;
-            continue;
-        }
-        for (int64_t i = j; i < j + 16; ++i)
-            if (m[i] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(i);
-    }
-    for (; j < n; ++j)
-        if (m[j] != -std::numeric_limits<float>::infinity()) out[count++] = int32_t(j);
-    return count;
-}
 
 // How many cells of a mask row are not hidden, without listing them (vectorizable).
 inline int64_t count_visible(const float *m, int64_t n) {
@@ -149,7 +158,7 @@ inline int64_t count_visible(const float *m, int64_t n) {
 }
 
 // One past the last cell of a mask row before `n` that is not hidden, at least `floor` (cells
-// below it are not looked at); 16-cell runs of hidden cells skipped as in visible_cells.
+// below it are not looked at); 16-cell runs of hidden cells skipped with one test each.
 inline int64_t visible_end(const float *m, int64_t n, int64_t floor) {
     constexpr uint32_t hidden_bits = 0xFF800000u;
     int64_t j = n;
@@ -167,6 +176,71 @@ inline int64_t visible_end(const float *m, int64_t n, int64_t floor) {
     return floor;
 }
 
+inline int64_t floor_div_16(int64_t p) {
+    return p >= 0 ? p / attention_lanes : -((-p + attention_lanes - 1) / attention_lanes);
+}
+
+// Sorts the n cells of `order` (positions in `pos`, the same order) by (position, cell), unless they
+// already are; returns whether two share a position.
+inline bool sort_by_position(int32_t *order, int64_t *pos, int64_t n) {
+    bool sorted = true, shared = false;
+    for (int64_t i = 1; i < n; ++i) {
+        sorted = sorted && (pos[i - 1] < pos[i] || (pos[i - 1] == pos[i] && order[i - 1] < order[i]));
+        shared = shared || pos[i - 1] == pos[i];
+    }
+    if (!sorted) {
+        // insertion sort of (pos, cell) pairs: the cells a token sees are in order almost always
+        for (int64_t i = 1; i < n; ++i) {
+            const int64_t p = pos[i];
+            const int32_t c = order[i];
+            int64_t j = i;
+            for (; j > 0 && (pos[j - 1] > p || (pos[j - 1] == p && order[j - 1] > c)); --j) {
+                pos[j] = pos[j - 1];
+                order[j] = order[j - 1];
+            }
+            pos[j] = p;
+            order[j] = c;
+        }
+        shared = false;
+        for (int64_t i = 1; i < n; ++i) shared = shared || pos[i - 1] == pos[i];
+    }
+    return shared;
+}
+
+// Whether n cells (positions in order) take their slots by position: their chunks leave at most
+// attention_slack slots empty.
+inline bool slots_by_position(const int64_t *pos, int64_t n) {
+    int64_t chunks = 0, last = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = floor_div_16(pos[i]);
+        chunks += i == 0 || c != last;
+        last = c;
+    }
+    return chunks * attention_lanes <= n + attention_slack;
+}
+
+// Slots of n cells in position order (see the top of the file), by position or by rank: writes
+// slot_cell (-1 where empty) and returns the number of slots, a multiple of 16.
+inline int64_t assign_slots(const int32_t *order, const int64_t *pos, int64_t n, bool by_position,
+                            int32_t *slot_cell) {
+    if (!by_position) {
+        const int64_t slots = round_up_16(n);
+        for (int64_t s = 0; s < slots; ++s) slot_cell[s] = s < n ? order[s] : -1;
+        return slots;
+    }
+    int64_t slots = 0, last = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = floor_div_16(pos[i]);
+        if (i == 0 || c != last) {
+            for (int l = 0; l < attention_lanes; ++l) slot_cell[slots + l] = -1;
+            slots += attention_lanes;
+        }
+        last = c;
+        slot_cell[slots - attention_lanes + (pos[i] - c * attention_lanes)] = order[i];
+    }
+    return slots;
+}
+
 template <class Loops>
 void run_attention_task(const attention_task &a) {
     const tensor &q = *a.q, &k = *a.k, &v = *a.v, &mask = *a.mask;
@@ -175,115 +249,161 @@ void run_attention_task(const attention_task &a) {
     constexpr float hidden = -std::numeric_limits<float>::infinity();
     const char *k_head = static_cast<const char *>(k.data) + a.g * int64_t(k.nb[2]);
     const char *v_head = static_cast<const char *>(v.data) + a.g * int64_t(v.nb[2]);
+    const auto *cell_positions = a.positions ? static_cast<const int32_t *>(a.positions->data) : nullptr;
+    auto position = [&](int64_t cell) { return cell_positions ? int64_t(cell_positions[cell]) : cell; };
     auto mask_row = [&](int64_t t) { return static_cast<const float *>(mask.data) + t * mask.ne[0]; };
+
+    // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols
+    // (empty slots: zeros)
+    auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols) {
+        const int32_t *cells = a.slot_cell + s0;
+        bool run = cells[0] >= 0;  // 16 consecutive cells
+        for (int l = 1; l < attention_lanes && run; ++l) run = cells[l] == cells[0] + l;
+        if (run && Loops::can_transpose16 && t.type == dtype::f16 && n % attention_lanes == 0) {
+            for (int64_t d0 = 0; d0 < n; d0 += attention_lanes)
+                Loops::transpose16(rows + cells[0] * int64_t(t.nb[1]) + d0 * 2, int64_t(t.nb[1]), t.type,
+                                   cols + d0 * a.max_slots + s0, a.max_slots);
+            return;
+        }
+        for (int l = 0; l < attention_lanes; ++l) {
+            if (cells[l] < 0) {
+                for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = 0.0f;
+                continue;
+            }
+            Loops::convert(rows + cells[l] * int64_t(t.nb[1]), t.type, n, a.row);
+            for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = a.row[d];
+        }
+    };
+    auto fill_slots = [&](int64_t slots) {
+        for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+            fill_chunk(k, k_head, head_k, s0, a.kcols);
+            fill_chunk(v, v_head, head_v, s0, a.vcols);
+        }
+    };
+
+    // the query heads of token t over the slots [lo, hi) of the filled ones
+    auto attend = [&](int64_t t, int64_t lo, int64_t hi) {
+        const float *m = mask_row(t);
+        const int64_t n = hi - lo;
+        bool any = false;
+        for (int64_t s = lo; s < hi; ++s) {
+            const int32_t c = a.slot_cell[s];
+            a.shown[s - lo] = c >= 0 ? m[c] : hidden;
+            any = any || a.shown[s - lo] != hidden;
+        }
+        for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
+            const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
+            const float *qs[attention_heads_per_pass];
+            float *xs[attention_heads_per_pass], *outs[attention_heads_per_pass];
+            for (int i = 0; i < nh; ++i) {
+                outs[i] = static_cast<float *>(a.dst->data) + (t * n_head + h0 + i) * head_v;
+                const auto *qh = reinterpret_cast<const float *>(
+                    static_cast<const char *>(q.data) + t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
+                float *rounded = a.qround + i * head_k;
+                std::memcpy(rounded, qh, size_t(head_k) * sizeof(float));
+                if (k.type == dtype::f16) Loops::round_f16(rounded, head_k);
+                qs[i] = rounded;
+                xs[i] = a.dots + i * a.max_slots;
+            }
+            if (!any) {  // nothing visible
+                for (int i = 0; i < nh; ++i) std::fill(outs[i], outs[i] + head_v, 0.0f);
+                continue;
+            }
+            Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
+            for (int i = 0; i < nh; ++i) {
+                float *x = xs[i];
+                float max = hidden;
+                if (a.softcap > 0.0f)
+                    for (int64_t s = 0; s < n; ++s) x[s] = a.softcap * std::tanh(x[s] * a.scale) + a.shown[s];
+                else
+                    for (int64_t s = 0; s < n; ++s) x[s] = x[s] * a.scale + a.shown[s];
+                float lane_max[attention_lanes];  // max is exact in any order: 16 lanes, vectorized
+                std::fill(lane_max, lane_max + attention_lanes, hidden);
+                for (int64_t s = 0; s < n; s += attention_lanes)
+                    for (int l = 0; l < attention_lanes; ++l) lane_max[l] = std::max(lane_max[l], x[s + l]);
+                for (float m_l : lane_max) max = std::max(max, m_l);
+                for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
+                Loops::chunk_sums(x, n, a.chunk_sum);
+                double sum = 0.0;
+                for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
+                const float inv = float(1.0 / sum);
+                for (int64_t s = 0; s < n; ++s) x[s] *= inv;
+                if (v.type == dtype::f16) Loops::round_f16(x, n);
+            }
+            Loops::weighted(xs, nh, a.vcols + lo, a.max_slots, n, head_v, outs);
+        }
+    };
+
+    // a token's own cells (the cells it sees, sorted and slotted for it alone)
+    auto attend_alone = [&](int64_t t, int64_t needed) {
+        const float *m = mask_row(t);
+        int64_t n = 0;
+        for (int64_t j = 0; j < needed; ++j)
+            if (m[j] != hidden) {
+                a.order[n] = int32_t(j);
+                a.cell_pos[n++] = position(j);
+            }
+        const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
+        const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
+        const int64_t slots = assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
+        fill_slots(slots);
+        attend(t, 0, slots);
+    };
 
     // the cells any token of the block sees
     int64_t needed = 0;
     for (int64_t t = a.t0; t < a.t1; ++t) needed = visible_end(mask_row(t), n_kv, needed);
-    // Two ways, the same operations per cell: convert every cell up to `needed` once for the block
-    // (tokens of one sequence, which see mostly the same cells), or gather each token's visible
-    // cells for it alone (tokens of different sequences beside each other, each seeing a small
-    // part of the cells): gathering when it converts and scores less than half as many values.
-    int64_t shared_cost = needed * (head_k + head_v), gather_cost = 0;
-    for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = mask_row(t);
-        const int64_t n_visible = count_visible(m, needed);
-        if (n_visible == 0) continue;
-        int64_t first = 0;
-        while (m[first] == hidden) ++first;
-        const int64_t last = visible_end(m, needed, first);
-        shared_cost += ((last + 15) / 16 * 16 - first / 16 * 16) * head_k;
-        gather_cost += n_visible * (2 * head_k + head_v);
-    }
-    const bool gather = 2 * gather_cost < shared_cost;
-
-    int64_t kt_stride = (needed + 15) / 16 * 16;
-    if (!gather) {
-        Loops::transpose_k(k_head, int64_t(k.nb[1]), k.type, head_k, needed, a.kbuf, kt_stride, a.scores);
-        for (int64_t j = 0; j < needed; ++j)
-            Loops::convert(v_head + j * int64_t(v.nb[1]), v.type, head_v, a.vbuf + j * head_v);
-        for (int64_t d = 0; d < head_k; ++d)
-            for (int64_t j = needed; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
-    }
-    const size_t k_row_size = row_size(k.type, head_k);
-
-    for (int64_t t = a.t0; t < a.t1; ++t) {
-        const float *m = mask_row(t);
-        const int64_t n_visible = visible_cells(m, needed, a.visible);
-        const int64_t last = n_visible > 0 ? a.visible[n_visible - 1] + 1 : 0;
-        // the columns of kbuf and rows of vbuf holding this token's visible cells, and the index of
-        // visible cell i among them
-        int64_t first = 0, columns = 0;
-        const int32_t *rows = a.visible;
-        if (n_visible > 0 && gather) {
-            for (int64_t i = 0; i < n_visible; ++i) {
-                std::memcpy(a.kgather + size_t(i) * k_row_size, k_head + a.visible[i] * int64_t(k.nb[1]),
-                            k_row_size);
-                Loops::convert(v_head + a.visible[i] * int64_t(v.nb[1]), v.type, head_v, a.vbuf + i * head_v);
-                a.identity[i] = int32_t(i);
-            }
-            kt_stride = (n_visible + 15) / 16 * 16;
-            Loops::transpose_k(reinterpret_cast<const char *>(a.kgather), int64_t(k_row_size), k.type, head_k,
-                               n_visible, a.kbuf, kt_stride, a.scores);
-            for (int64_t d = 0; d < head_k; ++d)
-                for (int64_t j = n_visible; j < kt_stride; ++j) a.kbuf[d * kt_stride + j] = 0.0f;
-            columns = kt_stride;
-            rows = a.identity;
-        } else if (n_visible > 0) {
-            // the 16-cell columns from the first visible cell to the last only
-            first = a.visible[0] / 16 * 16;
-            columns = (last + 15) / 16 * 16 - first;
-        }
-        for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
-            const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
-            if (n_visible == 0) {
-                for (int i = 0; i < nh; ++i) {
-                    float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + i) * head_v;
-                    for (int64_t d = 0; d < head_v; ++d) out[d] = 0.0f;
-                }
-                continue;
-            }
-            const float *qs[attention_heads_per_pass];
-            float *scores[attention_heads_per_pass], *probs[attention_heads_per_pass],
-                *accs[attention_heads_per_pass];
-            float inv_l[attention_heads_per_pass];
-            for (int i = 0; i < nh; ++i) {
-                qs[i] = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
-                                                        t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
-                if (k.type == dtype::f16) {
-                    float *rounded = a.qround + i * head_k;
-                    for (int64_t d = 0; d < head_k; ++d) rounded[d] = fp16_to_fp32(fp32_to_fp16(qs[i][d]));
-                    qs[i] = rounded;
-                }
-                scores[i] = a.scores + i * a.scores_stride;
-                probs[i] = a.visible_scores + i * a.scores_stride;
-                accs[i] = a.acc + i * a.acc_stride;
-            }
-            Loops::scores_heads(qs, nh, a.kbuf + first, kt_stride, head_k, columns, scores);
-            for (int h = 0; h < nh; ++h) {
-                float max = hidden;
-                for (int64_t i = 0; i < n_visible; ++i) {
-                    const int64_t j = a.visible[i];
-                    const float dot = scores[h][gather ? i : j - first];
-                    const float s =
-                        (a.softcap > 0.0f ? a.softcap * std::tanh(dot * a.scale) : dot * a.scale) + m[j];
-                    probs[h][i] = s;
-                    max = std::max(max, s);
-                }
-                for (int64_t i = 0; i < n_visible; ++i) probs[h][i] = exp_canonical(probs[h][i] - max);
-                inv_l[h] = 1.0f / sum_canonical(probs[h], n_visible);
-                for (int64_t i = 0; i < n_visible; ++i) probs[h][i] *= inv_l[h];
-                if (v.type == dtype::f16)
-                    for (int64_t i = 0; i < n_visible; ++i)
-                        probs[h][i] = fp16_to_fp32(fp32_to_fp16(probs[h][i]));
-            }
-            Loops::weighted_sum_heads(probs, nh, rows, n_visible, a.vbuf, head_v, accs);
-            for (int h = 0; h < nh; ++h) {
-                float *out = static_cast<float *>(a.dst->data) + (t * n_head + h0 + h) * head_v;
-                for (int64_t d = 0; d < head_v; ++d) out[d] = accs[h][d];
-            }
+    // Tokens of one sequence (the usual block) see mostly the same cells: their union is slotted and
+    // converted once for all of them, as long as every token's own slots are the union's with whole
+    // empty chunks between (then the sums are the same, adding exact zeros). Tokens of different
+    // sequences (a decode batch) each see a small part: slotted alone.
+    int64_t n_union = 0, seen = 0;
+    for (int64_t j = 0; j < needed; ++j) {
+        bool any = false;
+        for (int64_t t = a.t0; t < a.t1 && !any; ++t) any = mask_row(t)[j] != hidden;
+        if (any) {
+            a.order[n_union] = int32_t(j);
+            a.cell_pos[n_union++] = position(j);
         }
     }
+    for (int64_t t = a.t0; t < a.t1; ++t) seen += count_visible(mask_row(t), needed);
+    const bool together = n_union > 0 && 2 * seen >= n_union * (a.t1 - a.t0) / 2 &&
+                          !sort_by_position(a.order, a.cell_pos, n_union) &&
+                          slots_by_position(a.cell_pos, n_union);
+    if (!together) {
+        for (int64_t t = a.t0; t < a.t1; ++t) attend_alone(t, needed);
+        return;
+    }
+    const int64_t slots = assign_slots(a.order, a.cell_pos, n_union, true, a.slot_cell);
+    // each token: its first and last visible chunk of the union's slots, and whether its own cells
+    // would be slotted by position (else alone, by rank)
+    int64_t lo_of[attention_block_tokens], hi_of[attention_block_tokens];
+    bool own[attention_block_tokens];
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+        const float *m = mask_row(t);
+        int64_t lo = -1, hi = 0, chunks = 0, n = 0;
+        for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+            int64_t in_chunk = 0;
+            for (int l = 0; l < attention_lanes; ++l) {
+                const int32_t c = a.slot_cell[s0 + l];
+                in_chunk += c >= 0 && m[c] != hidden;
+            }
+            if (in_chunk == 0) continue;
+            if (lo < 0) lo = s0;
+            hi = s0 + attention_lanes;
+            ++chunks;
+            n += in_chunk;
+        }
+        lo_of[t - a.t0] = lo < 0 ? 0 : lo;
+        hi_of[t - a.t0] = hi;
+        own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
+    }
+    fill_slots(slots);
+    for (int64_t t = a.t0; t < a.t1; ++t)
+        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0]);
+    // the rare token whose cells lie far apart within the union: by itself (refills the slots)
+    for (int64_t t = a.t0; t < a.t1; ++t)
+        if (!own[t - a.t0]) attend_alone(t, needed);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // src/backends/cpu/attention_simd.h — the loops of attention_impl.h with vectors, written once over
-// a vector type V (the ISA files give V: width, load, store, fma, set1, zero, and a widening of
-// fp16). Each vector lane is one output element's own serial chain, so the results equal the
-// plain loops' bit for bit.
+// a vector type V (the ISA files give V: width, load, store, fma, set1, zero, conversions to and
+// from fp16, and where the ISA has 16 lanes, reduce16 and transpose16). The results equal the plain
+// loops' bit for bit: the same fma per lane, the same lane tree.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/attention_impl.h"
 
@@ -16,16 +17,19 @@ namespace {  // internal linkage: one copy per ISA build
 template <class V>
 struct simd_attention_loops {
     static constexpr int w = V::width;
+    using vec = typename V::type;
+
+    // fn(NH, first head) over the nh heads of a pass in groups of 4, 2 and 1 (NH an integral_constant)
+    template <class Fn>
+    static void in_head_groups(int nh, Fn fn) {
+        int h = 0;
+        for (; h + 4 <= nh; h += 4) fn(std::integral_constant<int, 4>{}, h);
+        for (; h + 2 <= nh; h += 2) fn(std::integral_constant<int, 2>{}, h);
+        for (; h < nh; ++h) fn(std::integral_constant<int, 1>{}, h);
+    }
 
     static void convert(const char *src, dtype t, int64_t n, float *out) {
-        if (t == dtype::f32) {
-            std::memcpy(out, src, size_t(n) * sizeof(float));
-            return;
-        }
-        if (t != dtype::f16) {
-            widen_row(src, t, n, out);
-            return;
-        }
+        if (t != dtype::f16) return attention_loops_plain::convert(src, t, n, out);
         int64_t i = 0;
         for (; i + w <= n; i += w) V::store(out + i, V::widen_fp16(src + 2 * i));
         for (; i < n; ++i) {
@@ -35,145 +39,120 @@ struct simd_attention_loops {
         }
     }
 
-    // Blocks of 16 cells x 16 values transposed in registers where V can (V::transpose16), the rest
-    // one row at a time.
-    static void transpose_k(const char *k, int64_t row_bytes, dtype type, int64_t head_k, int64_t cells,
-                            float *kt, int64_t stride, float *scratch) {
-        int64_t j0 = 0;
-        if constexpr (V::can_transpose16) {
-            if (type == dtype::f16 && head_k % 16 == 0)
-                for (; j0 + 16 <= cells; j0 += 16)
-                    for (int64_t d0 = 0; d0 < head_k; d0 += 16)
-                        V::transpose16(k + j0 * row_bytes + d0 * 2, row_bytes, kt + d0 * stride + j0, stride);
-        }
-        transpose_k_rows(convert, k, row_bytes, type, head_k, j0, cells, kt, stride, scratch);
-    }
-
-    // 64 cells at a time: independent chains
-    static void scores(const float *q, const float *kt, int64_t stride, int64_t n, int64_t cells,
-                       float *out) {
-        constexpr int vectors = 64 / w;
-        int64_t j = 0;
-        for (; j + 64 <= cells; j += 64) {
-            typename V::type acc[vectors];
-            for (int c = 0; c < vectors; ++c) acc[c] = V::zero();
-            for (int64_t d = 0; d < n; ++d) {
-                const auto qd = V::set1(q[d]);
-                for (int c = 0; c < vectors; ++c)
-                    acc[c] = V::fma(qd, V::load(kt + d * stride + j + w * c), acc[c]);
+    // 16 chunks at a time: their trees at once (reduce16); missing chunks are zeros
+    static void chunk_sums(const float *x, int64_t n, float *out) {
+        if constexpr (w != attention_lanes) {
+            return attention_loops_plain::chunk_sums(x, n, out);
+        } else {
+            const int64_t chunks = n / attention_lanes;
+            for (int64_t c0 = 0; c0 < chunks; c0 += attention_lanes) {
+                vec v[attention_lanes];
+                for (int i = 0; i < attention_lanes; ++i)
+                    v[i] = c0 + i < chunks ? V::load(x + (c0 + i) * attention_lanes) : V::zero();
+                V::store(out + c0, V::reduce16(v));
             }
-            for (int c = 0; c < vectors; ++c) V::store(out + j + w * c, acc[c]);
-        }
-        for (; j < cells; j += w) {
-            auto acc = V::zero();
-            for (int64_t d = 0; d < n; ++d) acc = V::fma(V::set1(q[d]), V::load(kt + d * stride + j), acc);
-            V::store(out + j, acc);
         }
     }
 
-    // Several query heads against the same K and V rows: each row read serves all of them. Not
-    // inlined (nor weighted_sum_nh): inside the large task function GCC kept the accumulators in
-    // memory, and attention over a 512-token prompt took 1.6x as long.
+    static void round_f16(float *x, int64_t n) {
+        int64_t i = 0;
+        for (; i + w <= n; i += w) V::store(x + i, V::round_f16(V::load(x + i)));
+        for (; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    }
+
+    // NH heads, 16 slots at a time from K transposed: lane l of the canonical order is a vector over
+    // the 16 slots, and the lane tree adds whole vectors (no shuffles). The tree is walked depth
+    // first, lane pair by lane pair, so few vectors are live and each K row read serves NH heads.
     template <int NH>
-    [[gnu::noinline]] static void scores_nh(const float *const *q, const float *kt, int64_t stride, int64_t n,
-                                            int64_t cells, float *const *out) {
-        constexpr int vectors = 16 / w;  // 16 cells
-        for (int64_t j = 0; j < cells; j += 16) {
-            typename V::type acc[NH][vectors];
-            for (int h = 0; h < NH; ++h)
-                for (int c = 0; c < vectors; ++c) acc[h][c] = V::zero();
-            for (int64_t d = 0; d < n; ++d) {
-                typename V::type kv[vectors];
-                for (int c = 0; c < vectors; ++c) kv[c] = V::load(kt + d * stride + j + w * c);
-                for (int h = 0; h < NH; ++h) {
-                    const auto qd = V::set1(q[h][d]);
-                    for (int c = 0; c < vectors; ++c) acc[h][c] = V::fma(qd, kv[c], acc[h][c]);
+    [[gnu::noinline]] static void dots_nh(const float *const *q, const float *kcols, int64_t stride,
+                                          int64_t head_k, int64_t slots, float *const *out) {
+        for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+            const float *k = kcols + s0;
+            auto lane = [&](int l, vec *acc) {
+                for (int h = 0; h < NH; ++h) acc[h] = V::zero();
+                for (int64_t d = l; d < head_k; d += attention_lanes) {
+                    const vec kv = V::load(k + d * stride);
+                    for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::set1(q[h][d]), kv, acc[h]);
+                }
+            };
+            // s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2]
+            auto s8 = [&](int l, vec *r) {
+                vec a[NH], b[NH];
+                lane(l, a);
+                lane(l + 8, b);
+                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
+            };
+            auto s4 = [&](int l, vec *r) {
+                vec a[NH], b[NH];
+                s8(l, a);
+                s8(l + 4, b);
+                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
+            };
+            auto s2 = [&](int l, vec *r) {
+                vec a[NH], b[NH];
+                s4(l, a);
+                s4(l + 2, b);
+                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
+            };
+            vec a[NH], b[NH];
+            s2(0, a);
+            s2(1, b);
+            for (int h = 0; h < NH; ++h) V::store(out[h] + s0, V::add(a[h], b[h]));
+        }
+    }
+
+    static void dots(const float *const *q, int nh, const float *kcols, int64_t stride, int64_t head_k,
+                     int64_t slots, float *const *out) {
+        if constexpr (w != attention_lanes) {
+            return attention_loops_plain::dots(q, nh, kcols, stride, head_k, slots, out);
+        } else {
+            in_head_groups(nh, [&](auto n, int h) {
+                dots_nh<decltype(n)::value>(q + h, kcols, stride, head_k, slots, out + h);
+            });
+        }
+    }
+
+    // NH heads x 16 / NH values of the head at a time: accumulator i = (head i / per, value i % per)
+    // over the chunks (its lanes the canonical lanes), then one lane tree for all 16 (reduce16):
+    // each V value read serves NH heads.
+    template <int NH>
+    [[gnu::noinline]] static void weighted_nh(const float *const *p, const float *vcols, int64_t stride,
+                                              int64_t slots, int64_t head_v, float *const *out) {
+        constexpr int per = attention_lanes / NH;
+        for (int64_t d0 = 0; d0 < head_v; d0 += per) {
+            const int nd = int(std::min<int64_t>(per, head_v - d0));
+            vec acc[attention_lanes];
+            for (auto &x : acc) x = V::zero();
+            const float *v = vcols + d0 * stride;
+            for (int64_t c = 0; c < slots; c += attention_lanes) {
+                vec pv[NH];
+                for (int h = 0; h < NH; ++h) pv[h] = V::load(p[h] + c);
+                for (int dd = 0; dd < per; ++dd) {
+                    if (dd >= nd) break;
+                    const vec vv = V::load(v + dd * stride + c);
+                    for (int h = 0; h < NH; ++h) acc[h * per + dd] = V::fma(pv[h], vv, acc[h * per + dd]);
                 }
             }
-            for (int h = 0; h < NH; ++h)
-                for (int c = 0; c < vectors; ++c) V::store(out[h] + j + w * c, acc[h][c]);
-        }
-    }
-    static void scores_heads(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
-                             int64_t cells, float *const *out) {
-        switch (nh) {
-            case 4:
-                return scores_nh<4>(q, kt, stride, n, cells, out);
-            case 3:
-                return scores_nh<3>(q, kt, stride, n, cells, out);
-            case 2:
-                return scores_nh<2>(q, kt, stride, n, cells, out);
-            default:
-                return scores(q[0], kt, stride, n, cells, out[0]);
+            float sums[attention_lanes];
+            V::store(sums, V::reduce16(acc));
+            for (int h = 0; h < NH; ++h) std::memcpy(out[h] + d0, sums + h * per, size_t(nd) * sizeof(float));
         }
     }
 
-    template <int NH>
-    [[gnu::noinline]] static void weighted_sum_nh(const float *const *p, const int32_t *visible, int64_t n,
-                                                  const float *vbuf, int64_t head_v, float *const *acc_out) {
-        constexpr int vectors = 4;
-        int64_t d0 = 0;
-        for (; d0 + vectors * w <= head_v; d0 += vectors * w) {
-            typename V::type acc[NH][vectors];
-            for (int h = 0; h < NH; ++h)
-                for (int c = 0; c < vectors; ++c) acc[h][c] = V::zero();
-            for (int64_t i = 0; i < n; ++i) {
-                const float *v = vbuf + int64_t(visible[i]) * head_v + d0;
-                typename V::type vv[vectors];
-                for (int c = 0; c < vectors; ++c) vv[c] = V::load(v + w * c);
-                for (int h = 0; h < NH; ++h) {
-                    const auto pi = V::set1(p[h][i]);
-                    for (int c = 0; c < vectors; ++c) acc[h][c] = V::fma(pi, vv[c], acc[h][c]);
-                }
-            }
-            for (int h = 0; h < NH; ++h)
-                for (int c = 0; c < vectors; ++c) V::store(acc_out[h] + d0 + w * c, acc[h][c]);
-        }
-        for (int h = 0; h < NH; ++h)
-            for (int64_t d = d0; d < head_v; ++d) {
-                float acc = 0.0f;
-                for (int64_t i = 0; i < n; ++i)
-                    acc = std::fma(p[h][i], vbuf[int64_t(visible[i]) * head_v + d], acc);
-                acc_out[h][d] = acc;
-            }
-    }
-    static void weighted_sum_heads(const float *const *p, int nh, const int32_t *visible, int64_t n,
-                                   const float *vbuf, int64_t head_v, float *const *acc) {
-        // AVX2 has 16 registers: two heads at a time there
-        constexpr int most = w == 16 ? 4 : 2;
-        for (int h = 0; h < nh; h += most) {
-            const int k = std::min(most, nh - h);
-            if (k >= 4)
-                weighted_sum_nh<4>(p + h, visible, n, vbuf, head_v, acc + h);
-            else if (k == 3)
-                weighted_sum_nh<3>(p + h, visible, n, vbuf, head_v, acc + h);
-            else if (k == 2)
-                weighted_sum_nh<2>(p + h, visible, n, vbuf, head_v, acc + h);
-            else
-                weighted_sum(p[h], visible, n, vbuf, head_v, acc[h]);
+    static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
+                         int64_t head_v, float *const *out) {
+        if constexpr (w != attention_lanes) {
+            return attention_loops_plain::weighted(p, nh, vcols, stride, slots, head_v, out);
+        } else {
+            in_head_groups(nh, [&](auto n, int h) {
+                weighted_nh<decltype(n)::value>(p + h, vcols, stride, slots, head_v, out + h);
+            });
         }
     }
 
-    // the accumulator of 64 values of the head stays in registers while the cells pass
-    static void weighted_sum(const float *p, const int32_t *visible, int64_t n, const float *vbuf,
-                             int64_t head_v, float *acc_out) {
-        constexpr int vectors = 64 / w;
-        int64_t d0 = 0;
-        for (; d0 + 64 <= head_v; d0 += 64) {
-            typename V::type acc[vectors];
-            for (int c = 0; c < vectors; ++c) acc[c] = V::zero();
-            for (int64_t i = 0; i < n; ++i) {
-                const float *v = vbuf + int64_t(visible[i]) * head_v + d0;
-                const auto pi = V::set1(p[i]);
-                for (int c = 0; c < vectors; ++c) acc[c] = V::fma(pi, V::load(v + w * c), acc[c]);
-            }
-            for (int c = 0; c < vectors; ++c) V::store(acc_out + d0 + w * c, acc[c]);
-        }
-        for (int64_t d = d0; d < head_v; ++d) {
-            float acc = 0.0f;
-            for (int64_t i = 0; i < n; ++i) acc = std::fma(p[i], vbuf[int64_t(visible[i]) * head_v + d], acc);
-            acc_out[d] = acc;
-        }
+    static constexpr bool can_transpose16 = V::can_transpose16;
+    static void transpose16(const char *rows, int64_t row_bytes, dtype, float *out, int64_t stride) {
+        V::transpose16(rows, row_bytes, out, stride);
     }
 };
 

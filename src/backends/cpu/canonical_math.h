@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace weft::cpu {
 // Internal linkage on purpose: every ISA build of a kernel gets its own copy (one shared inline
@@ -30,6 +31,33 @@ inline float exp_canonical(float x) {
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
     return x < -87.3f ? 0.0f : p * scale;
+}
+
+// e^x as the reference engine's vectorized softmax computes it (ARM's optimized-routines
+// polynomial: reduction by ln 2 in two parts, a degree-5 polynomial, scaling by 2^n; about 1.5 ulp):
+// 0 when n < -192, +INF when n > 192, and the exact scaling j * 2^n otherwise (two steps where the
+// result is subnormal, so it is rounded once). exp_reference(-INF) = 0. Branch-free.
+inline float exp_reference(float x) {
+    constexpr float shifter = 0x1.8p23f;
+    const float z = std::fma(x, 0x1.715476p+0f, shifter);
+    const float n = z - shifter;  // x / ln 2 rounded to an integer
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = std::fma(
+        std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+        u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+    // j * 2^n: 2^n as one factor where j * 2^n is normal, else as 2^(n + 100) then 2^-100
+    const float nc = !(n >= -192.0f) ? -192.0f : (n > 192.0f ? 192.0f : n);  // no NaN in the bit tricks
+    const bool low = nc < -125.0f;
+    const int32_t e1 = int32_t(low ? nc + 100.0f : (nc > 127.0f ? 127.0f : nc)) + 127;
+    const int32_t e2 = low ? 27 : (nc > 127.0f ? int32_t(nc - 127.0f) + 127 : 127);  // 2^-100 or 2^(n-127)
+    const uint32_t b1 = uint32_t(e1) << 23, b2 = uint32_t(e2) << 23;
+    float f1, f2;
+    std::memcpy(&f1, &b1, sizeof f1);
+    std::memcpy(&f2, &b2, sizeof f2);
+    const float scaled = (j * f1) * f2;
+    const float big = n <= 0.0f ? 0.0f : std::numeric_limits<float>::infinity();
+    return std::fabs(n) > 192.0f ? big : scaled;
 }
 
 // The lane tree of 16 partial sums: s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], then

@@ -55,8 +55,11 @@ const int float_group_marker = 0;
 }  // namespace
 
 bool can_group_float(const tensor &t) {
-    return is_float_weight(t.type) && t.ne[3] == 1 && t.ne[1] % float_group_rows == 0 && t.is_contiguous() &&
-           !t.is_view() && t.extra == nullptr;
+    // f32 weights stay in rows, computed by the tiles in the reference engine's order (16 lanes and
+    // their tree), so an f32 model, the one checked against the reference, matches it bit for bit;
+    // f16 and bf16, the types people run, take the faster grouped order.
+    return is_float_weight(t.type) && t.type != dtype::f32 && t.ne[3] == 1 &&
+           t.ne[1] % float_group_rows == 0 && t.is_contiguous() && !t.is_view() && t.extra == nullptr;
 }
 
 bool is_grouped_float(const tensor &t) {

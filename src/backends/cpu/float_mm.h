@@ -41,7 +41,8 @@ float_tile_fn best_float_tile();  // scalar under WEFT_FORCE_SCALAR
 // acc = fma(w_i, x_i, acc) for i = 0, 1, ..., k - 1 — no horizontal sums at all.
 constexpr int64_t float_group_rows = 16;
 
-// f32 / f16 / bf16, contiguous, rows in 16s; 2-D, or a stack of matrices [k, m, n] (as interleaved.h)
+// f16 / bf16 (f32 keeps the tiles' order, see float_mm.cpp), contiguous, rows in 16s; 2-D, or a
+// stack of matrices [k, m, n] (as interleaved.h)
 bool can_group_float(const tensor &t);
 bool is_grouped_float(const tensor &t);
 // Writes t's data (plain layout, at src) regrouped to dst (t.nbytes() bytes) and marks t (t.extra).

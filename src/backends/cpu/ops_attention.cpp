@@ -15,31 +15,27 @@ namespace weft::cpu {
 
 namespace {
 
-// Tokens per task: a block shares the conversion of its KV head's rows.
-constexpr int64_t tokens_per_task = 64;
-
 struct attention_scratch {
-    size_t kbuf = 0, vbuf = 0, scores = 0, visible_scores = 0, visible = 0, acc = 0, kgather = 0,
-           identity = 0, qround = 0, per_thread = 0;
-    size_t scores_stride = 0, acc_stride = 0;  // floats
+    size_t kcols = 0, vcols = 0, dots = 0, shown = 0, chunk_sum = 0, qround = 0, row = 0, order = 0,
+           cell_pos = 0, slot_cell = 0, per_thread = 0;
+    int64_t max_slots = 0;
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
-        const size_t n_kv = size_t(k.ne[1]), n_kv16 = (n_kv + 15) / 16 * 16;
-        kbuf = 0;
-        vbuf = kbuf + pad_to_cache_line(n_kv16 * size_t(k.ne[0]) * sizeof(float));
-        // per head of a pass: the scores of every cell (n_kv rounded up to 16, at least head_k: the
-        // first also holds one K row), then of the visible cells; the accumulators of head_v values
-        scores_stride = pad_to_cache_line(std::max(n_kv16, size_t(k.ne[0])) * sizeof(float)) / sizeof(float);
-        acc_stride = pad_to_cache_line(size_t(v.ne[0]) * sizeof(float)) / sizeof(float);
+        const size_t n_kv = size_t(k.ne[1]), head_k = size_t(k.ne[0]), head_v = size_t(v.ne[0]);
         const size_t heads = attention_heads_per_pass;
-        scores = vbuf + pad_to_cache_line(n_kv * size_t(v.ne[0]) * sizeof(float));
-        visible_scores = scores + heads * scores_stride * sizeof(float);
-        visible = visible_scores + heads * scores_stride * sizeof(float);
-        acc = visible + pad_to_cache_line(n_kv * sizeof(int32_t));
-        kgather = acc + heads * acc_stride * sizeof(float);
-        identity = kgather + pad_to_cache_line(n_kv * row_size(k.type, k.ne[0]));
-        qround = identity + pad_to_cache_line(n_kv * sizeof(int32_t));
-        per_thread = qround + pad_to_cache_line(heads * size_t(k.ne[0]) * sizeof(float));
+        max_slots = attention_max_slots(int64_t(n_kv));
+        const size_t slots = size_t(max_slots);
+        kcols = 0;
+        vcols = kcols + pad_to_cache_line(head_k * slots * sizeof(float));
+        dots = vcols + pad_to_cache_line(head_v * slots * sizeof(float));
+        shown = dots + pad_to_cache_line(heads * slots * sizeof(float));
+        chunk_sum = shown + pad_to_cache_line(slots * sizeof(float));
+        qround = chunk_sum + pad_to_cache_line((slots / 16 + 16) * sizeof(float));
+        row = qround + pad_to_cache_line(heads * head_k * sizeof(float));
+        order = row + pad_to_cache_line((head_k + head_v) * sizeof(float));
+        cell_pos = order + pad_to_cache_line(n_kv * sizeof(int32_t));
+        slot_cell = cell_pos + pad_to_cache_line(n_kv * sizeof(int64_t));
+        per_thread = slot_cell + pad_to_cache_line(slots * sizeof(int32_t));
     }
 };
 
@@ -51,35 +47,8 @@ task_fn best_task_fn() {
 
 }  // namespace
 
-namespace {
-struct scalar_loops : attention_loops_plain, attention_heads<attention_loops_plain> {
-    static void scores_heads(const float *const *q, int nh, const float *kt, int64_t stride, int64_t n,
-                             int64_t cells, float *const *out) {
-        attention_heads<attention_loops_plain>::scores(q, nh, kt, stride, n, cells, out);
-    }
-    static void weighted_sum_heads(const float *const *p, int nh, const int32_t *visible, int64_t n,
-                                   const float *vbuf, int64_t head_v, float *const *acc) {
-        attention_heads<attention_loops_plain>::weighted_sum(p, nh, visible, n, vbuf, head_v, acc);
-    }
-    static void convert(const char *src, dtype t, int64_t n, float *out) {
-        if (t == dtype::f32) {
-            std::memcpy(out, src, size_t(n) * sizeof(float));
-        } else if (t == dtype::f16) {
-            const auto *h = reinterpret_cast<const fp16_t *>(src);
-            for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
-        } else {
-            widen_row(src, t, n, out);
-        }
-    }
-    static void transpose_k(const char *k, int64_t row_bytes, dtype type, int64_t head_k, int64_t cells,
-                            float *kt, int64_t stride, float *scratch) {
-        transpose_k_rows(convert, k, row_bytes, type, head_k, 0, cells, kt, stride, scratch);
-    }
-};
-}  // namespace
-
 void attention_task_scalar(const attention_task &a) {
-    run_attention_task<scalar_loops>(a);
+    run_attention_task<attention_loops_plain>(a);
 }
 
 void compute_attention(const compute_params &p, tensor &dst) {
@@ -91,33 +60,33 @@ void compute_attention(const compute_params &p, tensor &dst) {
 
     const attention_scratch layout(dst);
     std::byte *mine = p.wdata + cache_line + size_t(p.ith) * layout.per_thread;
-    attention_task task{&q,
-                        &k,
-                        dst.src[2],
-                        dst.src[3],
-                        &dst,
-                        dst.param_f32(0),
-                        dst.param_f32(1),
-                        0,
-                        0,
-                        0,
-                        reinterpret_cast<float *>(mine + layout.kbuf),
-                        reinterpret_cast<float *>(mine + layout.vbuf),
-                        reinterpret_cast<float *>(mine + layout.scores),
-                        reinterpret_cast<float *>(mine + layout.visible_scores),
-                        reinterpret_cast<int32_t *>(mine + layout.visible),
-                        reinterpret_cast<float *>(mine + layout.acc),
-                        reinterpret_cast<float *>(mine + layout.qround),
-                        reinterpret_cast<char *>(mine + layout.kgather),
-                        reinterpret_cast<int32_t *>(mine + layout.identity)};
-    task.scores_stride = int64_t(layout.scores_stride);
-    task.acc_stride = int64_t(layout.acc_stride);
+    attention_task task{};
+    task.q = &q;
+    task.k = &k;
+    task.v = dst.src[2];
+    task.mask = dst.src[3];
+    task.positions = dst.src[4];
+    task.dst = &dst;
+    task.scale = dst.param_f32(0);
+    task.softcap = dst.param_f32(1);
+    task.kcols = reinterpret_cast<float *>(mine + layout.kcols);
+    task.vcols = reinterpret_cast<float *>(mine + layout.vcols);
+    task.dots = reinterpret_cast<float *>(mine + layout.dots);
+    task.shown = reinterpret_cast<float *>(mine + layout.shown);
+    task.chunk_sum = reinterpret_cast<float *>(mine + layout.chunk_sum);
+    task.shown = reinterpret_cast<float *>(mine + layout.shown);
+    task.qround = reinterpret_cast<float *>(mine + layout.qround);
+    task.row = reinterpret_cast<float *>(mine + layout.row);
+    task.order = reinterpret_cast<int32_t *>(mine + layout.order);
+    task.cell_pos = reinterpret_cast<int64_t *>(mine + layout.cell_pos);
+    task.slot_cell = reinterpret_cast<int32_t *>(mine + layout.slot_cell);
+    task.max_slots = layout.max_slots;
     const task_fn run = best_task_fn();
-    const int64_t blocks = (n_tokens + tokens_per_task - 1) / tokens_per_task;
+    const int64_t blocks = (n_tokens + attention_block_tokens - 1) / attention_block_tokens;
     for (int64_t t = next_task->fetch_add(1); t < blocks * n_head_kv; t = next_task->fetch_add(1)) {
         task.g = t % n_head_kv;
-        task.t0 = (t / n_head_kv) * tokens_per_task;
-        task.t1 = std::min(n_tokens, task.t0 + tokens_per_task);
+        task.t0 = (t / n_head_kv) * attention_block_tokens;
+        task.t1 = std::min(n_tokens, task.t0 + attention_block_tokens);
         run(task);
     }
 }
@@ -125,7 +94,9 @@ void compute_attention(const compute_params &p, tensor &dst) {
 bool supports_attention(const tensor &dst) {
     const tensor *q = dst.src[0], *k = dst.src[1], *v = dst.src[2], *mask = dst.src[3];
     return q && k && v && mask && dst.type == dtype::f32 && dst.is_contiguous() && q->type == dtype::f32 &&
-           mask->type == dtype::f32 && is_attention_kv_type(k->type) && is_attention_kv_type(v->type);
+           mask->type == dtype::f32 && is_attention_kv_type(k->type) && is_attention_kv_type(v->type) &&
+           (!dst.src[4] ||
+            (dst.src[4]->type == dtype::i32 && dst.src[4]->is_contiguous() && dst.src[4]->ne[0] >= k->ne[1]));
 }
 
 size_t work_size_attention(const tensor &dst, int n_threads) {

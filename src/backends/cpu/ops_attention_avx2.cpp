@@ -14,6 +14,8 @@ struct ymm {
     static type fma(type a, type b, type c) { return _mm256_fmadd_ps(a, b, c); }
     static type set1(float x) { return _mm256_set1_ps(x); }
     static type zero() { return _mm256_setzero_ps(); }
+    static type add(type a, type b) { return _mm256_add_ps(a, b); }
+    static type round_f16(type x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }

@@ -14,10 +14,31 @@ struct zmm {
     static type fma(type a, type b, type c) { return _mm512_fmadd_ps(a, b, c); }
     static type set1(float x) { return _mm512_set1_ps(x); }
     static type zero() { return _mm512_setzero_ps(); }
+    static type add(type a, type b) { return _mm512_add_ps(a, b); }
+    static type round_f16(type x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
     }
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
+    // Lane i of the result: the lane tree of canonical_math.h (sum_lanes_16) over the lanes of
+    // a[i], all 16 trees at once: each level adds the halves of two vectors' partial sums.
+    static type reduce16(const type a[16]) {
+        __m512 b[8], c[4], d[2];
+        for (int i = 0; i < 8; ++i)  // s8 of a[2i] in lanes 0-7, of a[2i + 1] in lanes 8-15
+            b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                                 _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+        for (int i = 0; i < 4; ++i)  // s4: one 128-bit block per vector
+            c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                                 _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+        for (int i = 0; i < 2; ++i)  // s2: two lanes per vector
+            d[i] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44),
+                                 _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xEE));
+        // the sums of a[4r + q] land in lane 4q + r: put lane i's own back in place
+        const __m512 sums =
+            _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xDD));
+        return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                     sums);
+    }
     // 16 rows of 16 fp16 values (row i at src + i * row_bytes) to floats, transposed: value d of row
     // i to dst[d * stride + i].
     static constexpr bool can_transpose16 = true;

@@ -11,7 +11,7 @@ void compute_rms_norm(const compute_params &p, tensor &dst) {
     const float eps = dst.param_f32(0);
     map_rows(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
         double sum_sq = 0.0;
-        for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i]) * double(x[i]);
+        for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i] * x[i]);
         const float mean_sq = float(sum_sq / double(n));
         const float scale = 1.0f / std::sqrt(mean_sq + eps);
         for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
@@ -28,7 +28,7 @@ void compute_norm(const compute_params &p, tensor &dst) {
         for (int64_t i = 0; i < n; ++i) {
             const float centered = x[i] - mean;
             out[i] = centered;
-            sum_sq += double(centered) * double(centered);
+            sum_sq += double(centered * centered);
         }
         const float scale = 1.0f / std::sqrt(float(sum_sq / double(n)) + eps);
         for (int64_t i = 0; i < n; ++i) out[i] *= scale;

@@ -4,8 +4,12 @@
 #include <numbers>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/rope_rotate_impl.h"
 #include "backends/cpu/rows.h"
+#include "backends/cpu/simd_level.h"
 #include "weft/core/ops.h"
+
+WEFT_DEFINE_ROPE_ROTATE(scalar)
 
 namespace weft::cpu {
 
@@ -44,8 +48,9 @@ void fill_rope_cache(float pos, const rope_params &rp, const float *freq_factors
         float mscale = rp.attn_factor;
         if (rp.ext_factor != 0.0f) {
             const float ramp_mix = yarn_ramp(corr_dims[0], corr_dims[1], i) * rp.ext_factor;
-            theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
-            mscale *= 1.0f + 0.1f * std::log(1.0f / rp.freq_scale);
+            // contracted as the reference engine's compiler does
+            theta = std::fma(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix);
+            mscale *= std::fma(0.1f, std::log(1.0f / rp.freq_scale), 1.0f);
         }
         cos_sin[2 * i] = std::cos(theta) * mscale;
         cos_sin[2 * i + 1] = std::sin(theta) * mscale;
@@ -67,6 +72,7 @@ void compute_rope(const compute_params &p, tensor &dst) {
     float corr_dims[2] = {0.0f, 0.0f};
     yarn_corr_dims(rp, corr_dims);
     const auto *freq_factors = factors ? static_cast<const float *>(factors->data) : nullptr;
+    const rope_rotate_fn rotate = best_of({rope_rotate_scalar, rope_rotate_avx2, rope_rotate_avx512});
 
     float *scratch = thread_scratch(p, 2 * ne0 + n_dims);
     float *cos_sin = scratch + 2 * ne0;
@@ -79,15 +85,7 @@ void compute_rope(const compute_params &p, tensor &dst) {
             cached_i3 = i3;
         }
         const float *x = row_as_f32(a.type, row_at(a, i1, i2, i3), a.nb[0], ne0, scratch);
-        for (int64_t i = 0; i < half; ++i) {
-            // normal: pairs (x[2i], x[2i+1]); neox: pairs (x[i], x[i + n_dims/2])
-            const int64_t j0 = neox ? i : 2 * i;
-            const int64_t j1 = neox ? i + half : 2 * i + 1;
-            const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-            const float x0 = x[j0], x1 = x[j1];
-            out[j0] = x0 * c - x1 * s;
-            out[j1] = x0 * s + x1 * c;
-        }
+        rotate(x, cos_sin, out, half, neox);
         for (int64_t i = n_dims; i < ne0; ++i) out[i] = x[i];
     });
 }
