@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,15 +63,91 @@ void write_row(output_file &out, const std::vector<float> &logp) {
     out.write(codes.data(), codes.size() * sizeof(uint16_t));
 }
 
-void read_row(std::ifstream &in, const std::string &path, std::vector<float> &logp) {
-    float lo = 0, step = 0;
-    std::vector<uint16_t> codes(logp.size());
-    in.read(reinterpret_cast<char *>(&lo), sizeof lo);
-    in.read(reinterpret_cast<char *>(&step), sizeof step);
-    in.read(reinterpret_cast<char *>(codes.data()), std::streamsize(codes.size() * sizeof(uint16_t)));
-    if (!in) throw error(path + ": truncated (fewer scored positions than its header promises)");
-    for (size_t i = 0; i < codes.size(); ++i) logp[i] = lo + float(codes[i]) * step;
-}
+// A --kl-divergence file: weft's own (above), or the reference engine's (`llama-perplexity
+// --kl-divergence-base`): "_logits_", n_ctx, n_vocab and the number of chunks (int32), the chunks'
+// tokens (int32), then per scored position 2 * ((n_vocab + 1) / 2) + 4 uint16: its step and its
+// lowest log-probability (two floats), then n_vocab codes (log p = lowest + code * step; it clips
+// the row 16 nats under the top token, and code 0 marks the clipped ones, left out of the sums).
+class kld_base_reader {
+  public:
+    kld_base_reader(const std::string &path, uint32_t n_ctx, int32_t n_vocab,
+                    const std::vector<token> &tokens)
+        : path_(path) {
+        require_regular_file(path);
+        in_.open(path, std::ios::binary);
+        char magic[8] = {};
+        in_.read(magic, sizeof magic);
+        std::vector<token> base_tokens;
+        uint32_t file_ctx = 0, file_vocab = 0;
+        if (in_ && std::string(magic, 8) == "_logits_") {
+            int32_t head[3] = {};
+            in_.read(reinterpret_cast<char *>(head), sizeof head);
+            if (!in_ || head[0] <= 0 || head[1] <= 0 || head[2] <= 0 ||
+                int64_t(head[0]) * head[2] > (1 << 28))
+                throw error(path + ": a reference --kl-divergence-base file with a damaged header");
+            reference_ = true;
+            file_ctx = uint32_t(head[0]);
+            file_vocab = uint32_t(head[1]);
+            chunks_ = head[2];
+            if (size_t(head[0]) * size_t(head[2]) > tokens.size())
+                throw error(path + ": made from another text");
+            base_tokens.resize(size_t(head[0]) * size_t(head[2]));
+        } else {
+            uint32_t head[4] = {};
+            uint64_t n_tok = 0;
+            in_.read(reinterpret_cast<char *>(head), sizeof head);
+            in_.read(reinterpret_cast<char *>(&n_tok), sizeof n_tok);
+            if (!in_ || std::string(magic, 8) != std::string(kld_magic, 8) || head[0] != 1)
+                throw error(path +
+                            ": neither a weft --kl-divergence-base file (version 1) nor the reference "
+                            "engine's");
+            if (n_tok != tokens.size()) throw error(path + ": made from another text");
+            file_ctx = head[1];
+            file_vocab = head[2];
+            chunks_ = int(head[3]);
+            base_tokens.resize(n_tok);
+        }
+        if (file_ctx != n_ctx || file_vocab != uint32_t(n_vocab))
+            throw error(path + ": made with -c " + std::to_string(file_ctx) + " and a vocabulary of " +
+                        std::to_string(file_vocab) + "; this run has -c " + std::to_string(n_ctx) + " and " +
+                        std::to_string(n_vocab));
+        in_.read(reinterpret_cast<char *>(base_tokens.data()),
+                 std::streamsize(base_tokens.size() * sizeof(token)));
+        if (!in_ || base_tokens.size() > tokens.size() ||
+            !std::equal(base_tokens.begin(), base_tokens.end(), tokens.begin()))
+            throw error(path + ": made from another text (or tokenized otherwise)");
+        codes_.resize(reference_ ? size_t(2 * ((n_vocab + 1) / 2) + 4) : size_t(n_vocab));
+    }
+
+    int chunks() const { return chunks_; }
+
+    // The next row's log-probabilities; `floor`: values at or below it were clipped (-INF: none).
+    void read_row(std::vector<float> &logp, float &floor) {
+        float lo = 0, step = 0;
+        if (!reference_) {
+            in_.read(reinterpret_cast<char *>(&lo), sizeof lo);
+            in_.read(reinterpret_cast<char *>(&step), sizeof step);
+        }
+        in_.read(reinterpret_cast<char *>(codes_.data()), std::streamsize(codes_.size() * sizeof(uint16_t)));
+        if (!in_) throw error(path_ + ": truncated (fewer scored positions than its header promises)");
+        const uint16_t *codes = codes_.data();
+        floor = -std::numeric_limits<float>::infinity();
+        if (reference_) {
+            std::memcpy(&step, codes, sizeof step);
+            std::memcpy(&lo, codes + 2, sizeof lo);
+            codes += 4;
+            floor = lo;
+        }
+        for (size_t i = 0; i < logp.size(); ++i) logp[i] = lo + float(codes[i]) * step;
+    }
+
+  private:
+    std::string path_;
+    std::ifstream in_;
+    bool reference_ = false;
+    int chunks_ = 0;
+    std::vector<uint16_t> codes_;
+};
 
 // Statistics of --kl-divergence: per scored position the KL divergence of the model from the
 // base, whether their most likely tokens agree, and the change of the actual token's probability.
@@ -77,10 +155,10 @@ struct kld_stats {
     std::vector<double> kl;
     size_t same_top = 0;
     double dp_sum = 0, dp2_sum = 0, base_nll = 0;
-    void add(const std::vector<float> &base, const std::vector<float> &mine, token next) {
+    void add(const std::vector<float> &base, float floor, const std::vector<float> &mine, token next) {
         double k = 0;
         for (size_t i = 0; i < base.size(); ++i)
-            k += std::exp(double(base[i])) * (double(base[i]) - double(mine[i]));
+            if (base[i] > floor) k += std::exp(double(base[i])) * (double(base[i]) - double(mine[i]));
         kl.push_back(std::max(k, 0.0));
         const auto top = [](const std::vector<float> &v) {
             return std::max_element(v.begin(), v.end()) - v.begin();
@@ -124,9 +202,9 @@ int perplexity_main(int argc, char **argv) {
                    "write every scored position's log-probabilities to this file (from the base model, F32 "
                    "or F16 say), for --kl-divergence; n_vocab x 2 bytes per position");
     app.add_option("--kl-divergence", kld_file,
-                   "compare with a --kl-divergence-base file made from the same text and -c: mean KL "
-                   "divergence, how often the most likely token agrees, and the change of the actual "
-                   "token's probability")
+                   "compare with a --kl-divergence-base file made from the same text and -c (weft's, or "
+                   "the reference engine's llama-perplexity --kl-divergence-base): mean KL divergence, how "
+                   "often the most likely token agrees, and the change of the actual token's probability")
         ->check(CLI::ExistingFile);
     add_cache_type_options(app, cache_types);
     weft::tool::rank_options ranks;
@@ -169,7 +247,7 @@ int perplexity_main(int argc, char **argv) {
 
     // the base file: written through a temporary file renamed once complete; or read and checked
     std::unique_ptr<output_file> kld_out;
-    std::ifstream kld_in;
+    std::unique_ptr<kld_base_reader> kld_in;
     if (!kld_base.empty()) {
         kld_out = std::make_unique<output_file>(kld_base);
         const uint32_t head[4] = {1, n_ctx, uint32_t(n_vocab), uint32_t(n_chunk)};
@@ -180,25 +258,8 @@ int perplexity_main(int argc, char **argv) {
         kld_out->write(tokens.data(), n_tok * sizeof(token));
     }
     if (!kld_file.empty()) {
-        require_regular_file(kld_file);
-        kld_in.open(kld_file, std::ios::binary);
-        char magic[8] = {};
-        uint32_t head[4] = {};
-        uint64_t n_tok = 0;
-        kld_in.read(magic, sizeof magic);
-        kld_in.read(reinterpret_cast<char *>(head), sizeof head);
-        kld_in.read(reinterpret_cast<char *>(&n_tok), sizeof n_tok);
-        if (!kld_in || std::string(magic, 8) != std::string(kld_magic, 8) || head[0] != 1)
-            throw error(kld_file + ": not a weft --kl-divergence-base file (version 1)");
-        if (head[1] != n_ctx || head[2] != uint32_t(n_vocab))
-            throw error(kld_file + ": made with -c " + std::to_string(head[1]) + " and a vocabulary of " +
-                        std::to_string(head[2]) + "; this run has -c " + std::to_string(n_ctx) + " and " +
-                        std::to_string(n_vocab));
-        if (n_tok != tokens.size()) throw error(kld_file + ": made from another text");
-        std::vector<token> base_tokens(n_tok);
-        kld_in.read(reinterpret_cast<char *>(base_tokens.data()), std::streamsize(n_tok * sizeof(token)));
-        if (!kld_in || base_tokens != tokens) throw error(kld_file + ": made from another text");
-        n_chunk = std::min(n_chunk, int(head[3]));
+        kld_in = std::make_unique<kld_base_reader>(kld_file, n_ctx, n_vocab, tokens);
+        n_chunk = std::min(n_chunk, kld_in->chunks());
     }
     kld_stats kld;
     std::vector<float> mine_logp, base_logp(static_cast<size_t>(n_vocab));
@@ -222,11 +283,12 @@ int perplexity_main(int argc, char **argv) {
                 const float *logits = ctx.get_logits_ith(int32_t(k - b0));
                 const token next = tokens[start + k + 1];
                 const double v = -log_softmax_at(logits, n_vocab, next);
-                if (kld_out || kld_in.is_open()) log_softmax(logits, n_vocab, mine_logp);
+                if (kld_out || kld_in) log_softmax(logits, n_vocab, mine_logp);
                 if (kld_out) write_row(*kld_out, mine_logp);
-                if (kld_in.is_open()) {
-                    read_row(kld_in, kld_file, base_logp);
-                    kld.add(base_logp, mine_logp, next);
+                if (kld_in) {
+                    float floor = 0;
+                    kld_in->read_row(base_logp, floor);
+                    kld.add(base_logp, floor, mine_logp, next);
                 }
                 nll += v;
                 nll2 += v * v;
@@ -260,7 +322,7 @@ int perplexity_main(int argc, char **argv) {
                         {"type_k", type_name(ip.type_k)},
                         {"type_v", type_name(ip.type_v)}};
     std::string kld_text;
-    if (kld_in.is_open()) {
+    if (kld_in) {
         const size_t n = kld.kl.size();
         double kl_mean = 0, kl_sq = 0;
         for (double k : kld.kl) kl_mean += k, kl_sq += k * k;
