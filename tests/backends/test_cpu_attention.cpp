@@ -350,7 +350,8 @@ TEST(CpuAttention, EveryCacheTypeMatchesTheReference) {
 
 // Every build computes exactly the canonical order written out above: cells in cache order and
 // shuffled (positions decide), sliding windows, cells far apart and positions shared (slots by
-// rank), heads not a multiple of 16, a soft cap, prompts of several 64-token blocks, other cache types.
+// rank), heads not a multiple of 16, a soft cap, one token (its scores read from the f16 rows), prompts
+// of several 64-token blocks, other cache types.
 TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
     struct variant {
         const char *name;
@@ -368,6 +369,7 @@ TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
         {"head 40", 40, 24, 7, 23, 0.0f, dtype::f16, 1},
         {"soft cap", 64, 64, 9, 31, 0.5f, dtype::f16, 1},
         {"two blocks", 64, 64, 150, 150, 0.0f, dtype::f16, 5},
+        {"decode", 128, 64, 1, 90, 0.0f, dtype::f16, 1},
         {"f32 cache", 64, 64, 9, 40, 0.0f, dtype::f32, 1},
         {"q8_0 cache", 64, 64, 9, 40, 0.0f, dtype::q8_0, 2},
     };

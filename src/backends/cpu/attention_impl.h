@@ -88,6 +88,9 @@ constexpr int attention_heads_per_pass = 4;
 //                                    chunks c of p[h][16c + l] * vcols[d * stride + 16c + l]
 //   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
 //   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
+//   dots_f16_rows(q, nh, k, row_bytes, cells, head_k, slots, out)
+//                                    dots from the f16 K rows themselves (cell c's at k + c * row_bytes;
+//                                    cells[s] < 0: an empty slot, any value), where can_read_f16_rows
 //   transpose16(rows, row_bytes, type, out, stride)
 //                                    16 f16 K or V rows (row i at rows + i * row_bytes), widened,
 //                                    transposed: value d of row i to out[d * stride + i]
@@ -144,6 +147,9 @@ struct attention_loops_plain {
     }
     static constexpr bool can_transpose16 = false;
     static void transpose16(const char *, int64_t, dtype, float *, int64_t) {}
+    static constexpr bool can_read_f16_rows = false;
+    static void dots_f16_rows(const float *const *, int, const char *, int64_t, const int32_t *, int64_t,
+                              int64_t, float *const *) {}
 };
 
 // How many cells of a mask row are not hidden, without listing them (vectorizable).
@@ -253,6 +259,11 @@ void run_attention_task(const attention_task &a) {
     auto position = [&](int64_t cell) { return cell_positions ? int64_t(cell_positions[cell]) : cell; };
     auto mask_row = [&](int64_t t) { return static_cast<const float *>(mask.data) + t * mask.ne[0]; };
 
+    // One token's scores read K from the f16 cache rows themselves where the ISA build can (no
+    // transposed copy to make for a single use); the same operations, so the same bits.
+    bool direct_k = false;
+    const bool can_direct_k =
+        Loops::can_read_f16_rows && k.type == dtype::f16 && head_k % attention_lanes == 0;
     // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols
     // (empty slots: zeros)
     auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols) {
@@ -276,7 +287,7 @@ void run_attention_task(const attention_task &a) {
     };
     auto fill_slots = [&](int64_t slots) {
         for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
-            fill_chunk(k, k_head, head_k, s0, a.kcols);
+            if (!direct_k) fill_chunk(k, k_head, head_k, s0, a.kcols);
             fill_chunk(v, v_head, head_v, s0, a.vcols);
         }
     };
@@ -309,7 +320,10 @@ void run_attention_task(const attention_task &a) {
                 for (int i = 0; i < nh; ++i) std::fill(outs[i], outs[i] + head_v, 0.0f);
                 continue;
             }
-            Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
+            if (direct_k)
+                Loops::dots_f16_rows(qs, nh, k_head, int64_t(k.nb[1]), a.slot_cell + lo, head_k, n, xs);
+            else
+                Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
             for (int i = 0; i < nh; ++i) {
                 float *x = xs[i];
                 float max = hidden;
@@ -346,8 +360,10 @@ void run_attention_task(const attention_task &a) {
         const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
         const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
         const int64_t slots = assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
+        direct_k = can_direct_k;
         fill_slots(slots);
         attend(t, 0, slots);
+        direct_k = false;
     };
 
     // the cells any token of the block sees
@@ -398,9 +414,11 @@ void run_attention_task(const attention_task &a) {
         hi_of[t - a.t0] = hi;
         own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
     }
+    direct_k = can_direct_k && a.t1 - a.t0 == 1;
     fill_slots(slots);
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0]);
+    direct_k = false;
     // the rare token whose cells lie far apart within the union: by itself (refills the slots)
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (!own[t - a.t0]) attend_alone(t, needed);

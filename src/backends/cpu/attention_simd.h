@@ -150,6 +150,42 @@ struct simd_attention_loops {
         }
     }
 
+    // NH heads x 16 / NH slots at a time from the f16 K rows: accumulator i = (head i / per, slot
+    // i % per) over the head's 16-value chunks (its lanes the canonical lanes), then one lane tree
+    // for all 16 (reduce16); each K row read serves NH heads.
+    template <int NH>
+    [[gnu::noinline]] static void dots_f16_rows_nh(const float *const *q, const char *k, int64_t row_bytes,
+                                                   const int32_t *cells, int64_t head_k, int64_t slots,
+                                                   float *const *out) {
+        constexpr int per = attention_lanes / NH;
+        for (int64_t s0 = 0; s0 < slots; s0 += per) {
+            vec acc[attention_lanes];
+            for (auto &x : acc) x = V::zero();
+            for (int64_t d0 = 0; d0 < head_k; d0 += attention_lanes) {
+                vec qv[NH];
+                for (int h = 0; h < NH; ++h) qv[h] = V::load(q[h] + d0);
+                for (int j = 0; j < per; ++j) {
+                    const int32_t cell = cells[s0 + j];
+                    const vec kv = cell < 0 ? V::zero() : V::widen_fp16(k + cell * row_bytes + d0 * 2);
+                    for (int h = 0; h < NH; ++h) acc[h * per + j] = V::fma(qv[h], kv, acc[h * per + j]);
+                }
+            }
+            float sums[attention_lanes];
+            V::store(sums, V::reduce16(acc));
+            for (int h = 0; h < NH; ++h)
+                std::memcpy(out[h] + s0, sums + h * per, size_t(per) * sizeof(float));
+        }
+    }
+
+    static constexpr bool can_read_f16_rows = w == attention_lanes;
+    static void dots_f16_rows(const float *const *q, int nh, const char *k, int64_t row_bytes,
+                              const int32_t *cells, int64_t head_k, int64_t slots, float *const *out) {
+        if constexpr (w == attention_lanes)
+            in_head_groups(nh, [&](auto n, int h) {
+                dots_f16_rows_nh<decltype(n)::value>(q + h, k, row_bytes, cells, head_k, slots, out + h);
+            });
+    }
+
     static constexpr bool can_transpose16 = V::can_transpose16;
     static void transpose16(const char *rows, int64_t row_bytes, dtype, float *out, int64_t stride) {
         V::transpose16(rows, row_bytes, out, stride);
