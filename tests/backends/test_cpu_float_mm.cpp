@@ -69,6 +69,32 @@ TEST(CpuFloatMm, EveryIsaEqualsScalarBitForBit) {
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD float tile";
 }
 
+// The SIMD pack writes the scalar pack's panel: every column count up to the panel width, values
+// not a multiple of 8 or of the 64-value step, columns unaligned; the padding is left untouched.
+TEST(CpuFloatMm, PanelPackEqualsScalar) {
+    if (!cpu::simd_level_supported(cpu::simd_level::avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (int64_t k : {1, 7, 8, 9, 64, 67, 130})
+        for (int64_t n = 1; n <= cpu::float_panel_width; ++n) {
+            SCOPED_TRACE("k " + std::to_string(k) + " columns " + std::to_string(n));
+            std::vector<float> x(size_t(n * (k + 1) + 1));
+            for (auto &v : x) v = dist(rng);
+            std::vector<const float *> columns;
+            for (int64_t j = 0; j < n; ++j) columns.push_back(x.data() + 1 + j * (k + 1));
+            const size_t size = size_t(k * cpu::float_panel_width);
+            std::vector<float> want(size, -7.f), got(size, -7.f);
+            cpu::pack_panel_scalar(columns.data(), n, k, cpu::float_panel_width, want.data());
+            cpu::pack_panel_at(cpu::simd_level::avx2)(columns.data(), n, k, cpu::float_panel_width,
+                                                      got.data());
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), size * sizeof(float)), 0);
+            EXPECT_EQ(want[size_t(k - 1) * cpu::float_panel_width], columns[0][k - 1]);
+            if (n < cpu::float_panel_width) {
+                EXPECT_EQ(want[size_t(n)], -7.f);
+            }
+        }
+}
+
 // A column alone, in a batch of 29, and with the scalar path: the same bits.
 TEST(CpuFloatMm, MulMatColumnsAreBatchInvariant) {
     for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {

@@ -104,6 +104,25 @@ void float_groups_scalar(dtype wtype, const char *groups, size_t group_stride, i
             }
 }
 
+void pack_panel_scalar(const float *const *columns, int64_t n, int64_t k, int64_t width, float *panel) {
+    // 64 values of every column at a time, so the panel's cache lines being filled stay in L1 until
+    // all its columns have written them
+    constexpr int64_t values_per_step = 64;
+    for (int64_t i0 = 0; i0 < k; i0 += values_per_step) {
+        const int64_t i1 = std::min(k, i0 + values_per_step);
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t i = i0; i < i1; ++i) panel[i * width + j] = columns[j][i];
+    }
+}
+
+pack_panel_fn pack_panel_at(simd_level level) {
+    return level == simd_level::scalar ? pack_panel_scalar : pack_panel_avx2;
+}
+
+pack_panel_fn best_pack_panel() {
+    return best_of({pack_panel_scalar, pack_panel_avx2});
+}
+
 float_group_fn float_groups_at(simd_level level) {
     const float_group_fn by_level[] = {float_groups_scalar, float_groups_avx2, float_groups_avx512};
     return by_level[std::min(size_t(level), std::size(by_level) - 1)];

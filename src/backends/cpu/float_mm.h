@@ -51,10 +51,20 @@ void group_float_tensor(tensor &t, const void *src, void *dst);
 // Columns in panels of `width` (1, or float_panel_width for several columns): value i of column c
 // at x[(c / width) * k * width + i * width + c % width], so a tile of columns reads one cache line
 // per value instead of one per column (columns k floats apart would share cache sets).
-constexpr int64_t float_panel_width = 16;
+constexpr int64_t float_panel_width = 24;
 inline size_t panel_index(int64_t i, int64_t c, int64_t k, int64_t width) {
     return size_t((c / width) * k * width + i * width + c % width);
 }
+
+// n <= width f32 columns (columns[j]: k contiguous values) written as one panel: value i of column j
+// at panel[i * width + j] (panel_index for the panel's first column). A copy: every build writes the
+// same bits; the SIMD ones transpose 8 x 8 blocks in registers.
+using pack_panel_fn = void (*)(const float *const *columns, int64_t n, int64_t k, int64_t width,
+                               float *panel);
+void pack_panel_scalar(const float *const *columns, int64_t n, int64_t k, int64_t width, float *panel);
+void pack_panel_avx2(const float *const *columns, int64_t n, int64_t k, int64_t width, float *panel);
+pack_panel_fn pack_panel_at(simd_level level);
+pack_panel_fn best_pack_panel();
 
 // Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
 // against n_cols columns in panels (x at the first column's panel; that column a multiple of

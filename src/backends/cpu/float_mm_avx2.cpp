@@ -2,6 +2,7 @@
 // two ymm, 2 weight rows x 2 columns per step. Bit-identical to float_tile_scalar (float_mm.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/float_mm.h"
@@ -134,7 +135,47 @@ void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, co
         });
 }
 
+// out[i] = value i of the 8 columns whose values i0 .. i0 + 7 are in r[0..7] (an 8 x 8 transpose).
+void transpose_8x8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int p = 0; p < 4; ++p) {
+        t[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);      // r0[0] r1[0] r0[1] r1[1] | [4], [5]
+        t[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);  // [2], [3] | [6], [7]
+    }
+    for (int h = 0; h < 2; ++h) {  // columns 0-3, then 4-7
+        const __m256 *th = t + 4 * h;
+        u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], 0x44);  // values 0 | 4
+        u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xEE);  // values 1 | 5
+        u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);  // values 2 | 6
+        u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xEE);  // values 3 | 7
+    }
+    for (int v = 0; v < 4; ++v) {
+        r[v] = _mm256_permute2f128_ps(u[v], u[4 + v], 0x20);
+        r[v + 4] = _mm256_permute2f128_ps(u[v], u[4 + v], 0x31);
+    }
+}
+
 }  // namespace
+
+void pack_panel_avx2(const float *const *columns, int64_t n, int64_t k, int64_t width, float *panel) {
+    constexpr int64_t values_per_step = 64;  // as pack_panel_scalar: the lines being filled stay in L1
+    const int64_t n8 = n - n % 8, k8 = k - k % 8;
+    for (int64_t i0 = 0; i0 < k; i0 += values_per_step) {
+        const int64_t i1 = std::min(k, i0 + values_per_step), i1_8 = std::min(k8, i1);
+        for (int64_t j0 = 0; j0 < n8; j0 += 8) {
+            for (int64_t i = i0; i < i1_8; i += 8) {
+                __m256 r[8];
+                for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(columns[j0 + j] + i);
+                transpose_8x8(r);
+                for (int v = 0; v < 8; ++v) _mm256_storeu_ps(panel + (i + v) * width + j0, r[v]);
+            }
+            for (int64_t j = j0; j < j0 + 8; ++j)
+                for (int64_t i = i1_8; i < i1; ++i) panel[i * width + j] = columns[j][i];
+        }
+        for (int64_t j = n8; j < n; ++j)
+            for (int64_t i = i0; i < i1; ++i) panel[i * width + j] = columns[j][i];
+    }
+}
 
 void float_groups_avx2(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
                        const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
