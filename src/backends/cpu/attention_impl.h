@@ -259,9 +259,8 @@ void run_attention_task(const attention_task &a) {
     auto position = [&](int64_t cell) { return cell_positions ? int64_t(cell_positions[cell]) : cell; };
     auto mask_row = [&](int64_t t) { return static_cast<const float *>(mask.data) + t * mask.ne[0]; };
 
-    // One token's scores read K from the f16 cache rows themselves where the ISA build can (no
-    // transposed copy to make for a single use); the same operations, so the same bits.
-    bool direct_k = false;
+    // One token's scores read K from the f16 cache rows themselves (direct_k) where the ISA build can:
+    // no transposed copy to make for a single use; the same operations, so the same bits.
     const bool can_direct_k =
         Loops::can_read_f16_rows && k.type == dtype::f16 && head_k % attention_lanes == 0;
     // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols
@@ -285,7 +284,7 @@ void run_attention_task(const attention_task &a) {
             for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = a.row[d];
         }
     };
-    auto fill_slots = [&](int64_t slots) {
+    auto fill_slots = [&](int64_t slots, bool direct_k) {
         for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
             if (!direct_k) fill_chunk(k, k_head, head_k, s0, a.kcols);
             fill_chunk(v, v_head, head_v, s0, a.vcols);
@@ -293,7 +292,7 @@ void run_attention_task(const attention_task &a) {
     };
 
     // the query heads of token t over the slots [lo, hi) of the filled ones
-    auto attend = [&](int64_t t, int64_t lo, int64_t hi) {
+    auto attend = [&](int64_t t, int64_t lo, int64_t hi, bool direct_k) {
         const float *m = mask_row(t);
         const int64_t n = hi - lo;
         bool any = false;
@@ -360,10 +359,8 @@ void run_attention_task(const attention_task &a) {
         const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
         const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
         const int64_t slots = assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
-        direct_k = can_direct_k;
-        fill_slots(slots);
-        attend(t, 0, slots);
-        direct_k = false;
+        fill_slots(slots, can_direct_k);
+        attend(t, 0, slots, can_direct_k);
     };
 
     // the cells any token of the block sees
@@ -414,11 +411,10 @@ void run_attention_task(const attention_task &a) {
         hi_of[t - a.t0] = hi;
         own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
     }
-    direct_k = can_direct_k && a.t1 - a.t0 == 1;
-    fill_slots(slots);
+    const bool direct_k = can_direct_k && a.t1 - a.t0 == 1;
+    fill_slots(slots, direct_k);
     for (int64_t t = a.t0; t < a.t1; ++t)
-        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0]);
-    direct_k = false;
+        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], direct_k);
     // the rare token whose cells lie far apart within the union: by itself (refills the slots)
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (!own[t - a.t0]) attend_alone(t, needed);

@@ -101,15 +101,22 @@ struct simd_attention_loops {
         }
     }
 
+    // The vector loops over head groups where a vector holds the 16 lanes, else the plain loops.
+    template <class Plain, class PerGroup>
+    static void by_head_groups_or_plain(int nh, Plain plain, PerGroup per_group) {
+        if constexpr (w != attention_lanes)
+            plain();
+        else
+            in_head_groups(nh, per_group);
+    }
+
     static void dots(const float *const *q, int nh, const float *kcols, int64_t stride, int64_t head_k,
                      int64_t slots, float *const *out) {
-        if constexpr (w != attention_lanes) {
-            return attention_loops_plain::dots(q, nh, kcols, stride, head_k, slots, out);
-        } else {
-            in_head_groups(nh, [&](auto n, int h) {
+        by_head_groups_or_plain(
+            nh, [&] { attention_loops_plain::dots(q, nh, kcols, stride, head_k, slots, out); },
+            [&](auto n, int h) {
                 dots_nh<decltype(n)::value>(q + h, kcols, stride, head_k, slots, out + h);
             });
-        }
     }
 
     // NH heads x 16 / NH values of the head at a time: accumulator i = (head i / per, value i % per)
@@ -141,13 +148,11 @@ struct simd_attention_loops {
 
     static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
                          int64_t head_v, float *const *out) {
-        if constexpr (w != attention_lanes) {
-            return attention_loops_plain::weighted(p, nh, vcols, stride, slots, head_v, out);
-        } else {
-            in_head_groups(nh, [&](auto n, int h) {
+        by_head_groups_or_plain(
+            nh, [&] { attention_loops_plain::weighted(p, nh, vcols, stride, slots, head_v, out); },
+            [&](auto n, int h) {
                 weighted_nh<decltype(n)::value>(p + h, vcols, stride, slots, head_v, out + h);
             });
-        }
     }
 
     // NH heads x 16 / NH slots at a time from the f16 K rows: accumulator i = (head i / per, slot
