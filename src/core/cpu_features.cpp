@@ -34,6 +34,7 @@ cpu_features detect() {
         return f;
     }
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        const unsigned max_subleaf = a;
         f.avx2 = (b >> 5) & 1;
         if (zmm_os) {
             f.avx512f = (b >> 16) & 1;
@@ -41,18 +42,33 @@ cpu_features detect() {
             f.avx512vl = (b >> 31) & 1;
             f.avx512vnni = (c >> 11) & 1;
         }
+        if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && ((a >> 4) & 1);
     }
 #endif
     return f;
 }
 
+enum isa_limit : int { no_limit, avxvnni_limit, avx2_limit };
+
+isa_limit limit_from_environment() {
+    const char *v = std::getenv("WEFT_MAX_ISA");
+    if (v == nullptr) return no_limit;
+    if (std::string(v) == "avx2") return avx2_limit;
+    if (std::string(v) == "avxvnni") return avxvnni_limit;
+    return no_limit;
+}
+
 std::atomic<bool> g_forced{std::getenv("WEFT_FORCE_SCALAR") != nullptr};
-std::atomic<bool> g_avx2_only{std::getenv("WEFT_MAX_ISA") != nullptr &&
-                              std::string(std::getenv("WEFT_MAX_ISA")) == "avx2"};
+std::atomic<int> g_limit{limit_from_environment()};
 const cpu_features g_detected = detect();
-const cpu_features g_avx2_part = [] {
+const cpu_features g_avxvnni_part = [] {
     cpu_features f = g_detected;
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+    return f;
+}();
+const cpu_features g_avx2_part = [] {
+    cpu_features f = g_avxvnni_part;
+    f.avxvnni = false;
     return f;
 }();
 const cpu_features g_none{};
@@ -61,10 +77,20 @@ const cpu_features g_none{};
 
 const cpu_features &host_cpu_features() {
     if (g_forced.load()) return g_none;
-    return g_avx2_only.load() ? g_avx2_part : g_detected;
+    switch (g_limit.load()) {
+        case avx2_limit:
+            return g_avx2_part;
+        case avxvnni_limit:
+            return g_avxvnni_part;
+        default:
+            return g_detected;
+    }
 }
 void limit_to_avx2(bool on) {
-    g_avx2_only.store(on);
+    g_limit.store(on ? avx2_limit : no_limit);
+}
+void limit_to_avxvnni(bool on) {
+    g_limit.store(on ? avxvnni_limit : no_limit);
 }
 void force_scalar(bool on) {
     g_forced.store(on);

@@ -140,16 +140,27 @@ TEST(CpuInterleaved, ScalarKernelMatchesDoublePrecision) {
     }
 }
 
-// Every ISA gives the scalar kernel's bits, for every tile remainder (1..19 columns) and a column
-// offset.
+// Every ISA build (AVX2's maddubs, AVX-VNNI, AVX-512 VNNI) gives the scalar kernel's bits, for every
+// tile remainder (1..19 columns) and a column offset.
 TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     const int64_t k = 768, m = 32;
+    struct build {
+        const char *name;
+        bool supported;
+        cpu::group_kernel_fn kernel;
+    };
+    const build builds[] = {
+        {"avx2", cpu::simd_level_supported(cpu::simd_level::avx2), cpu::group_kernel_avx2},
+        {"avxvnni", cpu::simd_level_supported(cpu::simd_level::avx2) && host_cpu_features().avxvnni,
+         cpu::group_kernel_avxvnni},
+        {"avx512_vnni", cpu::simd_level_supported(cpu::simd_level::avx512_vnni),
+         cpu::group_kernel_avx512vnni}};
     int isas_run = 0;
-    for (auto isa : {cpu::simd_level::avx2, cpu::simd_level::avx512_vnni}) {
-        if (!cpu::simd_level_supported(isa)) continue;
+    for (const build &isa : builds) {
+        if (!isa.supported) continue;
         ++isas_run;
         for (dtype type : interleaved_types) {
-            SCOPED_TRACE(std::string(type_name(type)) + " isa " + std::to_string(int(isa)));
+            SCOPED_TRACE(std::string(type_name(type)) + " isa " + isa.name);
             auto ctx = data_context();
             std::vector<uint8_t> plain;
             std::vector<float> w;
@@ -163,7 +174,7 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
                 for (int64_t g = 0; g < m / 16; ++g) {
                     const auto *group = static_cast<const uint8_t *>(a->data) + size_t(g) * group_bytes;
                     cpu::group_kernel_scalar(layout, group, q.rows, 2, n, &want[size_t(g * 16)], m);
-                    cpu::group_kernel_at(isa)(layout, group, q.rows, 2, n, &got[size_t(g * 16)], m);
+                    isa.kernel(layout, group, q.rows, 2, n, &got[size_t(g * 16)], m);
                 }
                 EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
                     << n << " columns";
@@ -212,21 +223,21 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
                 << "column " << c << " alone differs from the same column in a batch of " << n;
         }
 
-        force_scalar(true);
-        tensor *scalar_out = mul_mat(*ctx, a, b);
-        graph g;
-        build_forward_expand(g, scalar_out);
-        cpu_backend backend(2);
-        ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
-        force_scalar(false);
-        EXPECT_EQ(values_of(*scalar_out), batched) << "the scalar path differs from the SIMD path";
-        limit_to_avx2(true);
-        tensor *avx2_out = mul_mat(*ctx, a, b);
-        graph ga;
-        build_forward_expand(ga, avx2_out);
-        ASSERT_EQ(backend.graph_compute(ga, {}), compute_status::ok);
-        limit_to_avx2(false);
-        EXPECT_EQ(values_of(*avx2_out), batched) << "the AVX2 path differs from the SIMD path";
+        // the same product with the CPU's features limited by `limit` (then restored)
+        auto computed_with = [&](void (*limit)(bool)) {
+            limit(true);
+            tensor *out = mul_mat(*ctx, a, b);
+            graph g;
+            build_forward_expand(g, out);
+            cpu_backend backend(2);
+            const compute_status status = backend.graph_compute(g, {});
+            limit(false);
+            EXPECT_EQ(status, compute_status::ok);
+            return values_of(*out);
+        };
+        EXPECT_EQ(computed_with(force_scalar), batched) << "the scalar path differs from the SIMD path";
+        EXPECT_EQ(computed_with(limit_to_avx2), batched) << "the AVX2 path differs from the SIMD path";
+        EXPECT_EQ(computed_with(limit_to_avxvnni), batched) << "the AVX-VNNI path differs from the SIMD path";
     }
 }
 

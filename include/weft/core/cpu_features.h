@@ -11,15 +11,18 @@ struct cpu_features {
     bool avx512bw = false;
     bool avx512vl = false;
     bool avx512vnni = false;
+    bool avxvnni = false;  // AVX-VNNI: vpdpbusd on ymm with a VEX encoding (no AVX-512 needed)
 };
 
 // The detected features, with everything turned off when the environment variable
-// WEFT_FORCE_SCALAR is set (or after force_scalar(true)) so the scalar paths can be tested, and the
-// AVX-512 ones turned off under WEFT_MAX_ISA=avx2 (or after limit_to_avx2(true)) so the AVX2 paths
-// can be tested on a CPU that has AVX-512.
+// WEFT_FORCE_SCALAR is set (or after force_scalar(true)) so the scalar paths can be tested; the
+// AVX-512 ones and AVX-VNNI turned off under WEFT_MAX_ISA=avx2 (or after limit_to_avx2(true)) so the
+// plain AVX2 paths can be tested on a CPU that has more, and only the AVX-512 ones under
+// WEFT_MAX_ISA=avxvnni (or after limit_to_avxvnni(true)), the ISA of Intel's client cores.
 const cpu_features &host_cpu_features();
 void force_scalar(bool on);
 bool scalar_forced();
 void limit_to_avx2(bool on);
+void limit_to_avxvnni(bool on);
 
 }  // namespace weft

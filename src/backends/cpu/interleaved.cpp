@@ -6,6 +6,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/row_kernels.h"
 #include "weft/backends/cpu.h"
+#include "weft/core/cpu_features.h"
 
 #include <algorithm>
 #include <array>
@@ -456,9 +457,10 @@ void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, cons
 }
 
 group_kernel_fn group_kernel_at(simd_level level) {
-    // AVX-512 without VNNI runs the AVX2 build
-    const group_kernel_fn by_level[] = {group_kernel_scalar, group_kernel_avx2, group_kernel_avx2,
-                                        group_kernel_avx512vnni};
+    // AVX-512 without VNNI runs the 256-bit build; that build takes AVX-VNNI's vpdpbusd where the CPU
+    // has it (off under WEFT_MAX_ISA=avx2, so the maddubs build stays tested)
+    const group_kernel_fn ymm = host_cpu_features().avxvnni ? group_kernel_avxvnni : group_kernel_avx2;
+    const group_kernel_fn by_level[] = {group_kernel_scalar, ymm, ymm, group_kernel_avx512vnni};
     return by_level[size_t(level)];
 }
 

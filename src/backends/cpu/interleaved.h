@@ -133,6 +133,8 @@ void group_kernel_avx2(const interleaved_layout &layout, const uint8_t *group, c
                        int64_t n_cols, float *dst, int64_t dst_stride);
 void group_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
                              int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
+void group_kernel_avxvnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
+                          int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
 
 // Calls fn(std::integral_constant<interleaved_kind, K>{}) with K = kind, so an ISA file instantiates
 // its kernels once per kind.
