@@ -371,7 +371,10 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     }
     const int64_t n_tiles_a = ceil_div(m, tile_rows_a);
     const int64_t n_tiles_b = ceil_div(b_rows, tile_rows_b);
-    for (int64_t tile = p.ith; tile < n_tiles_a * n_tiles_b; tile += p.nth) {
+    // each thread one contiguous range of tiles (rows of a in order): a decode streams its share of
+    // the weights from one place (tiles dealt in turn restarted the prefetchers at every tile)
+    const index_range tiles = split_range(n_tiles_a * n_tiles_b, p.ith, p.nth);
+    for (int64_t tile = tiles.begin; tile < tiles.end; ++tile) {
         const int64_t a_begin = (tile % n_tiles_a) * tile_rows_a;
         const int64_t a_end = std::min(m, a_begin + tile_rows_a);
         const int64_t b_begin = (tile / n_tiles_a) * tile_rows_b;
