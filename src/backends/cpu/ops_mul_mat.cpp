@@ -245,10 +245,9 @@ size_t work_size_grouped_float(const tensor &dst, int n_threads) {
     return bytes;
 }
 
-// Writes b's columns of panels [ps.begin, ps.end) into the panel layout: 64 values of a panel's
-// columns at a time, so the panel's cache lines being filled stay in L1 until all its columns have
-// written them (column by column over all of k, each line was fetched once per column). Plain f32
-// columns take the ISA's pack (8 x 8 transposes in registers).
+// Writes b's columns of panels [ps.begin, ps.end) into the panel layout: plain f32 columns with the
+// ISA's pack (pack_panel_*), other types converted in the same order (64 values of a panel's columns
+// at a time, so the lines being filled stay in L1).
 void pack_panels(const tensor &b, int64_t k, int64_t width, index_range ps, float *panels) {
     constexpr int64_t values_per_step = 64;
     const int64_t n_cols = b.nrows();

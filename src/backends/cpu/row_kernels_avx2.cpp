@@ -60,16 +60,20 @@ __m256i dot_u8_i8(__m256i a, __m256i b) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
 }
 
-// Same for signed a: |a| times b with a's sign.
-__m256i dot_i8_i8(__m256i a, __m256i b) {
-    return dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+// Signed a times signed b as |a| times b with a's sign: sums of adjacent products, as 16 int16.
+__m256i pair_sums_i8_i8(__m256i a, __m256i b) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-// dot_i8_i8 times a small integer scale (|scale| < 2^15): the pair sums of maddubs multiplied and
-// added by one madd, the same integers as multiplying dot_i8_i8's sums (no step overflows).
+// Sums of four products of signed a and b, as eight int32.
+__m256i dot_i8_i8(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(pair_sums_i8_i8(a, b), _mm256_set1_epi16(1));
+}
+
+// dot_i8_i8 times a small integer scale (|scale| < 2^15): the pair sums multiplied and added by one
+// madd, the same integers as multiplying dot_i8_i8's sums (no step overflows).
 __m256i dot_i8_i8_scaled(__m256i a, __m256i b, int scale) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),
-                             _mm256_set1_epi16(int16_t(scale)));
+    return _mm256_madd_epi16(pair_sums_i8_i8(a, b), _mm256_set1_epi16(int16_t(scale)));
 }
 
 __m256i load_32(const void *p) {
