@@ -15,7 +15,7 @@ install_missing() {
 }
 # the build
 install_missing build-essential cmake pkg-config libgtest-dev \
-    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3
 # pipelines across processes and machines (mpirun -np R weft ...); weft builds without them
 install_missing openmpi-bin libopenmpi-dev || echo "install-deps.sh: could not install Open MPI; weft builds without pipelines across ranks" >&2
 # the server's client and browser tests (they skip without these): chromium, and node + npm unless

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """scripts/jinja-oracle.py — renders chat templates with Python's jinja2, set up the way Hugging Face
 transformers renders tokenizer.chat_template, to produce and verify the expected outputs of
-tests/runtime/test_jinja.cpp.
+tests/template/test_jinja.cpp.
 
-    jinja-oracle.py generate [--out DIR]   write the expectations (default: tests/runtime/jinja/expected)
+    jinja-oracle.py generate [--out DIR]   write the expectations (default: tests/template/jinja/expected)
     jinja-oracle.py check                  exit 1 when the checked-in expectations are out of date
     jinja-oracle.py render TEMPLATE CONTEXT.json   print one rendering
 
@@ -12,7 +12,7 @@ controls extension, a {% generation %} block that renders its body as is, tojson
 json.dumps(ensure_ascii=False), raise_exception() and strftime_now() (fixed at 2024-07-26 so the
 outputs do not depend on the day).
 
-Test data, under tests/runtime/jinja/:
+Test data, under tests/template/jinja/:
     templates/NAME.jinja          a model family's chat template
     cases.json                    per template: bos_token, eos_token, and the conversations it renders
     conversations/NAME.json       messages, tools, add_generation_prompt and extra variables
@@ -30,7 +30,7 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "runtime", "jinja")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "template", "jinja")
 FIXED_NOW = datetime.datetime(2024, 7, 26, 9, 30, 0)
 
 

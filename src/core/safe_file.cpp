@@ -104,14 +104,21 @@ output_file::output_file(const std::string &path) : path_(path) {
     const size_t slash = path.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    // The name is registered for the signal handler before the file is created, so a signal
+    // arriving between the two cannot leave the file behind.
     for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
         temp_ = dir + "." + base + "." + random_suffix() + ".tmp";
+        slot_ = register_pending(temp_);
         fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd_ < 0 && errno != EEXIST) break;
+        if (fd_ >= 0) break;
+        const int open_errno = errno;
+        unregister_pending(slot_);  // not ours (EEXIST) or not created
+        slot_ = -1;
+        errno = open_errno;
+        if (open_errno != EEXIST) break;
     }
     if (fd_ < 0)
         throw error(path + ": cannot create a temporary file beside it (" + temp_ + "): " + errno_text());
-    slot_ = register_pending(temp_);
 }
 
 output_file::~output_file() {

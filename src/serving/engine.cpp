@@ -7,8 +7,9 @@
 #include <string_view>
 #include <utility>
 
+#include "serving/drafter.h"
+#include "weft/grammar/grammar.h"
 #include "weft/runtime/batch.h"
-#include "weft/runtime/grammar.h"
 #include "weft/runtime/kv_cache.h"
 #include "weft/serving/text.h"
 
@@ -144,6 +145,7 @@ struct engine::slot {
     size_t emitted = 0;                   // bytes of raw already delivered
     size_t max_stop = 0;                  // longest stop string
     std::vector<generated_token> unsent;  // tokens sampled since the last event
+    std::vector<token> draft;             // speculative decoding: proposed after `pending`, this step
     clock_type::time_point submitted, assigned, first_token;
 
     bool busy() const { return running != nullptr; }
@@ -156,7 +158,12 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
         throw error("engine: n_slots is " + std::to_string(params_.n_slots) + ", must be in [1, " +
                     std::to_string(max_sequences) + "]");
     params_.context.n_seq_max = uint32_t(params_.n_slots);
+    const speculative_params &sp = params_.speculative;
+    check_speculative_params(sp);
+    if (sp.draft) check_draft_vocab(m.vocab(), sp.draft->vocab(), sp.draft->path());
     ctx_ = std::make_unique<inference_context>(m, params_.context);
+    if (sp.draft && sp.n_max > 0)
+        drafter_ = std::make_unique<drafter>(*sp.draft, params_.context, params_.n_slots, sp.n_max);
     if (ctx_->n_ctx() < uint32_t(params_.n_slots) * 2)
         throw error("engine: a context of " + std::to_string(ctx_->n_ctx()) + " cells is too small for " +
                     std::to_string(params_.n_slots) + " slots");
@@ -415,6 +422,58 @@ void engine::after_decode(slot &s, int32_t batch_index) {
     s.pending = t;
 }
 
+// Speculative decoding: proposes each generating slot's next tokens after its pending one (a draft
+// model for all of them at once, or prompt lookup), at most what its request and context can still
+// use: the verification samples one token more than the draft, and no verified position may reach
+// the end of the slot's context (where a context shift would move the cells under the draft).
+void engine::draft_for(const std::vector<slot *> &generating) {
+    const speculative_params &sp = params_.speculative;
+    std::vector<drafter::ask> asks;
+    std::vector<std::vector<token>> histories(generating.size());
+    for (size_t k = 0; k < generating.size(); ++k) {
+        slot &s = *generating[k];
+        s.draft.clear();
+        int64_t room = int64_t(n_ctx_slot()) - int64_t(s.n_past()) - 2;
+        if (s.req.max_tokens >= 0)
+            room = std::min<int64_t>(room, s.req.max_tokens - int64_t(s.out.tokens.size()) - 1);
+        const int32_t n_max = int32_t(std::clamp<int64_t>(room, 0, sp.n_max));
+        if (n_max <= 0) continue;
+        histories[k] = s.cached;
+        histories[k].push_back(s.pending);
+        if (drafter_) {
+            asks.push_back({s.id, &histories[k], n_max, {}});
+        } else {
+            s.draft = lookup_draft(histories[k], sp.lookup_ngram, n_max);
+        }
+    }
+    if (drafter_ && !asks.empty()) {
+        drafter_->propose(asks, sp.p_min);
+        for (drafter::ask &a : asks) slots_[size_t(a.seq)]->draft = std::move(a.out);
+    }
+    for (slot *s : generating)
+        if (int32_t(s->draft.size()) < std::max(1, sp.n_min)) s->draft.clear();
+}
+
+// Samples the rows of a slot's pending token and its draft in order with the slot's own chain, as
+// plain decoding would: each draft token equal to the token sampled before it is kept (its cells
+// were written by this decode); the first that differs ends the step, the sampled token pending.
+void engine::verify(slot &s, int32_t first_row) {
+    const std::vector<token> draft = s.draft;
+    s.out.n_drafted += int32_t(draft.size());
+    int32_t accepted = 0;
+    for (size_t j = 0;; ++j) {
+        after_decode(s, first_row + int32_t(j));
+        if (!s.busy() || j == draft.size() || s.pending != draft[j]) break;
+        s.cached.push_back(draft[j]);  // decoded at its position in this batch
+        s.pending = token_null;
+        ++s.out.n_draft_accepted;
+        ++accepted;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.draft_tokens += draft.size();
+    stats_.draft_accepted += uint64_t(accepted);
+}
+
 int32_t engine::shift_keep(int32_t n_keep) const {
     return std::clamp<int32_t>(n_keep, 0, int32_t(n_ctx_slot() / 2));
 }
@@ -503,12 +562,22 @@ bool engine::step() {
     // asked moves on every step).
     const size_t n_batch = std::max<size_t>(1, ctx_->n_batch());
     const size_t first = size_t(stats_.steps % slots_.size());  // written only by this thread
+    if (!prompts_only && params_.speculative.enabled()) {
+        std::vector<slot *> generating;
+        for (auto &sp : slots_)
+            if (sp->busy() && sp->pending != token_null) generating.push_back(sp.get());
+        draft_for(generating);
+    }
     for (size_t k = 0; k < slots_.size() && size_t(b.n_tokens()) < n_batch; ++k) {
         slot &s = *slots_[(first + k) % slots_.size()];
         if (prompts_only || !s.busy() || s.pending == token_null) continue;
         output_of[size_t(s.id)] = b.n_tokens();
         b.add(s.pending, llm_pos(s.n_past()), {seq_id(s.id)}, true);
-        added[size_t(s.id)] = 1;
+        // its draft, as far as the batch has room (every row an output: each is verified)
+        s.draft.resize(std::min(s.draft.size(), n_batch - size_t(b.n_tokens())));
+        for (size_t i = 0; i < s.draft.size(); ++i)
+            b.add(s.draft[i], llm_pos(s.n_past() + 1 + i), {seq_id(s.id)}, true);
+        added[size_t(s.id)] = 1 + s.draft.size();
         in_batch.push_back(&s);
     }
     for (auto &sp : slots_) {
@@ -559,10 +628,17 @@ bool engine::step() {
         const int32_t row = output_of[size_t(s->id)];
         if (row >= 0) {
             try {
-                after_decode(*s, row);
+                if (s->draft.empty())
+                    after_decode(*s, row);
+                else
+                    verify(*s, row);
             } catch (const std::exception &e) {
                 if (s->busy()) finish(*s, finish_reason::error, e.what());
             }
+        }
+        if (!s->draft.empty()) {  // what was not kept leaves the cache
+            ctx_->kv_seq_rm(s->id, llm_pos(s->n_past()), -1);
+            s->draft.clear();
         }
         publish_slot(*s);
     }

@@ -9,8 +9,8 @@
 
 #include "common/fixtures.h"
 #include "common/run_weft.h"
-#include "weft/conversation.h"
 #include "weft/model/model.h"
+#include "weft/serving/conversation.h"
 
 namespace {
 
@@ -37,7 +37,7 @@ TEST(SpecialTokens, ChatContentsAreFoundThroughTheTemplate) {
     auto m = weft::model::load(weft::test::fixture("models/stories260K.gguf"), mp);
     for (const char *family : {"llama2", "chatml", "llama2-sys-strip", "mistral-v3"}) {
         SCOPED_TRACE(family);
-        const weft::tool::template_choice t = weft::tool::choose_chat_template(*m, family);
+        const weft::serving::template_choice t = weft::serving::choose_chat_template(*m, family);
         const std::vector<weft::chat_message> msgs = {{"system", "Be brief."},
                                                       {"user", " hello </s> world "},
                                                       {"assistant", "ok</s>"},

@@ -32,10 +32,10 @@
 // the engine layer's text helpers (header-only, standard library only)
 #include "common/fixtures.h"
 #include "weft/model/model.h"
-#include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
-#include "weft/runtime/sampling.h"
+#include "weft/sampling/sampling.h"
 #include "weft/serving/text.h"
+#include "weft/template/chat_template.h"
 
 namespace {
 
@@ -757,6 +757,7 @@ TEST_F(ServeCli, SeveralChoicesLogprobsAndTokenPrompts) {
     json again = post("/v1/completions", req);  // the same seed gives the same choices
     again["id"] = r["id"];
     again["created"] = r["created"];
+    again["timings"] = r["timings"];  // measured, and the second request reuses cached prompts
     EXPECT_EQ(again, r);
 
     // greedy with logprobs: the chosen token is the most likely one
@@ -1168,7 +1169,7 @@ TEST_F(ServeCli, EmbeddingsFromAnEmbeddingModel) {
 // Tools: with a Jinja template that renders them (Qwen 2.5's), the tools reach the prompt and a
 // conversation with tool calls and tool results renders; with a family template, a clear 400.
 TEST_F(ServeCli, ToolsAreRenderedByTheModelsTemplate) {
-    std::ifstream in(fs::path(WEFT_SOURCE_DIR) / "tests/runtime/jinja/templates/qwen2.5.jinja");
+    std::ifstream in(fs::path(WEFT_SOURCE_DIR) / "tests/template/jinja/templates/qwen2.5.jinja");
     const std::string tmpl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(tmpl.empty());
     served_model srv(*dir_, {"-m", *model_path_, "--port", "0", "-np", "1", "-c", "2048", "-t", "1",

@@ -1,4 +1,4 @@
-// tools/weft/assets.h — files built into the `weft` executable: the default model and the chat page.
+// tools/weft/assets.h — the model built into the `weft` executable (the chat page is the server library's).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,5 @@ inline std::unique_ptr<model> load_model_or_default(const std::string &path, mod
     params.memory = default_model();
     return model::load(default_model_name, params);
 }
-
-// tools/weft/assets/chat.html: the chat page `weft serve` answers GET / with.
-std::string_view chat_page();
 
 }  // namespace weft::tool

@@ -17,16 +17,17 @@
 
 #include "weft/cache_types.h"
 #include "weft/command.h"
-#include "weft/conversation.h"
 #include "weft/core/error.h"
+#include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/model/model.h"
-#include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
-#include "weft/runtime/grammar.h"
-#include "weft/runtime/sampling.h"
+#include "weft/sampling/sampling.h"
 #include "weft/sampling_options.h"
+#include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
+#include "weft/speculative_options.h"
+#include "weft/template/chat_template.h"
 
 namespace weft::tool {
 namespace {
@@ -45,6 +46,7 @@ struct chat_options {
     std::string save_path, load_path;
     tool::sampling_options sampling;
     cache_type_options cache_types;
+    speculative_options speculative;
 };
 
 // Set by SIGINT (interactive sessions only): stops the reply being generated; at the "> " prompt
@@ -74,7 +76,7 @@ class context_full : public error {
 class chat_session {
   public:
     chat_session(const model &m, serving::engine &eng, const sampling_params &sampling,
-                 const tool::template_choice &tmpl, const chat_options &opt)
+                 const serving::template_choice &tmpl, const chat_options &opt)
         : model_(m), engine_(eng), sampling_(sampling), template_(tmpl), opt_(opt) {
         if (!opt.system_prompt.empty()) messages_.push_back({"system", opt.system_prompt});
     }
@@ -265,7 +267,7 @@ class chat_session {
     const model &model_;
     serving::engine &engine_;
     sampling_params sampling_;
-    const tool::template_choice &template_;
+    const serving::template_choice &template_;
     const chat_options &opt_;
     std::vector<chat_message> messages_;
     std::string kv_text_;
@@ -305,6 +307,7 @@ int chat_main(int argc, char **argv) {
     tool::add_sampling_options(app, opt.sampling);
     grammar_options constrain;
     add_grammar_options(app, constrain);  // each reply follows the grammar
+    add_speculative_options(app, opt.speculative);
     app.add_option("--keep", opt.n_keep,
                    "tokens at the conversation's start that a context shift keeps, after the BOS (-1: "
                    "through the system message; at most half the context)")
@@ -330,18 +333,20 @@ int chat_main(int argc, char **argv) {
     sampling_params &s = opt.sampling.params;
 
     const auto model = model::load(opt.model_path);
-    const tool::template_choice chosen = tool::choose_chat_template(*model, opt.chat_template);
+    const serving::template_choice chosen = serving::choose_chat_template(*model, opt.chat_template);
     if (!chosen.fallback.empty())
         std::fprintf(stderr, "weft chat: warning: %s (choose one with --chat-template)\n",
                      chosen.fallback.c_str());
     const std::string &template_source = chosen.source;
 
-    inference_params ip = tool::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
+    inference_params ip = serving::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
     opt.cache_types.apply(ip);
+    opt.speculative.load_draft(*model, "chat");
     serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;
     ep.context_shift = !opt.no_context_shift;
+    ep.speculative = opt.speculative.params;
     serving::engine eng(*model, ep);
     const inference_context &ctx = eng.context();
 

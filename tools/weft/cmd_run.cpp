@@ -14,14 +14,15 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/type.h"
+#include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
-#include "weft/runtime/grammar.h"
-#include "weft/runtime/sampling.h"
+#include "weft/sampling/sampling.h"
 #include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
+#include "weft/speculative_options.h"
 
 namespace {
 
@@ -44,6 +45,7 @@ int run_main(int argc, char **argv) {
     int32_t n_keep = 0;
     std::string prompt_cache;
     weft::tool::sampling_options sampling;
+    weft::tool::speculative_options speculative;
     app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
         ->check(CLI::ExistingFile);
     app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS alone)");
@@ -69,6 +71,7 @@ int run_main(int argc, char **argv) {
         ->check(CLI::Range(1u, 1u << 20));
     weft::tool::grammar_options constrain;
     weft::tool::add_grammar_options(app, constrain);
+    weft::tool::add_speculative_options(app, speculative);
     app.add_option("--device", device_name,
                    "the device to compute on (see --list-devices; default: the first)");
     app.add_flag("--list-devices", list_devices, "print the devices weft can compute on, and exit");
@@ -128,10 +131,12 @@ int run_main(int argc, char **argv) {
     std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
                  device.name(), device.description().c_str());
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
+    speculative.load_draft(*model, "run");
     weft::serving::engine_params ep;
     ep.n_slots = 1;
     ep.context = ip;
     ep.context_shift = !no_context_shift;
+    ep.speculative = speculative.params;
     weft::serving::engine eng(*model, ep);
     const weft::inference_context &ctx = eng.context();
 
@@ -196,6 +201,16 @@ int run_main(int argc, char **argv) {
         "each)\n",
         n_generated, done.generate_ms, rate(n_generated > 0 ? n_generated - 1 : 0, done.generate_ms),
         (long long)p.n_eval, p.n_eval ? p.t_eval_ms / double(p.n_eval) : 0.0);
+    if (done.n_drafted > 0 || speculative.params.enabled())
+        std::fprintf(
+            stderr,
+            "weft run: speculative (%s): %d draft tokens verified, %d accepted (%.1f%%), %.2f tokens per "
+            "target decode\n",
+            speculative.params.draft ? "draft model" : "prompt lookup", done.n_drafted, done.n_draft_accepted,
+            done.n_drafted > 0 ? 100.0 * double(done.n_draft_accepted) / double(done.n_drafted) : 0.0,
+            n_generated > done.n_draft_accepted
+                ? double(n_generated) / double(n_generated - done.n_draft_accepted)
+                : 0.0);
     std::fprintf(
         stderr,
         "weft run: graphs built %lld (%.2f ms), reused %lld; KV %.1f MiB (K %s, V %s), compute %.1f MiB, "

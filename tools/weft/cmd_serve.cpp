@@ -1,844 +1,45 @@
-// tools/weft/cmd_serve.cpp — `weft serve`: an OpenAI-style HTTP server (completions, chat, SSE streams)
-// over the serving engine; request bodies are read by openai_request.h.
-#include <httplib.h>
+// tools/weft/cmd_serve.cpp — `weft serve`: its command line, model loading (alone or on rank 0 of a
+// pipeline) and signals, over the OpenAI-style HTTP layer (weft/server/openai_server.h).
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
 #include <functional>
-#include <limits>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <random>
-#include <span>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "weft/assets.h"
 #include "weft/cache_types.h"
 #include "weft/command.h"
-#include "weft/conversation.h"
 #include "weft/core/error.h"
-#include "weft/http_gate.h"
 #include "weft/model/model.h"
-#include "weft/openai_request.h"
 #include "weft/ranks.h"
-#include "weft/runtime/chat_template.h"
 #include "weft/runtime/context.h"
-#include "weft/runtime/embeddings.h"
-#include "weft/runtime/grammar.h"
-#include "weft/runtime/sampling.h"
+#include "weft/server/openai_server.h"
+#include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
-#include "weft/serving/json_schema.h"
-#include "weft/serving/text.h"
-#include "weft/tool_calls.h"
+#include "weft/speculative_options.h"
 
 namespace weft::tool {
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 struct serve_options {
     std::string model_path;
-    std::string host = "127.0.0.1";
-    int port = 8080;
-    int32_t n_slots = 4;
+    server::server_options http;
     uint32_t n_ctx = 0;  // all slots together; 0: slots x the model's training context (at most 4096)
     uint32_t n_batch = 512;
-    int32_t n_threads = 0;       // 0: the hardware's, at most 4
-    int32_t n_predict = 256;     // max_tokens of a request that does not say
-    int32_t max_tokens_cap = 0;  // most tokens one request may ask for (0: no limit)
-    std::string chat_template;   // a family name or Jinja text; empty: the model's own
-    std::string api_key;         // non-empty: required as a Bearer token
-    int timeout_s = 600;         // read and write timeout of a connection
-    size_t max_body = size_t(8) << 20;
-    size_t max_queue = 256;  // 0: no limit
     int32_t prompt_first = 128;
-    int http_threads = 0;
-    std::string cors;
+    std::string chat_template;  // a family name or Jinja text; empty: the model's own
     bool no_context_shift = false;
     cache_type_options cache_types;
+    speculative_options speculative;
     rank_options ranks;  // under mpirun: the blocks of each rank
-};
-
-// A refused request as OpenAI's error object (request_error: openai_request.h).
-json error_body(const std::string &message, int status) {
-    return {{"error",
-             {{"message", message},
-              {"type", status >= 500 ? "server_error" : "invalid_request_error"},
-              {"param", nullptr},
-              {"code", nullptr}}}};
-}
-
-void send_error(httplib::Response &res, const std::string &message, int status) {
-    res.status = status;
-    res.set_content(error_body(message, status).dump(), "application/json");
-}
-
-// --- one line of log per request: the logger prints what the handler noted on this thread
-
-struct request_note {
-    steady::time_point start;
-    bool started = false;
-    std::string detail;  // "prompt 12 tokens (5 cached), 16 generated, finish length"
-};
-thread_local request_note this_request;
-
-void log_request(const httplib::Request &req, int status) {
-    const double ms =
-        this_request.started
-            ? std::chrono::duration<double, std::milli>(steady::now() - this_request.start).count()
-            : 0.0;
-    std::fprintf(stderr, "weft serve: %s %s %s -> %d in %.1f ms%s%s\n", req.remote_addr.c_str(),
-                 req.method.c_str(), req.path.c_str(), status, ms, this_request.detail.empty() ? "" : ": ",
-                 this_request.detail.c_str());
-    this_request = {};
-}
-
-// The body as a JSON object (the fields are read by openai_request_reader).
-json parse_body(const httplib::Request &req) {
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) throw request_error("the request body is not valid JSON");
-    if (!body.is_object())
-        throw request_error("the request body must be a JSON object, got " + json_kind(body));
-    return body;
-}
-
-// --- the server
-
-// The server's metrics beyond the engine's.
-struct http_counters {
-    std::atomic<uint64_t> requests{0};
-    std::atomic<uint64_t> errors{0};
-    std::atomic<uint64_t> rejected_busy{0};
-};
-
-class server {
-  public:
-    server(const serve_options &opt) : opt_(opt), created_(int64_t(std::time(nullptr))) {}
-
-    // Called once the model is loaded; until then every route but /health answers 503.
-    void set_ready(const model &m, serving::engine &eng, tool::template_choice tmpl,
-                   std::string template_source) {
-        model_ = &m;
-        engine_ = &eng;
-        template_ = std::move(tmpl);
-        reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap);
-        template_source_ = std::move(template_source);
-        model_id_ = opt_.model_path.empty() ? "stories260K" : m.name();
-        if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
-            inference_params ip;
-            ip.n_ctx = uint32_t(m.hparams().n_ctx_train);
-            ip.n_batch = ip.n_ubatch = ip.n_ctx;
-            ip.n_threads = ip.n_threads_batch = opt_.n_threads > 0 ? opt_.n_threads : 0;
-            embed_ctx_ = std::make_unique<inference_context>(m, ip);
-        }
-        ready_ = true;
-    }
-
-    void install(httplib::Server &svr) {
-        svr.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
-            this_request = {};
-            this_request.start = steady::now();
-            this_request.started = true;
-            ++counters_.requests;
-            if (!opt_.cors.empty()) {
-                res.set_header("Access-Control-Allow-Origin", opt_.cors);
-                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-                if (req.method == "OPTIONS") {
-                    res.status = 204;
-                    return httplib::Server::HandlerResponse::Handled;
-                }
-            }
-            // Range is for files: on these routes it would only let one request multiply its answer
-            // (many overlapping ranges), so it is ignored. The request object is the server's own
-            // (not const), handed to us as const.
-            const_cast<httplib::Request &>(req).ranges.clear();
-            if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-            if (!opt_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
-                res.set_header("WWW-Authenticate", "Bearer");
-                send_error(res, "invalid or missing API key (send 'Authorization: Bearer KEY')", 401);
-                return httplib::Server::HandlerResponse::Handled;
-            }
-            if (!ready_) {
-                res.set_header("Retry-After", "1");
-                send_error(res, "the model is still loading", 503);
-                return httplib::Server::HandlerResponse::Handled;
-            }
-            return httplib::Server::HandlerResponse::Unhandled;
-        });
-        svr.set_logger([this](const httplib::Request &req, const httplib::Response &res) {
-            if (res.status >= 400) ++counters_.errors;
-            log_request(req, res.status);
-        });
-        // httplib calls this for every status >= 400; routes that set their own body keep it
-        svr.set_error_handler(
-            httplib::Server::HandlerWithResponse([](const httplib::Request &req, httplib::Response &res) {
-                if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-                const std::string message =
-                    res.status == 404 ? "unknown route: " + req.method + " " + req.path
-                    : res.status == 413
-                        ? "the request body is larger than the server accepts (--max-body)"
-                        : "the request could not be handled (HTTP " + std::to_string(res.status) + ")";
-                send_error(res, message, res.status);
-                return httplib::Server::HandlerResponse::Handled;
-            }));
-        svr.set_exception_handler(
-            [](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
-                std::string message = "internal error";
-                try {
-                    if (ep) std::rethrow_exception(ep);
-                } catch (const std::exception &e) {
-                    message = std::string("internal error: ") + e.what();
-                } catch (...) {
-                }
-                send_error(res, message, 500);
-            });
-
-        svr.Get("/", [](const httplib::Request &, httplib::Response &res) {
-            res.set_content(std::string(chat_page()), "text/html; charset=utf-8");
-        });
-        svr.Get("/health", [this](const httplib::Request &req, httplib::Response &res) { health(req, res); });
-        auto models = [this](const httplib::Request &, httplib::Response &res) {
-            res.set_content(json{{"object", "list"}, {"data", json::array({model_object()})}}.dump(),
-                            "application/json");
-        };
-        svr.Get("/v1/models", models);
-        svr.Get("/models", models);
-        auto one_model = [this](const httplib::Request &req, httplib::Response &res) {
-            const std::string wanted = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-            if (wanted != model_id_) {
-                send_error(res,
-                           "the model '" + wanted + "' does not exist (this server has '" + model_id_ + "')",
-                           404);
-                return;
-            }
-            res.set_content(model_object().dump(), "application/json");
-        };
-        svr.Get(R"(/v1/models/(.+))", one_model);
-        svr.Get(R"(/models/(.+))", one_model);
-        for (const char *path : {"/v1/completions", "/completions"})
-            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
-                guarded(res, [&] { generate(req, res, false); });
-            });
-        for (const char *path : {"/v1/chat/completions", "/chat/completions"})
-            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
-                guarded(res, [&] { generate(req, res, true); });
-            });
-        for (const char *path : {"/v1/embeddings", "/embeddings"})
-            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
-                guarded(res, [&] { embeddings(req, res); });
-            });
-        svr.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
-            guarded(res, [&] { tokenize(req, res); });
-        });
-        svr.Post("/detokenize", [this](const httplib::Request &req, httplib::Response &res) {
-            guarded(res, [&] { detokenize(req, res); });
-        });
-        svr.Get("/props", [this](const httplib::Request &, httplib::Response &res) { props(res); });
-        svr.Get("/slots", [this](const httplib::Request &, httplib::Response &res) { slots(res); });
-        svr.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { metrics(res); });
-    }
-
-    // On SIGINT/SIGTERM: running and queued requests end now, as cancelled.
-    void cancel_all() {
-        if (ready_) engine_->stop();
-    }
-
-  private:
-    // POST /v1/embeddings: "input" a string, an array of strings, an array of token ids or an array
-    // of such arrays; one vector per input, pooled as the model says and scaled to unit length (as
-    // OpenAI's are); "encoding_format" "float" (default) or "base64" (little-endian float32).
-    void embeddings(const httplib::Request &req, httplib::Response &res) {
-        if (!embed_ctx_)
-            throw request_error("the model '" + model_id_ +
-                                "' does not produce embeddings (it generates text; embedding models: bert)");
-        const json body = parse_body(req);
-        const auto input = body.find("input");
-        if (input == body.end()) throw request_error("'input' is required");
-        std::vector<std::vector<token>> inputs;
-        auto tokens_of = [&](const json &item) -> std::vector<token> {
-            if (item.is_string()) return model_->vocab().tokenize(item.get<std::string>(), true, true);
-            if (item.is_array() &&
-                std::all_of(item.begin(), item.end(), [](const json &t) { return t.is_number_integer(); })) {
-                std::vector<token> ids;
-                for (const json &t : item)
-                    ids.push_back(token_value(t, "'input' token ids", model_->vocab().n_tokens()));
-                return ids;
-            }
-            throw request_error(
-                "'input' must be a string, an array of strings, or token ids (arrays of integers)");
-        };
-        if (input->is_array() && !input->empty() && !input->front().is_number_integer()) {
-            for (const json &item : *input) inputs.push_back(tokens_of(item));
-        } else {
-            inputs.push_back(tokens_of(*input));
-        }
-        if (inputs.empty()) throw request_error("'input' is an empty array");
-        const std::string format = body.value("encoding_format", std::string("float"));
-        if (format != "float" && format != "base64")
-            throw request_error("'encoding_format' must be \"float\" or \"base64\", got \"" + format + "\"");
-        const pooling_kind pooling = pooling_kind(model_->hparams().pooling_type);
-        if (pooling == pooling_kind::none)
-            throw request_error("the model's pooling is 'none': it has no one vector per input");
-        json data = json::array();
-        int64_t n_tokens = 0;
-        for (size_t i = 0; i < inputs.size(); ++i) {
-            const std::vector<token> &t = inputs[i];
-            if (t.empty()) throw request_error("input " + std::to_string(i) + " has no tokens");
-            if (int64_t(t.size()) > int64_t(embed_ctx_->n_ctx()))
-                throw request_error("input " + std::to_string(i) + " has " + std::to_string(t.size()) +
-                                    " tokens; the model takes at most " +
-                                    std::to_string(embed_ctx_->n_ctx()));
-            std::vector<float> v;
-            {
-                std::lock_guard<std::mutex> lock(embed_mutex_);
-                v = compute_embeddings(*embed_ctx_, t, pooling, true).pooled;
-            }
-            n_tokens += int64_t(t.size());
-            json item = {{"object", "embedding"}, {"index", i}};
-            if (format == "base64")
-                item["embedding"] = base64_of(v.data(), v.size() * sizeof(float));
-            else
-                item["embedding"] = v;
-            data.push_back(std::move(item));
-        }
-        res.set_content(json{{"object", "list"},
-                             {"data", std::move(data)},
-                             {"model", model_id_},
-                             {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}
-                            .dump(),
-                        "application/json");
-    }
-
-    static std::string base64_of(const void *data, size_t n) {
-        static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        const auto *p = static_cast<const unsigned char *>(data);
-        std::string out;
-        out.reserve((n + 2) / 3 * 4);
-        for (size_t i = 0; i < n; i += 3) {
-            const uint32_t b =
-                uint32_t(p[i]) << 16 | (i + 1 < n ? uint32_t(p[i + 1]) << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
-            out += digits[b >> 18 & 63];
-            out += digits[b >> 12 & 63];
-            out += i + 1 < n ? digits[b >> 6 & 63] : '=';
-            out += i + 2 < n ? digits[b & 63] : '=';
-        }
-        return out;
-    }
-
-    // Turns a refused request into its error response; any other failure into a 500.
-    template <class Fn>
-    void guarded(httplib::Response &res, Fn &&fn) {
-        try {
-            fn();
-        } catch (const request_error &e) {
-            this_request.detail = e.what();
-            if (e.status() == 503) res.set_header("Retry-After", "1");
-            send_error(res, e.what(), e.status());
-        } catch (const std::exception &e) {
-            this_request.detail = e.what();
-            send_error(res, e.what(), 500);
-        }
-    }
-
-    json model_object() const {
-        return {{"id", model_id_},
-                {"object", "model"},
-                {"created", created_},
-                {"owned_by", "weft"},
-                {"meta",
-                 {{"n_ctx", engine_ ? engine_->n_ctx() : 0},
-                  {"n_ctx_slot", engine_ ? engine_->n_ctx_slot() : 0},
-                  {"describe", model_ ? model_->describe() : ""}}}};
-    }
-
-    // ok while a slot is free or the queue takes requests; "loading" before the model is ready;
-    // with ?fail_on_no_slot=1, 503 when every slot is busy.
-    void health(const httplib::Request &req, httplib::Response &res) {
-        if (!ready_) {
-            res.status = 503;
-            res.set_content(json{{"status", "loading model"}}.dump(), "application/json");
-            return;
-        }
-        const serving::engine_stats st = engine_->stats();
-        const int idle = st.n_slots - st.busy_slots;
-        json body = {{"status", "ok"},
-                     {"slots_idle", idle},
-                     {"slots_processing", st.busy_slots},
-                     {"queued", st.queued}};
-        if (idle == 0 && req.has_param("fail_on_no_slot") && req.get_param_value("fail_on_no_slot") != "0") {
-            body["status"] = "no slot available";
-            res.status = 503;
-        }
-        res.set_content(body.dump(), "application/json");
-    }
-
-    // A reply's tool calls as OpenAI's message fields (null when there are none).
-    static json tool_calls_json(const tool::parsed_reply &r, bool with_index) {
-        json calls = json::array();
-        for (size_t i = 0; i < r.calls.size(); ++i) {
-            json c = {{"id", "call_" + random_id()},
-                      {"type", "function"},
-                      {"function", {{"name", r.calls[i].name}, {"arguments", r.calls[i].arguments}}}};
-            if (with_index) c["index"] = i;
-            calls.push_back(std::move(c));
-        }
-        return calls;
-    }
-
-    // The jobs of one request: choice index k = prompt * n + j.
-    std::vector<std::shared_ptr<serving::job>> submit_all(const parsed_request &p) {
-        std::vector<std::shared_ptr<serving::job>> jobs;
-        try {
-            for (size_t i = 0; i < p.prompts.size(); ++i)
-                for (int32_t j = 0; j < p.n; ++j) {
-                    serving::request r = p.base;
-                    r.prompt = p.prompts[i];
-                    if (r.n_keep < 0) r.n_keep = int32_t(r.prompt.size());
-                    const uint32_t k = uint32_t(i) * uint32_t(p.n) + uint32_t(j);
-                    if (r.sampling.seed != sampler_seed_random) r.sampling.seed += k;
-                    jobs.push_back(engine_->submit(std::move(r)));
-                }
-        } catch (const serving::queue_full &e) {
-            for (auto &j : jobs) j->cancel();
-            ++counters_.rejected_busy;
-            throw request_error(std::string("the server is busy: ") + e.what() + "; retry later", 503);
-        } catch (const error &e) {
-            for (auto &j : jobs) j->cancel();
-            throw request_error(e.what());
-        }
-        return jobs;
-    }
-
-    json envelope(const std::string &id, int64_t created, bool chat, bool chunk) const {
-        return {{"id", id},
-                {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-                {"created", created},
-                {"model", model_id_},
-                {"system_fingerprint", "weft"}};
-    }
-
-    static json bytes_of(const std::string &s) {
-        json b = json::array();
-        for (unsigned char c : s) b.push_back(int(c));
-        return b;
-    }
-
-    // Log-probabilities of some tokens in OpenAI's shape for chat (content list, each entry also
-    // with the token's "id", which clients ignore) or completions.
-    json logprobs_json(const std::vector<serving::generated_token> &tokens, bool chat,
-                       size_t text_offset) const {
-        const vocab &v = model_->vocab();
-        if (chat) {
-            json content = json::array();
-            for (const auto &g : tokens) {
-                const std::string piece = v.token_to_piece(g.id, false);
-                json top = json::array();
-                for (const auto &t : g.top) {
-                    const std::string tp = v.token_to_piece(t.id, false);
-                    top.push_back({{"id", t.id},
-                                   {"token", serving::utf8_sanitize(tp)},
-                                   {"logprob", t.logprob},
-                                   {"bytes", bytes_of(tp)}});
-                }
-                content.push_back({{"id", g.id},
-                                   {"token", serving::utf8_sanitize(piece)},
-                                   {"logprob", g.logprob},
-                                   {"bytes", bytes_of(piece)},
-                                   {"top_logprobs", top}});
-            }
-            return {{"content", content}};
-        }
-        json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-        for (const auto &g : tokens) {
-            const std::string piece = v.token_to_piece(g.id, false);
-            toks.push_back(serving::utf8_sanitize(piece));
-            lps.push_back(g.logprob);
-            json top = json::object();
-            for (const auto &t : g.top)
-                top[serving::utf8_sanitize(v.token_to_piece(t.id, false))] = t.logprob;
-            tops.push_back(top);
-            offsets.push_back(text_offset);
-            text_offset += piece.size();
-        }
-        return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
-    }
-
-    // Completions' text_offset counts from the start of the prompt (OpenAI's legacy API): the
-    // first generated token of choice k sits at the length of its prompt's text (in bytes).
-    size_t prompt_offset(const parsed_request &p, size_t k) const {
-        return p.prompt_text_bytes[k / size_t(p.n)];
-    }
-
-    static std::string note(const std::vector<serving::completion> &done) {
-        std::string out;
-        for (const auto &c : done) {
-            if (!out.empty()) out += "; ";
-            out += "prompt " + std::to_string(c.n_prompt) + " tokens (" + std::to_string(c.n_cached) +
-                   " cached), " + std::to_string(c.tokens.size()) + " generated, finish " +
-                   serving::finish_reason_name(c.finish) + ", slot " + std::to_string(c.slot);
-        }
-        return out;
-    }
-
-    json usage(const parsed_request &p, const std::vector<serving::completion> &done) const {
-        size_t prompt_tokens = 0, completion_tokens = 0;
-        for (const auto &t : p.prompts) prompt_tokens += t.size();
-        for (const auto &c : done) completion_tokens += c.tokens.size();
-        return {{"prompt_tokens", prompt_tokens},
-                {"completion_tokens", completion_tokens},
-                {"total_tokens", prompt_tokens + completion_tokens}};
-    }
-
-    void generate(const httplib::Request &req, httplib::Response &res, bool chat) {
-        if (embed_ctx_)
-            throw request_error("the model '" + model_id_ +
-                                "' produces embeddings, not text: use /v1/embeddings");
-        const json body = parse_body(req);
-        auto p = std::make_shared<parsed_request>(reader_->parse(body, chat));
-        auto jobs = std::make_shared<std::vector<std::shared_ptr<serving::job>>>(submit_all(*p));
-        const std::string id = (chat ? "chatcmpl-" : "cmpl-") + random_id();
-        const int64_t created = int64_t(std::time(nullptr));
-        if (p->stream)
-            stream(res, p, jobs, id, created);
-        else
-            whole(res, p, jobs, id, created);
-    }
-
-    // Not streamed: the answer is one JSON object once every choice is done. It is written by a
-    // content provider so that a client that goes away is noticed: after a second without an
-    // answer, a space (which JSON allows before a value) goes out every second, and a failed write
-    // cancels the jobs.
-    void whole(httplib::Response &res, std::shared_ptr<parsed_request> p,
-               std::shared_ptr<std::vector<std::shared_ptr<serving::job>>> jobs, const std::string &id,
-               int64_t created) {
-        auto finished = [jobs] {
-            for (auto &j : *jobs)
-                if (!j->finished()) return false;
-            return true;
-        };
-        auto respond = [this, p, jobs, id, created](httplib::DataSink &sink) {
-            std::vector<serving::completion> done;
-            for (auto &j : *jobs) done.push_back(j->result());
-            this_request.detail = note(done);
-            json out = envelope(id, created, p->chat, false);
-            out["choices"] = json::array();
-            for (size_t k = 0; k < done.size(); ++k) {
-                const serving::completion &c = done[k];
-                if (c.finish == serving::finish_reason::error) {
-                    const std::string body = error_body(c.error, 500).dump();
-                    sink.write(body.data(), body.size());
-                    sink.done();
-                    return;
-                }
-                std::string text = c.text;
-                if (p->echo) text = model_->vocab().detokenize(p->prompts[k / size_t(p->n)]) + text;
-                json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
-                if (p->chat) {
-                    choice["message"] = {{"role", "assistant"}, {"content", text}};
-                    if (p->tools) {
-                        const tool::parsed_reply reply = tool::parse_tool_calls(text);
-                        if (!reply.calls.empty()) {
-                            choice["message"]["content"] =
-                                reply.content.empty() ? json(nullptr) : json(reply.content);
-                            choice["message"]["tool_calls"] = tool_calls_json(reply, false);
-                            choice["finish_reason"] = "tool_calls";
-                        }
-                    }
-                    choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
-                } else {
-                    choice["text"] = text;
-                    choice["logprobs"] =
-                        p->logprobs ? logprobs_json(c.tokens, false, prompt_offset(*p, k)) : json(nullptr);
-                }
-                out["choices"].push_back(choice);
-            }
-            out["usage"] = usage(*p, done);
-            const std::string text = out.dump();
-            sink.write(text.data(), text.size());
-            sink.done();
-        };
-        // most requests finish within a second: answer them with a plain body
-        serving::event e;
-        const auto deadline = steady::now() + std::chrono::seconds(1);
-        while (!finished() && steady::now() < deadline)
-            for (auto &j : *jobs) j->wait_event(e, std::chrono::milliseconds(20));
-        res.set_chunked_content_provider("application/json",
-                                         [jobs, finished, respond](size_t, httplib::DataSink &sink) {
-                                             serving::event ev;
-                                             auto last_beat = steady::now();
-                                             while (!finished()) {
-                                                 for (auto &j : *jobs)
-                                                     j->wait_event(ev, std::chrono::milliseconds(50));
-                                                 if (steady::now() - last_beat >= std::chrono::seconds(1)) {
-                                                     last_beat = steady::now();
-                                                     if (!sink.is_writable() || !sink.write(" ", 1)) {
-                                                         for (auto &j : *jobs) j->cancel();
-                                                         return false;
-                                                     }
-                                                 }
-                                             }
-                                             respond(sink);
-                                             return true;
-                                         });
-    }
-
-    // Streamed: Server-Sent Events, one chunk per piece of text of each choice, nothing before the
-    // first piece (a queued request sends only SSE comments, which clients ignore, to notice a
-    // client that went away), then a final chunk per choice with its finish reason, the usage
-    // chunk when asked for, and "data: [DONE]".
-    void stream(httplib::Response &res, std::shared_ptr<parsed_request> p,
-                std::shared_ptr<std::vector<std::shared_ptr<serving::job>>> jobs, const std::string &id,
-                int64_t created) {
-        res.set_header("Cache-Control", "no-cache");
-        res.set_chunked_content_provider(
-            "text/event-stream", [this, p, jobs, id, created](size_t, httplib::DataSink &sink) {
-                auto write = [&sink](const std::string &s) {
-                    return sink.is_writable() && sink.write(s.data(), s.size());
-                };
-                auto send = [&](const json &event) { return write("data: " + event.dump() + "\n\n"); };
-                auto cancel_all = [&] {
-                    for (auto &j : *jobs) j->cancel();
-                    std::vector<serving::completion> done;
-                    serving::event ignored;
-                    for (auto &j : *jobs) {  // the engine ends them at its next step
-                        const auto until = steady::now() + std::chrono::seconds(2);
-                        while (!j->finished() && steady::now() < until)
-                            j->wait_event(ignored, std::chrono::milliseconds(20));
-                        done.push_back(j->result());
-                    }
-                    this_request.detail = "client went away: " + note(done);
-                    return false;
-                };
-                std::vector<bool> role_sent(jobs->size(), false), done_flags(jobs->size(), false);
-                std::vector<size_t> offsets(jobs->size(), 0);
-                if (!p->chat && p->logprobs)
-                    for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = prompt_offset(*p, k);
-                size_t n_done = 0;
-                auto last_write = steady::now();
-                while (n_done < jobs->size()) {
-                    bool any = false;
-                    for (size_t k = 0; k < jobs->size(); ++k) {
-                        if (done_flags[k]) continue;
-                        serving::event ev;
-                        while ((*jobs)[k]->poll_event(ev)) {
-                            any = true;
-                            json c = envelope(id, created, p->chat, true);
-                            json choice = {{"index", k}, {"finish_reason", nullptr}};
-                            if (ev.final) {
-                                const serving::completion r = (*jobs)[k]->result();
-                                if (r.finish == serving::finish_reason::error) {
-                                    // the error object as an event, then the usual end, so a
-                                    // client waiting for [DONE] is not left hanging
-                                    for (auto &other : *jobs) other->cancel();
-                                    send(error_body(r.error, 500));
-                                    write("data: [DONE]\n\n");
-                                    this_request.detail = r.error;
-                                    sink.done();
-                                    return true;
-                                }
-                                choice["finish_reason"] = serving::finish_reason_name(r.finish);
-                                done_flags[k] = true;
-                                ++n_done;
-                            }
-                            if (p->chat) {
-                                json delta = json::object();
-                                if (!role_sent[k]) delta["role"] = "assistant";
-                                role_sent[k] = true;
-                                if (!ev.text.empty() || !ev.final) delta["content"] = ev.text;
-                                if (ev.final && p->tools) {  // the calls, once the reply is whole
-                                    const tool::parsed_reply reply =
-                                        tool::parse_tool_calls((*jobs)[k]->result().text);
-                                    if (!reply.calls.empty()) {
-                                        delta["tool_calls"] = tool_calls_json(reply, true);
-                                        choice["finish_reason"] = "tool_calls";
-                                    }
-                                }
-                                choice["delta"] = delta;
-                                choice["logprobs"] =
-                                    p->logprobs ? logprobs_json(ev.tokens, true, 0) : json(nullptr);
-                            } else {
-                                choice["text"] = ev.text;
-                                choice["logprobs"] =
-                                    p->logprobs ? logprobs_json(ev.tokens, false, offsets[k]) : json(nullptr);
-                            }
-                            offsets[k] += ev.text.size();
-                            c["choices"] = json::array({choice});
-                            if (p->include_usage) c["usage"] = nullptr;
-                            if (!send(c)) return cancel_all();
-                            last_write = steady::now();
-                            if (ev.final) break;
-                        }
-                    }
-                    if (any) continue;
-                    if (steady::now() - last_write >= std::chrono::seconds(2)) {
-                        if (!write(": waiting\n\n")) return cancel_all();
-                        last_write = steady::now();
-                    }
-                    // wait for the next event of the first unfinished choice
-                    for (size_t k = 0; k < jobs->size(); ++k)
-                        if (!done_flags[k]) {
-                            (*jobs)[k]->wait_ready(std::chrono::milliseconds(50));
-                            break;
-                        }
-                }
-                std::vector<serving::completion> done;
-                for (auto &j : *jobs) done.push_back(j->result());
-                this_request.detail = note(done);
-                if (p->include_usage) {
-                    json u = envelope(id, created, p->chat, true);
-                    u["choices"] = json::array();
-                    u["usage"] = usage(*p, done);
-                    if (!send(u)) return false;
-                }
-                write("data: [DONE]\n\n");
-                sink.done();
-                return true;
-            });
-    }
-
-    void tokenize(const httplib::Request &req, httplib::Response &res) {
-        const json body = parse_body(req);
-        const auto content = field(
-            body, "content", [](const json &j) { return j.is_string(); }, "a string");
-        if (!content) throw request_error("'content' is required: a string");
-        const bool add_special = bool_field(body, "add_special").value_or(false);
-        const bool parse_special = bool_field(body, "parse_special").value_or(true);
-        const bool with_pieces = bool_field(body, "with_pieces").value_or(false);
-        std::vector<token> tokens;
-        try {
-            tokens = model_->vocab().tokenize(content->get<std::string>(), add_special, parse_special);
-        } catch (const error &e) {
-            throw request_error(std::string("the content cannot be tokenized: ") + e.what());
-        }
-        json out = json::array();
-        for (token t : tokens) {
-            if (with_pieces)
-                out.push_back(
-                    {{"id", t}, {"piece", serving::utf8_sanitize(model_->vocab().token_to_piece(t, true))}});
-            else
-                out.push_back(t);
-        }
-        res.set_content(json{{"tokens", out}}.dump(), "application/json");
-    }
-
-    void detokenize(const httplib::Request &req, httplib::Response &res) {
-        const json body = parse_body(req);
-        const auto tokens = field(
-            body, "tokens", [](const json &j) { return j.is_array(); }, "an array of token ids");
-        if (!tokens) throw request_error("'tokens' is required: an array of token ids");
-        std::vector<token> ids;
-        const int32_t n_vocab = model_->vocab().n_tokens();
-        for (const json &t : *tokens) ids.push_back(token_value(t, "'tokens' token ids", n_vocab));
-        res.set_content(
-            json{{"content", serving::utf8_sanitize(model_->vocab().detokenize(ids, false))}}.dump(),
-            "application/json");
-    }
-
-    void props(httplib::Response &res) {
-        const sampling_params d;
-        res.set_content(json{{"model_path", model_->path()},
-                             {"model", model_id_},
-                             {"n_slots", engine_->n_slots()},
-                             {"n_ctx", engine_->n_ctx()},
-                             {"n_ctx_slot", engine_->n_ctx_slot()},
-                             {"chat_template", template_.name()},
-                             {"chat_template_source", template_source_},
-                             {"max_queue", opt_.max_queue},
-                             {"default_generation_settings",
-                              {{"max_tokens", opt_.n_predict},
-                               {"temperature", d.temp},
-                               {"top_k", d.top_k},
-                               {"top_p", d.top_p},
-                               {"min_p", d.min_p}}}}
-                            .dump(),
-                        "application/json");
-    }
-
-    void slots(httplib::Response &res) {
-        const serving::engine_stats st = engine_->stats();
-        json out = json::array();
-        for (const auto &s : st.slots)
-            out.push_back({{"id", s.id},
-                           {"state", s.busy ? "processing" : "idle"},
-                           {"n_ctx", engine_->n_ctx_slot()},
-                           {"n_cached", s.n_cached},
-                           {"n_prompt", s.n_prompt},
-                           {"n_generated", s.n_generated}});
-        res.set_content(out.dump(), "application/json");
-    }
-
-    void metrics(httplib::Response &res) {
-        const serving::engine_stats st = engine_->stats();
-        std::string m;
-        auto metric = [&m](const char *name, const char *type, const char *help, double value) {
-            m += std::string("# HELP weft_") + name + " " + help + "\n# TYPE weft_" + name + " " + type +
-                 "\nweft_" + name + " " + json(value).dump() + "\n";
-        };
-        metric("http_requests_total", "counter", "HTTP requests received", double(counters_.requests.load()));
-        metric("http_errors_total", "counter", "HTTP responses with a status >= 400",
-               double(counters_.errors.load()));
-        metric("requests_rejected_busy_total", "counter",
-               "requests refused with 503 because the queue was full",
-               double(counters_.rejected_busy.load()));
-        metric("generation_requests_total", "counter", "generation jobs submitted",
-               double(st.requests_submitted));
-        metric("generation_requests_finished_total", "counter", "generation jobs finished",
-               double(st.requests_finished));
-        metric("prompt_tokens_total", "counter", "prompt tokens decoded (cached ones not counted)",
-               double(st.prompt_tokens));
-        metric("generated_tokens_total", "counter", "tokens generated", double(st.generated_tokens));
-        metric("decode_seconds_total", "counter", "time spent decoding batches", st.decode_ms / 1000.0);
-        metric(
-            "tokens_per_second", "gauge", "prompt and generated tokens per second of decoding",
-            st.decode_ms > 0 ? double(st.prompt_tokens + st.generated_tokens) * 1000.0 / st.decode_ms : 0.0);
-        metric("graph_builds_total", "counter", "decode steps that built a new graph (the rest reused one)",
-               double(st.graph_builds));
-        metric("graph_build_seconds_total", "counter", "time building graphs (part of decoding)",
-               st.graph_build_ms / 1000.0);
-        metric("queue_length", "gauge", "requests waiting for a slot", double(st.queued));
-        metric("busy_slots", "gauge", "slots generating or processing a prompt", double(st.busy_slots));
-        metric("slots", "gauge", "slots", double(st.n_slots));
-        metric("kv_cells_used", "gauge", "KV cache cells in use", double(st.kv_cells_used));
-        metric("kv_cells", "gauge", "KV cache cells", double(st.kv_cells));
-        res.set_content(m, "text/plain; version=0.0.4");
-    }
-
-    static std::string random_id() {
-        static thread_local std::mt19937_64 rng(std::random_device{}());
-        static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        std::string id;
-        for (int i = 0; i < 24; ++i) id += digits[rng() % (sizeof digits - 1)];
-        return id;
-    }
-
-    const serve_options &opt_;
-    std::atomic<bool> ready_{false};
-    const model *model_ = nullptr;
-    serving::engine *engine_ = nullptr;
-    tool::template_choice template_;
-    std::unique_ptr<openai_request_reader> reader_;  // reads requests against the model and template_
-    std::string template_source_;
-    std::string model_id_ = "loading";
-    int64_t created_;
-    http_counters counters_;
-    std::unique_ptr<inference_context> embed_ctx_;  // an embedding model's context, one request at a time
-    std::mutex embed_mutex_;
 };
 
 // SIGINT and SIGTERM stop the server from a thread that waits for them (a signal handler may not
@@ -847,19 +48,19 @@ class server {
 class signal_watcher {
   public:
     // `before_stop` runs first (it cancels the running requests, so their connections end at once).
-    signal_watcher(gated_server &svr, std::function<void()> before_stop) {
+    signal_watcher(std::function<void()> stop, std::function<void()> before_stop) {
         sigemptyset(&set_);
         sigaddset(&set_, SIGINT);
         sigaddset(&set_, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-        thread_ = std::thread([this, &svr, before_stop] {
+        thread_ = std::thread([this, stop, before_stop] {
             int sig = 0;
             sigwait(&set_, &sig);
             if (quitting_) return;
             std::fprintf(stderr, "weft serve: signal %d, stopping\n", sig);
             signalled_ = true;
             before_stop();
-            svr.stop_serving();
+            stop();
         });
     }
     signal_watcher(const signal_watcher &) = delete;
@@ -896,11 +97,11 @@ int serve_main(int argc, char **argv) {
     serve_options opt;
     app.add_option("-m,--model", opt.model_path, "GGUF model file; none: the built-in stories260K")
         ->check(CLI::ExistingFile);
-    app.add_option("--host", opt.host, "address to listen on")->capture_default_str();
-    app.add_option("--port", opt.port, "TCP port (0: any free one)")
+    app.add_option("--host", opt.http.host, "address to listen on")->capture_default_str();
+    app.add_option("--port", opt.http.port, "TCP port (0: any free one)")
         ->capture_default_str()
         ->check(CLI::Range(0, 65535));
-    app.add_option("--parallel", opt.n_slots, "parallel slots (sequences decoded together), also -np")
+    app.add_option("--parallel", opt.http.n_slots, "parallel slots (sequences decoded together), also -np")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
     app.add_option("-c,--ctx-size", opt.n_ctx,
@@ -911,7 +112,7 @@ int serve_main(int argc, char **argv) {
     app.add_option("-b,--batch-size", opt.n_batch, "most tokens per decode step (all slots together)")
         ->capture_default_str()
         ->check(CLI::Range(1u, 1u << 20));
-    app.add_option("-t,--threads", opt.n_threads, "threads (0: the hardware's, at most 4)")
+    app.add_option("-t,--threads", opt.http.n_threads, "threads (0: the hardware's, at most 4)")
         ->capture_default_str()
         ->check(CLI::Range(0, 512));
     app.add_option(
@@ -919,17 +120,19 @@ int serve_main(int argc, char **argv) {
            "template family (chatml, llama3, llama2, mistral-v7, phi3, zephyr, gemma ...) or Jinja text, "
            "instead of the model's")
         ->capture_default_str();
-    app.add_option("-n,--n-predict", opt.n_predict, "max_tokens of a request that does not give one")
+    app.add_option("-n,--n-predict", opt.http.n_predict, "max_tokens of a request that does not give one")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--max-tokens", opt.max_tokens_cap, "most tokens one request may generate (0: no limit)")
+    app.add_option("--max-tokens", opt.http.max_tokens_cap,
+                   "most tokens one request may generate (0: no limit)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--api-key", opt.api_key, "require 'Authorization: Bearer KEY' (401 otherwise)");
-    app.add_option("--timeout", opt.timeout_s, "seconds a client may take to send a request or read a reply")
+    app.add_option("--api-key", opt.http.api_key, "require 'Authorization: Bearer KEY' (401 otherwise)");
+    app.add_option("--timeout", opt.http.timeout_s,
+                   "seconds a client may take to send a request or read a reply")
         ->capture_default_str()
         ->check(CLI::Range(1, 86400));
-    app.add_option("--max-body", opt.max_body, "largest request body in bytes (413 above)")
+    app.add_option("--max-body", opt.http.max_body, "largest request body in bytes (413 above)")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));
     app.add_option(
@@ -938,21 +141,22 @@ int serve_main(int argc, char **argv) {
            "this many tokens, for a short time to first token (0: always decode them beside the others)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--max-queue", opt.max_queue,
+    app.add_option("--max-queue", opt.http.max_queue,
                    "requests waiting for a slot at most (503 above; 0: no limit)")
         ->capture_default_str();
     app.add_option(
-           "--http-threads", opt.http_threads,
+           "--http-threads", opt.http.http_threads,
            "threads running requests (0: 4 x slots + 16); connections wait for a whole request in one "
            "polling thread first, so slow or idle clients hold no thread")
         ->capture_default_str()
         ->check(CLI::Range(0, 4096));
-    app.add_option("--cors", opt.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    app.add_option("--cors", opt.http.cors, "answer CORS preflights and allow this origin ('*' for any)");
     app.add_flag(
         "--no-context-shift", opt.no_context_shift,
         "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
         "of the tokens after the request's n_keep and going on");
     add_cache_type_options(app, opt.cache_types);
+    add_speculative_options(app, opt.speculative);
     add_rank_options(app, opt.ranks);
     try {
         app.parse(cli_args(argc, argv));
@@ -970,20 +174,13 @@ int serve_main(int argc, char **argv) {
 
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
     std::signal(SIGPIPE, SIG_IGN);
-    gate_limits limits;
-    limits.io_timeout = std::chrono::seconds(opt.timeout_s);
-    limits.head_timeout = std::min(limits.head_timeout, limits.io_timeout);
-    gated_server svr(limits);
-    server routes(opt);
-    signal_watcher watcher(svr, [&routes] { routes.cancel_all(); });
-    routes.install(svr);
-    svr.set_payload_max_length(opt.max_body);
-    const int port = svr.bind_and_listen(opt.host, opt.port);
-    const size_t n_http_threads =
-        opt.http_threads > 0 ? size_t(opt.http_threads) : size_t(4 * opt.n_slots + 16);
+    opt.http.model_id = opt.model_path.empty() ? "stories260K" : "";
+    server::openai_server svr(opt.http);
+    signal_watcher watcher([&svr] { svr.stop(); }, [&svr] { svr.cancel_all(); });
+    const int port = svr.listen();
     // listening while the model loads: /health says "loading model", other routes 503
-    std::thread http([&svr, n_http_threads] { svr.run(n_http_threads); });
-    std::fprintf(stderr, "weft serve: listening on http://%s:%d\n", opt.host.c_str(), port);
+    svr.start();
+    std::fprintf(stderr, "weft serve: listening on http://%s:%d\n", opt.http.host.c_str(), port);
 
     std::unique_ptr<model> loaded;
     std::unique_ptr<serving::engine> eng;
@@ -992,21 +189,23 @@ int serve_main(int argc, char **argv) {
                                : load_model_or_default(opt.model_path);
         if (n_ranks() > 1 && loaded->hparams().encoder)
             throw error(opt.model_path + ": an embedding model is not served across ranks");
-        const tool::template_choice chosen = tool::choose_chat_template(*loaded, opt.chat_template);
+        const serving::template_choice chosen = serving::choose_chat_template(*loaded, opt.chat_template);
         const std::string template_source =
             chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;
         uint32_t n_ctx_slot = 0;
-        if (opt.n_ctx > 0) n_ctx_slot = opt.n_ctx / uint32_t(opt.n_slots);
+        if (opt.n_ctx > 0) n_ctx_slot = opt.n_ctx / uint32_t(opt.http.n_slots);
         serving::engine_params ep;
-        ep.n_slots = opt.n_slots;
-        ep.max_queue = opt.max_queue;
+        ep.n_slots = opt.http.n_slots;
+        ep.max_queue = opt.http.max_queue;
         ep.prompt_first_tokens = opt.prompt_first;
         ep.context_shift = !opt.no_context_shift;
-        ep.context = tool::conversation_params(*loaded, n_ctx_slot, opt.n_batch, opt.n_threads);
-        ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.n_slots);
+        ep.context = serving::conversation_params(*loaded, n_ctx_slot, opt.n_batch, opt.http.n_threads);
+        ep.context.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : ep.context.n_ctx * uint32_t(opt.http.n_slots);
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
         opt.cache_types.apply(ep.context);
+        opt.speculative.load_draft(*loaded, "serve");
+        ep.speculative = opt.speculative.params;
         follow_rank_zero(*loaded, ep.context);  // rank 0 (or alone): the engine's context drives the ranks
         eng = std::make_unique<serving::engine>(*loaded, ep);
         std::fprintf(stderr, "weft serve: %s: %s\n", loaded->path().c_str(), loaded->describe().c_str());
@@ -1017,13 +216,13 @@ int serve_main(int argc, char **argv) {
         std::fprintf(stderr, "weft serve: KV cache K %s, V %s\n", type_name(ep.context.type_k),
                      type_name(ep.context.type_v));
         eng->start();
-        routes.set_ready(*loaded, *eng, chosen, template_source);
+        svr.set_ready(*loaded, *eng, chosen, template_source);
     } catch (...) {
-        svr.stop_serving();
-        http.join();
+        svr.stop();
+        svr.wait();
         throw;
     }
-    http.join();  // until SIGINT/SIGTERM stops the server
+    svr.wait();   // until SIGINT/SIGTERM stops the server
     eng->stop();  // whatever still runs ends as cancelled
     std::fprintf(stderr, "weft serve: stopped\n");
     return 0;

@@ -8,8 +8,8 @@
 
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
-#include "weft/runtime/grammar.h"
-#include "weft/serving/json_schema.h"
+#include "weft/grammar/grammar.h"
+#include "weft/grammar/json_schema.h"
 
 namespace weft::tool {
 
@@ -49,13 +49,13 @@ inline std::string resolve_grammar(const grammar_options &o) {
         const bool inline_schema = first != std::string::npos && o.json_schema[first] == '{';
         const std::string schema = inline_schema ? o.json_schema : read_input_file(o.json_schema);
         try {
-            gbnf = serving::json_schema_to_grammar(schema);
+            gbnf = json_schema_to_grammar(schema);
         } catch (const error &e) {
             throw error((inline_schema ? std::string("--json-schema") : o.json_schema) + ": " + e.what());
         }
         source = "the grammar of the JSON schema";
     } else if (o.json) {
-        gbnf = serving::json_any_grammar();
+        gbnf = json_any_grammar();
     }
     if (!gbnf.empty()) grammar::parse(gbnf, source);
     return gbnf;

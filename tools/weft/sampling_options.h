@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/runtime/sampling.h"
+#include "weft/sampling/sampling.h"
 
 namespace weft::tool {
 

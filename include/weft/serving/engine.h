@@ -38,7 +38,8 @@
 #include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
-#include "weft/runtime/sampling.h"
+#include "weft/sampling/sampling.h"
+#include "weft/serving/speculative.h"
 
 namespace weft::serving {
 
@@ -97,11 +98,13 @@ struct completion {
     // Tokens context shifts dropped: with n_keep the request's kept start (capped as the shift caps
     // it), the tokens [n_keep, n_keep + n_discarded) of prompt + generated are gone from the slot.
     int32_t n_discarded = 0;
-    int32_t n_shifts = 0;         // context shifts
-    double queued_ms = 0.0;       // from submit to a slot
-    double first_token_ms = 0.0;  // from submit to the first sampled token
-    double prompt_ms = 0.0;       // from a slot to the first sampled token
-    double generate_ms = 0.0;     // from the first to the last sampled token
+    int32_t n_shifts = 0;          // context shifts
+    double queued_ms = 0.0;        // from submit to a slot
+    double first_token_ms = 0.0;   // from submit to the first sampled token
+    double prompt_ms = 0.0;        // from a slot to the first sampled token
+    double generate_ms = 0.0;      // from the first to the last sampled token
+    int32_t n_drafted = 0;         // speculative decoding: draft tokens verified
+    int32_t n_draft_accepted = 0;  // of those, kept (each one a token without a decode step of its own)
 };
 
 // A submitted request, shared between the engine and its reader. Thread-safe.
@@ -153,6 +156,9 @@ struct engine_params {
     // are decoded in chunks beside the generating slots, which never wait longer than one short
     // prompt. 0: always mix.
     int32_t prompt_first_tokens = 128;
+    // Speculative decoding for every slot (weft/serving/speculative.h): a draft model or prompt
+    // lookup proposes tokens that one batch verifies. The draft model must outlive the engine.
+    speculative_params speculative;
 };
 
 struct slot_state {
@@ -176,6 +182,8 @@ struct engine_stats {
     double decode_ms = 0.0;         // time inside decode calls
     uint64_t graph_builds = 0;      // of those, steps whose batch shape needed a new graph
     double graph_build_ms = 0.0;    // time building them (the rest reused the previous graph)
+    uint64_t draft_tokens = 0;      // speculative decoding: draft tokens verified
+    uint64_t draft_accepted = 0;    // of those, kept
     uint32_t kv_cells_used = 0;
     uint32_t kv_cells = 0;
     std::vector<slot_state> slots;
@@ -186,6 +194,8 @@ class queue_full : public error {
   public:
     using error::error;
 };
+
+class drafter;  // the draft model's context (speculative decoding)
 
 class engine {
   public:
@@ -246,6 +256,8 @@ class engine {
     bool pick_slot(const request &r, int32_t &chosen, size_t &keep) const;
     void start_job(slot &s, std::shared_ptr<job> j, size_t keep);
     void after_decode(slot &s, int32_t batch_index);
+    void draft_for(const std::vector<slot *> &generating);
+    void verify(slot &s, int32_t first_row);
     size_t drop_cached(slot &s, size_t keep, size_t n_discard);
     slot &idle_slot(int32_t slot_id, const char *what);
     void finish(slot &s, finish_reason why, const std::string &error_text = {});
@@ -256,6 +268,7 @@ class engine {
     const weft::model &model_;
     engine_params params_;
     std::unique_ptr<inference_context> ctx_;
+    std::unique_ptr<drafter> drafter_;  // speculative decoding with a draft model
     std::vector<std::unique_ptr<slot>> slots_;
     std::chrono::steady_clock::time_point epoch_;
 

@@ -1,0 +1,428 @@
+// src/server/http_gate.cpp — see http_gate.h.
+#include "server/http_gate.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "weft/core/error.h"
+
+namespace weft::server {
+
+using clock_type = std::chrono::steady_clock;
+
+struct gated_server::connection {
+    int fd = -1;
+    std::string buffer;               // bytes read, not yet consumed by a request
+    size_t consumed = 0;              // of buffer, by the request a worker runs
+    clock_type::time_point since;     // entered the gate (eviction picks the smallest)
+    clock_type::time_point deadline;  // the gate closes it then
+    bool started = false;             // bytes of the next request have arrived
+    bool head_done = false;           // and its head is complete
+    bool body_buffered = false;       // the whole request is in buffer (a worker reads no socket)
+    size_t request_bytes = 0;         // its length there: what follows is the next request
+    size_t requests = 0;
+};
+
+namespace {
+
+int remaining_ms(clock_type::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    return int(std::clamp<int64_t>(left.count(), 0, std::numeric_limits<int>::max()));
+}
+
+// Waits for `events` on fd until the deadline; true when they came.
+bool wait_for(int fd, short events, clock_type::time_point deadline) {
+    for (;;) {
+        pollfd p{fd, events, 0};
+        const int r = ::poll(&p, 1, remaining_ms(deadline));
+        if (r > 0) return true;
+        if (r == 0 || errno != EINTR) return false;
+    }
+}
+
+// Case-insensitive: does the header line at [b, e) have this (lower-case) name?
+bool header_is(const std::string &s, size_t b, size_t e, const char *name) {
+    const size_t n = std::strlen(name);
+    if (e - b <= n || s[b + n] != ':') return false;
+    for (size_t i = 0; i < n; ++i)
+        if (char(std::tolower(static_cast<unsigned char>(s[b + i]))) != name[i]) return false;
+    return true;
+}
+
+std::string header_value(const std::string &s, size_t b, size_t e, const char *name) {
+    size_t v = b + std::strlen(name) + 1;
+    while (v < e && (s[v] == ' ' || s[v] == '\t')) ++v;
+    while (e > v && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
+    std::string out = s.substr(v, e - v);
+    for (auto &ch : out) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+}
+
+// What the gate must know of a head: how many body bytes follow, or that a worker must read them
+// (chunked, "Expect: 100-continue", anything unusual: httplib then answers as it does).
+struct head_facts {
+    bool body_by_worker = false;
+    size_t body = 0;
+};
+
+head_facts facts_of(const std::string &s, size_t head_end, size_t max_body) {
+    head_facts f;
+    bool have_length = false;
+    for (size_t b = s.find("\r\n"); b != std::string::npos && b + 2 < head_end;) {
+        b += 2;
+        const size_t e = s.find("\r\n", b);
+        if (e == std::string::npos || e > head_end) break;
+        if (header_is(s, b, e, "content-length")) {
+            const std::string v = header_value(s, b, e, "content-length");
+            size_t n = 0;
+            bool ok = !v.empty() && v.size() <= 18 && !have_length;
+            for (char ch : v) ok = ok && ch >= '0' && ch <= '9', n = n * 10 + size_t(ch - '0');
+            if (!ok) f.body_by_worker = true;
+            have_length = true;
+            f.body = n;
+        } else if (header_is(s, b, e, "transfer-encoding") || header_is(s, b, e, "expect")) {
+            f.body_by_worker = true;
+        }
+        b = e;
+    }
+    if (f.body > max_body) f.body_by_worker = true;  // httplib answers 413
+    return f;
+}
+
+void write_and_close(int fd, const char *status) {
+    const std::string reply =
+        std::string("HTTP/1.1 ") + status + "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    [[maybe_unused]] const ssize_t n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// The stream a worker's request reads and writes: the bytes the gate read first, then the socket;
+// every read and write waits at most io_timeout.
+class gate_stream final : public httplib::Stream {
+  public:
+    gate_stream(gated_server::connection &c, std::chrono::milliseconds io_timeout)
+        : c_(c), io_timeout_(io_timeout) {}
+
+    bool is_readable() const override {
+        return c_.consumed < c_.buffer.size() || wait_for(c_.fd, POLLIN, clock_type::now() + io_timeout_);
+    }
+    bool is_writable() const override {
+        if (!wait_for(c_.fd, POLLOUT, clock_type::now() + io_timeout_)) return false;
+        // alive unless the peer closed: readable with nothing to read
+        pollfd p{c_.fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) return true;
+        char b = 0;
+        const ssize_t n = ::recv(c_.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    }
+    ssize_t read(char *ptr, size_t size) override {
+        if (c_.consumed < c_.buffer.size()) {
+            const size_t n = std::min(size, c_.buffer.size() - c_.consumed);
+            std::memcpy(ptr, c_.buffer.data() + c_.consumed, n);
+            c_.consumed += n;
+            return ssize_t(n);
+        }
+        const auto deadline = clock_type::now() + io_timeout_;
+        for (;;) {
+            const ssize_t n = ::recv(c_.fd, ptr, size, 0);
+            if (n >= 0) return n;
+            if (errno == EINTR) continue;
+            if ((errno != EAGAIN && errno != EWOULDBLOCK) || !wait_for(c_.fd, POLLIN, deadline)) return -1;
+        }
+    }
+    ssize_t write(const char *ptr, size_t size) override {
+        size_t done = 0;
+        while (done < size) {
+            const ssize_t n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL);
+            if (n > 0) {
+                done += size_t(n);
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
+                !wait_for(c_.fd, POLLOUT, clock_type::now() + io_timeout_))
+                return -1;
+        }
+        return ssize_t(size);
+    }
+    void get_remote_ip_and_port(std::string &ip, int &port) const override { address_of(true, ip, port); }
+    void get_local_ip_and_port(std::string &ip, int &port) const override { address_of(false, ip, port); }
+    socket_t socket() const override { return c_.fd; }
+
+  private:
+    void address_of(bool peer, std::string &ip, int &port) const {
+        sockaddr_storage a{};
+        socklen_t len = sizeof a;
+        auto *sa = reinterpret_cast<sockaddr *>(&a);
+        if ((peer ? ::getpeername(c_.fd, sa, &len) : ::getsockname(c_.fd, sa, &len)) != 0) return;
+        char host[NI_MAXHOST] = {0};
+        char serv[NI_MAXSERV] = {0};
+        if (::getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) !=
+            0)
+            return;
+        ip = host;
+        port = std::atoi(serv);
+    }
+
+    gated_server::connection &c_;
+    std::chrono::milliseconds io_timeout_;
+};
+
+}  // namespace
+
+gated_server::gated_server(gate_limits limits) : limits_(limits) {
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) throw error(std::string("cannot create an eventfd: ") + std::strerror(errno));
+}
+
+gated_server::~gated_server() {
+    stop_serving();
+    for (auto &c : waiting_) ::close(c->fd);
+    for (auto &c : returned_) ::close(c->fd);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::close(wake_fd_);
+}
+
+int gated_server::bind_and_listen(const std::string &host, int port) {
+    const std::string where = host + ":" + std::to_string(port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo *found = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int r = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); r != 0)
+        throw error("cannot listen on " + where + ": " + ::gai_strerror(r));
+    std::string why = "no address";
+    for (addrinfo *a = found; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            why = std::strerror(errno);
+            continue;
+        }
+        // no SO_REUSEPORT: a second server must not share a busy port and take half its clients
+        int yes = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+            listen_fd_ = fd;
+            break;
+        }
+        why = std::strerror(errno);
+        ::close(fd);
+    }
+    ::freeaddrinfo(found);
+    if (listen_fd_ < 0) throw error("cannot listen on " + where + ": " + why);
+    svr_sock_ = listen_fd_;  // httplib's streaming responses run while this is valid
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len);
+    return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&a)->sin6_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in *>(&a)->sin_port);
+}
+
+void gated_server::run(size_t n_workers) {
+    workers_ = std::make_unique<httplib::ThreadPool>(std::max<size_t>(n_workers, 1));
+    gate_loop();
+    if (listen_fd_ >= 0) ::close(listen_fd_);  // new connections are refused from now on
+    listen_fd_ = -1;
+    workers_->shutdown();  // the requests in progress end (their routes are cancelled by then)
+    std::lock_guard lock(returned_mutex_);
+    for (auto &c : returned_) close_connection(std::move(c));
+    returned_.clear();
+}
+
+void gated_server::stop_serving() {
+    stopping_ = true;
+    svr_sock_ = INVALID_SOCKET;  // streaming responses end
+    wake();
+}
+
+void gated_server::wake() {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void gated_server::gate_loop() {
+    std::vector<pollfd> fds;
+    while (!stopping_) {
+        fds.clear();
+        fds.push_back({wake_fd_, POLLIN, 0});
+        fds.push_back({listen_fd_, POLLIN, 0});
+        auto next = clock_type::now() + std::chrono::seconds(1);
+        for (const auto &c : waiting_) {
+            fds.push_back({c->fd, POLLIN, 0});
+            next = std::min(next, c->deadline);
+        }
+        const int r = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(next));
+        if (r < 0 && errno != EINTR)
+            throw error(std::string("weft serve: poll failed: ") + std::strerror(errno));
+        if (stopping_) break;
+        if (fds[0].revents) {
+            uint64_t count = 0;
+            [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
+        }
+        // read what arrived, before the vector changes below; then hand over or close
+        for (size_t i = 0; i < waiting_.size(); ++i)
+            if (fds[i + 2].revents) read_from(*waiting_[i]);
+        {
+            std::lock_guard lock(returned_mutex_);
+            for (auto &c : returned_) {
+                c->since = clock_type::now();
+                c->started = !c->buffer.empty();
+                c->deadline = c->since + (c->started ? limits_.head_timeout : limits_.idle_timeout);
+                c->head_done = false;
+                buffered_ += c->buffer.size();
+                waiting_.push_back(std::move(c));
+            }
+            returned_.clear();
+        }
+        const auto now = clock_type::now();
+        std::vector<std::unique_ptr<connection>> still;
+        still.reserve(waiting_.size());
+        for (auto &c : waiting_) {
+            if (c->fd < 0) continue;  // closed by read_from
+            if (request_complete(*c)) {
+                buffered_ -= c->buffer.size();
+                workers_->enqueue([this, raw = c.release()] { work(std::unique_ptr<connection>(raw)); });
+            } else if (c->fd < 0) {
+                continue;
+            } else if (now >= c->deadline) {
+                if (c->started) write_and_close(c->fd, "408 Request Timeout");
+                drop(*c);
+            } else {
+                still.push_back(std::move(c));
+            }
+        }
+        waiting_ = std::move(still);
+        if (fds[1].revents) accept_new();
+    }
+    for (auto &c : waiting_)
+        if (c->fd >= 0) drop(*c);
+    waiting_.clear();
+}
+
+void gated_server::accept_new() {
+    for (;;) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;  // EAGAIN: none left; other errors: try again at the next poll
+        if (open_ >= limits_.max_connections) evict_oldest();
+        if (open_ >= limits_.max_connections) {  // every connection is running a request
+            write_and_close(fd, "503 Service Unavailable");
+            ::close(fd);
+            continue;
+        }
+        int yes = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+        auto c = std::make_unique<connection>();
+        c->fd = fd;
+        c->since = clock_type::now();
+        c->deadline = c->since + limits_.head_timeout;
+        ++open_;
+        waiting_.push_back(std::move(c));
+    }
+}
+
+void gated_server::evict_oldest() {
+    auto oldest = waiting_.end();
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+        if ((*it)->fd >= 0 && (oldest == waiting_.end() || (*it)->since < (*oldest)->since)) oldest = it;
+    if (oldest == waiting_.end()) return;
+    drop(**oldest);
+    waiting_.erase(oldest);
+}
+
+void gated_server::read_from(connection &c) {
+    char chunk[16384];
+    for (int rounds = 0; rounds < 64; ++rounds) {
+        const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+        if (n > 0) {
+            if (!c.started) {
+                c.started = true;
+                c.deadline = clock_type::now() + limits_.head_timeout;
+            }
+            c.buffer.append(chunk, size_t(n));
+            buffered_ += size_t(n);
+            if (buffered_ > limits_.max_buffered) {
+                write_and_close(c.fd, "503 Service Unavailable");
+                break;
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        break;  // the peer closed, or an error
+    }
+    drop(c);
+}
+
+void gated_server::drop(connection &c) {
+    buffered_ -= c.buffer.size();
+    c.buffer.clear();
+    ::close(c.fd);
+    c.fd = -1;
+    --open_;
+}
+
+bool gated_server::request_complete(connection &c) {
+    const size_t head_end = c.buffer.find("\r\n\r\n");
+    if (head_end == std::string::npos) {
+        if (c.buffer.size() > limits_.max_head) {
+            write_and_close(c.fd, "431 Request Header Fields Too Large");
+            drop(c);
+        }
+        return false;
+    }
+    const head_facts f = facts_of(c.buffer, head_end + 4, payload_max_length_);
+    if (!c.head_done) {
+        c.head_done = true;
+        c.deadline = clock_type::now() + limits_.io_timeout;  // the body's time
+    }
+    c.body_buffered = !f.body_by_worker;
+    c.request_bytes = head_end + 4 + f.body;
+    return f.body_by_worker || c.buffer.size() >= head_end + 4 + f.body;
+}
+
+void gated_server::work(std::unique_ptr<connection> c) {
+    gate_stream stream(*c, limits_.io_timeout);
+    bool client_closes = false;
+    const bool last = ++c->requests >= limits_.keep_alive_max || stopping_;
+    const bool written = process_request(stream, last, client_closes, nullptr);
+    // What the request left unread (a body that a 401 or 404 never looked at) is dropped; a
+    // pipelined next request stays. A body read from the socket may have left bytes in flight:
+    // no reuse then.
+    c->buffer.erase(0, c->body_buffered ? std::max(c->consumed, c->request_bytes) : c->buffer.size());
+    c->consumed = 0;
+    if (!written || client_closes || last || stopping_ || !c->body_buffered)
+        close_connection(std::move(c));
+    else
+        give_back(std::move(c));
+}
+
+void gated_server::give_back(std::unique_ptr<connection> c) {
+    {
+        std::lock_guard lock(returned_mutex_);
+        returned_.push_back(std::move(c));
+    }
+    wake();
+}
+
+void gated_server::close_connection(std::unique_ptr<connection> c) {
+    if (!c || c->fd < 0) return;
+    ::shutdown(c->fd, SHUT_RDWR);
+    ::close(c->fd);
+    c->fd = -1;
+    --open_;
+}
+
+}  // namespace weft::server

@@ -1,0 +1,504 @@
+// src/server/openai_request.cpp — OpenAI request bodies read and checked (see openai_request.h).
+#include "server/openai_request.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <span>
+#include <utility>
+
+#include "server/tool_calls.h"
+#include "weft/grammar/grammar.h"
+#include "weft/grammar/json_schema.h"
+#include "weft/sampling/sampling.h"
+#include "weft/template/jinja.h"
+
+namespace weft::server {
+
+std::string json_kind(const json &v) {
+    if (v.is_number() || v.is_boolean()) return v.dump();
+    return v.type_name();
+}
+
+std::optional<double> number_field(const json &body, const char *name) {
+    const auto v = field(
+        body, name, [](const json &j) { return j.is_number(); }, "a number");
+    return v ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+
+int64_t integer_value(const json &j, const std::string &what) {
+    if (!j.is_number_integer()) throw request_error(what + " must be an integer, got " + json_kind(j));
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX))
+        throw request_error(what + " is out of range: " + j.dump());
+    return j.get<int64_t>();
+}
+
+std::optional<int64_t> integer_field(const json &body, const char *name) {
+    const auto v = field(
+        body, name, [](const json &j) { return j.is_number_integer(); }, "an integer");
+    return v ? std::optional<int64_t>(integer_value(*v, std::string("'") + name + "'")) : std::nullopt;
+}
+
+token token_value(const json &j, const std::string &what, int32_t n_vocab) {
+    const int64_t id = integer_value(j, what);
+    if (id < 0 || id >= n_vocab)
+        throw request_error(what + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(n_vocab) + ")");
+    return token(id);
+}
+
+std::optional<bool> bool_field(const json &body, const char *name) {
+    const auto v = field(
+        body, name, [](const json &j) { return j.is_boolean(); }, "true or false");
+    return v ? std::optional<bool>(v->get<bool>()) : std::nullopt;
+}
+
+std::string message_content(const json &content, size_t index) {
+    const std::string where = "'messages[" + std::to_string(index) + "].content'";
+    if (content.is_null()) return {};
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array())
+        throw request_error(where + " must be a string or an array of parts, got " + json_kind(content));
+    std::string text;
+    for (const json &part : content) {
+        const auto type = part.is_object() ? part.find("type") : part.end();
+        const auto part_text = part.is_object() ? part.find("text") : part.end();
+        if (type == part.end() || *type != "text" || part_text == part.end() || !part_text->is_string())
+            throw request_error(
+                where + ": only parts of the form {\"type\": \"text\", \"text\": \"...\"} are supported");
+        text += part_text->get<std::string>();
+    }
+    return text;
+}
+
+std::vector<chat_message> read_messages(const json &body) {
+    const auto messages = field(
+        body, "messages", [](const json &j) { return j.is_array(); }, "an array");
+    if (!messages) throw request_error("'messages' is required: an array of {\"role\", \"content\"} objects");
+    if (messages->empty()) throw request_error("'messages' is empty");
+    std::vector<chat_message> out;
+    for (size_t i = 0; i < messages->size(); ++i) {
+        const json &m = (*messages)[i];
+        const std::string where = "'messages[" + std::to_string(i) + "]'";
+        if (!m.is_object()) throw request_error(where + " must be an object, got " + json_kind(m));
+        const auto role = m.find("role");
+        if (role == m.end() || !role->is_string()) throw request_error(where + " needs a string 'role'");
+        const auto content = m.find("content");
+        if (content == m.end()) throw request_error(where + " needs a 'content'");
+        out.push_back({role->get<std::string>(), message_content(*content, i)});
+    }
+    return out;
+}
+
+struct openai_request_reader::impl {
+    struct limits {
+        int32_t n_predict;
+        int32_t max_tokens_cap;
+    };
+    impl(const model &m, const template_choice &tmpl, limits l) : model_(&m), template_(tmpl), limits_(l) {}
+
+    // An empty prompt starts from BOS; its length and token ids are checked by the engine's submit.
+    std::vector<token> prompt_or_bos(std::vector<token> tokens) const {
+        if (tokens.empty()) {
+            if (model_->vocab().bos() == token_null)
+                throw request_error("the prompt is empty and the model has no BOS token to start from");
+            tokens.push_back(model_->vocab().bos());
+        }
+        return tokens;
+    }
+
+    std::vector<token> tokenize_text(const std::string &text, std::span<const text_span> literal = {}) const {
+        try {
+            return model_->vocab().tokenize(text, true, true, literal);
+        } catch (const error &e) {
+            throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
+        }
+    }
+
+    // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
+    // text_bytes: each prompt's length as text (the string given, or the ids' text).
+    std::vector<std::vector<token>> read_prompts(const json &body, std::vector<size_t> &text_bytes) const {
+        const auto prompt = field(
+            body, "prompt", [](const json &j) { return j.is_string() || j.is_array(); },
+            "a string, an array of strings, an array of token ids or an array of such arrays");
+        if (!prompt) throw request_error("'prompt' is required: a string (or an array of prompts)");
+        std::vector<std::vector<token>> out;
+        const int32_t n_vocab = model_->vocab().n_tokens();
+        auto token_list = [&](const json &arr) {
+            std::vector<token> t;
+            for (const json &v : arr) t.push_back(token_value(v, "'prompt' token ids", n_vocab));
+            return t;
+        };
+        if (prompt->is_string()) {
+            out.push_back(tokenize_text(prompt->get<std::string>()));
+            text_bytes.push_back(prompt->get_ref<const std::string &>().size());
+        } else if (!prompt->empty() && (*prompt)[0].is_number_integer()) {
+            out.push_back(token_list(*prompt));
+            text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
+        } else {
+            if (prompt->empty()) throw request_error("'prompt' is an empty array");
+            for (const json &p : *prompt) {
+                if (p.is_string()) {
+                    out.push_back(tokenize_text(p.get<std::string>()));
+                    text_bytes.push_back(p.get_ref<const std::string &>().size());
+                } else if (p.is_array()) {
+                    out.push_back(token_list(p));
+                    text_bytes.push_back(model_->vocab().detokenize(out.back()).size());
+                } else
+                    throw request_error(
+                        "'prompt' array elements must be strings or arrays of token ids, got " +
+                        json_kind(p));
+            }
+        }
+        for (auto &t : out) t = prompt_or_bos(std::move(t));
+        return out;
+    }
+
+    // OpenAI's object {"token id": bias} or the array form [[id, bias], ...]; false bans a token.
+    std::vector<std::pair<token, float>> read_logit_bias(const json &body) const {
+        std::vector<std::pair<token, float>> out;
+        const auto lb = field(
+            body, "logit_bias", [](const json &j) { return j.is_object() || j.is_array(); },
+            "an object {\"token id\": bias} or an array of [id, bias] pairs");
+        if (!lb) return out;
+        const int32_t n_vocab = model_->vocab().n_tokens();
+        auto add = [&](int64_t id, const json &bias) {
+            if (id < 0 || id >= n_vocab)
+                throw request_error("'logit_bias': token id " + std::to_string(id) +
+                                    " is outside the vocabulary");
+            if (bias.is_boolean()) {
+                if (!bias.get<bool>()) out.push_back({token(id), -std::numeric_limits<float>::infinity()});
+            } else if (bias.is_number()) {
+                out.push_back({token(id), float(bias.get<double>())});
+            } else {
+                throw request_error("'logit_bias' values must be numbers (or false), got " + json_kind(bias));
+            }
+        };
+        if (lb->is_object()) {
+            for (const auto &[key, bias] : lb->items()) {
+                char *end = nullptr;
+                errno = 0;
+                const long long id = std::strtoll(key.c_str(), &end, 10);
+                if (key.empty() || *end != '\0' || errno == ERANGE)
+                    throw request_error("'logit_bias' keys must be token ids, got '" + key.substr(0, 40) +
+                                        "'");
+                add(id, bias);
+            }
+        } else {
+            for (const json &pair : *lb) {
+                if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+                    throw request_error("'logit_bias' array entries must be [token id, bias]");
+                add(integer_value(pair[0], "'logit_bias' token id"), pair[1]);
+            }
+        }
+        return out;
+    }
+
+    // The established server's fields for the samplers beyond OpenAI's; ranges are checked with the
+    // rest of the sampling parameters.
+    static void read_sampler_fields(const json &body, sampling_params &s) {
+        static const std::pair<const char *, float sampling_params::*> numbers[] = {
+            {"typical_p", &sampling_params::typical_p},
+            {"dynatemp_range", &sampling_params::dynatemp_range},
+            {"dynatemp_exponent", &sampling_params::dynatemp_exponent},
+            {"top_n_sigma", &sampling_params::top_n_sigma},
+            {"xtc_probability", &sampling_params::xtc_probability},
+            {"xtc_threshold", &sampling_params::xtc_threshold},
+            {"dry_multiplier", &sampling_params::dry_multiplier},
+            {"dry_base", &sampling_params::dry_base},
+            {"mirostat_tau", &sampling_params::mirostat_tau},
+            {"mirostat_eta", &sampling_params::mirostat_eta},
+        };
+        for (const auto &[name, member] : numbers)
+            if (auto v = number_field(body, name)) s.*member = float(*v);
+        static const std::pair<const char *, int32_t sampling_params::*> integers[] = {
+            {"repeat_last_n", &sampling_params::penalty_last_n},
+            {"dry_allowed_length", &sampling_params::dry_allowed_length},
+            {"dry_penalty_last_n", &sampling_params::dry_penalty_last_n},
+            {"mirostat", &sampling_params::mirostat},
+        };
+        for (const auto &[name, member] : integers)
+            if (auto v = integer_field(body, name)) {
+                if (*v < -1 || *v > INT32_MAX)
+                    throw request_error(std::string("'") + name + "' must be in [-1, 2147483647], got " +
+                                        std::to_string(*v));
+                s.*member = int32_t(*v);
+            }
+        if (auto breakers = field(
+                body, "dry_sequence_breakers", [](const json &j) { return j.is_array() && !j.empty(); },
+                "a non-empty array of strings")) {
+            s.dry_sequence_breakers.clear();
+            for (const json &b : *breakers) {
+                if (!b.is_string() || b.get<std::string>().empty())
+                    throw request_error("'dry_sequence_breakers' must hold non-empty strings, got " +
+                                        json_kind(b));
+                s.dry_sequence_breakers.push_back(b.get<std::string>());
+            }
+        }
+        // an array of names, or a string of the one-letter forms
+        if (auto samplers = field(
+                body, "samplers", [](const json &j) { return j.is_array() || j.is_string(); },
+                "an array of sampler names or a string of sampler letters")) {
+            try {
+                if (samplers->is_string()) {
+                    s.samplers = sampler_types_from_letters(samplers->get<std::string>());
+                } else {
+                    std::vector<std::string> names;
+                    for (const json &n : *samplers) {
+                        if (!n.is_string())
+                            throw request_error("'samplers' must hold sampler names, got " + json_kind(n));
+                        names.push_back(n.get<std::string>());
+                    }
+                    s.samplers = sampler_types_from_names(names);
+                }
+            } catch (const request_error &) {
+                throw;
+            } catch (const error &e) {
+                throw request_error(std::string("'samplers': ") + e.what());
+            }
+        }
+    }
+
+    parsed_request parse_request(const json &body, bool chat) const {
+        parsed_request p;
+        p.chat = chat;
+        serving::request &g = p.base;
+        g.max_tokens = limits_.n_predict;
+        std::optional<int64_t> max_tokens = integer_field(body, "max_completion_tokens");
+        const char *max_name = "max_completion_tokens";
+        if (!max_tokens) {
+            max_tokens = integer_field(body, "max_tokens");
+            max_name = "max_tokens";
+        }
+        if (max_tokens) {
+            if (*max_tokens < 0 || *max_tokens > (1 << 20))
+                throw request_error(std::string("'") + max_name + "' must be in [0, 1048576], got " +
+                                    std::to_string(*max_tokens));
+            g.max_tokens = int32_t(*max_tokens);
+        }
+        if (limits_.max_tokens_cap > 0 && g.max_tokens > limits_.max_tokens_cap)
+            g.max_tokens = limits_.max_tokens_cap;
+        sampling_params &s = g.sampling;
+        if (auto t = number_field(body, "temperature")) {
+            if (*t < 0) throw request_error("'temperature' must be >= 0, got " + std::to_string(*t));
+            s.temp = float(*t);
+        }
+        if (auto v = number_field(body, "top_p")) s.top_p = float(*v);
+        if (auto v = number_field(body, "min_p")) s.min_p = float(*v);
+        if (auto v = integer_field(body, "top_k")) {
+            if (*v < 0 || *v > INT32_MAX)
+                throw request_error("'top_k' must be >= 0, got " + std::to_string(*v));
+            s.top_k = int32_t(*v);
+        }
+        if (auto v = number_field(body, "presence_penalty")) {
+            if (*v < -2 || *v > 2) throw request_error("'presence_penalty' must be in [-2, 2]");
+            s.penalty_present = float(*v);
+        }
+        if (auto v = number_field(body, "frequency_penalty")) {
+            if (*v < -2 || *v > 2) throw request_error("'frequency_penalty' must be in [-2, 2]");
+            s.penalty_freq = float(*v);
+        }
+        if (auto v = number_field(body, "repeat_penalty")) s.penalty_repeat = float(*v);
+        if (auto seed = integer_field(body, "seed")) {
+            if (*seed < -1 || *seed >= int64_t(sampler_seed_random))
+                throw request_error("'seed' must be in [0, 4294967294] or -1 (random), got " +
+                                    std::to_string(*seed));
+            if (*seed >= 0) s.seed = uint32_t(*seed);
+        }
+        s.logit_bias = read_logit_bias(body);
+        read_sampler_fields(body, s);
+        if (auto keep = integer_field(body, "n_keep")) {  // llama.cpp's field: -1 keeps the whole prompt
+            if (*keep < -1 || *keep > INT32_MAX)
+                throw request_error("'n_keep' must be >= -1, got " + std::to_string(*keep));
+            g.n_keep = int32_t(*keep);
+        }
+        if (auto n = integer_field(body, "n")) {
+            if (*n < 1 || *n > 16) throw request_error("'n' must be in [1, 16], got " + std::to_string(*n));
+            p.n = int32_t(*n);
+        }
+        if (auto stream = bool_field(body, "stream")) p.stream = *stream;
+        if (auto so = field(
+                body, "stream_options", [](const json &j) { return j.is_object(); }, "an object")) {
+            if (auto u = bool_field(*so, "include_usage")) p.include_usage = *u;
+        }
+        if (auto stop = field(
+                body, "stop", [](const json &j) { return j.is_string() || j.is_array(); },
+                "a string or an array of strings")) {
+            if (stop->is_string()) {
+                g.stop.push_back(stop->get<std::string>());
+            } else {
+                for (const json &s_item : *stop) {
+                    if (!s_item.is_string())
+                        throw request_error(std::string("'stop' must hold strings, got ") +
+                                            json_kind(s_item));
+                    g.stop.push_back(s_item.get<std::string>());
+                }
+            }
+            std::erase(g.stop, std::string());
+        }
+        if (chat) {
+            if (auto lp = bool_field(body, "logprobs")) p.logprobs = *lp;
+            if (auto top = integer_field(body, "top_logprobs")) {
+                if (*top < 0 || *top > 20) throw request_error("'top_logprobs' must be in [0, 20]");
+                if (!p.logprobs) throw request_error("'top_logprobs' needs 'logprobs': true");
+                p.top_logprobs = int32_t(*top);
+            }
+        } else {
+            if (auto lp = integer_field(body, "logprobs")) {
+                if (*lp < 0 || *lp > 5) throw request_error("'logprobs' must be in [0, 5] for completions");
+                p.logprobs = true;
+                p.top_logprobs = int32_t(*lp);
+            }
+            if (auto echo = bool_field(body, "echo")) p.echo = *echo;
+            if (field(
+                    body, "suffix", [](const json &j) { return j.is_string(); }, "a string"))
+                throw request_error("'suffix' (insertion) is not supported by this server");
+        }
+        s.grammar = read_grammar(body);
+        g.logprobs = p.logprobs;
+        g.n_probs = p.top_logprobs;
+        try {
+            check_sampling_params(s);
+            if (!s.grammar.empty()) make_sampler_chain(s, model_->vocab());  // a bad grammar: 400
+        } catch (const error &e) {
+            throw request_error(e.what());
+        }
+        if (chat) {
+            const std::vector<chat_message> messages = read_messages(body);
+            std::string prompt;
+            std::vector<text_span> contents;  // the messages' text: never control tokens
+            if (uses_tools(body, p.tools)) {
+                prompt = render_with_tools(body, p.tools);
+            } else {
+                try {
+                    prompt = template_.format(messages, true, contents);
+                } catch (const error &e) {
+                    throw request_error(std::string("'messages': ") + e.what());
+                }
+            }
+            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt, contents)));
+        } else {
+            p.prompts = read_prompts(body, p.prompt_text_bytes);
+        }
+        return p;
+    }
+
+    // The grammar a request's output must follow ("" when none): 'grammar' (GBNF) or 'json_schema'
+    // (both as llama-server takes them), or OpenAI's response_format json_object (any object; a
+    // 'schema' beside the type narrows it) or json_schema ({"json_schema": {"schema": ...}}). At
+    // most one of the three; a grammar that does not parse or a schema weft cannot convert is a 400.
+    static std::string read_grammar(const json &body) {
+        auto is_object = [](const json &j) { return j.is_object(); };
+        std::vector<std::string> asked;
+        std::string gbnf;
+        auto convert = [](const json &schema, const std::string &where) {
+            try {
+                return json_schema_to_grammar(schema.dump());
+            } catch (const error &e) {
+                throw request_error("'" + where + "': " + e.what());
+            }
+        };
+        if (auto g = field(
+                body, "grammar", [](const json &j) { return j.is_string(); }, "a string")) {
+            gbnf = g->get<std::string>();
+            if (!gbnf.empty()) asked.push_back("grammar");
+        }
+        if (auto schema = field(body, "json_schema", is_object, "an object")) {
+            gbnf = convert(*schema, "json_schema");
+            asked.push_back("json_schema");
+        }
+        if (auto rf = field(body, "response_format", is_object, "an object")) {
+            const auto type = field(
+                *rf, "type", [](const json &j) { return j.is_string(); }, "a string");
+            const std::string kind = type ? type->get<std::string>() : "";
+            if (kind == "json_object") {
+                const auto schema = field(*rf, "schema", is_object, "an object");
+                gbnf = schema ? convert(*schema, "response_format.schema") : json_any_grammar(true);
+                asked.push_back("response_format");
+            } else if (kind == "json_schema") {
+                const auto wrapper = field(*rf, "json_schema", is_object, "an object");
+                const auto schema =
+                    wrapper ? field(*wrapper, "schema", is_object, "an object") : std::nullopt;
+                if (!schema)
+                    throw request_error(
+                        "'response_format' of type 'json_schema' needs 'json_schema': {\"schema\": {...}}");
+                gbnf = convert(*schema, "response_format.json_schema.schema");
+                asked.push_back("response_format");
+            } else if (kind != "text") {
+                throw request_error("'response_format' type '" + kind +
+                                    "' is not supported; 'text', 'json_object' and 'json_schema' are");
+            }
+        }
+        if (asked.size() > 1)
+            throw request_error("'" + asked[0] + "' and '" + asked[1] +
+                                "' both constrain the output; send one");
+        if (!gbnf.empty()) {
+            try {
+                grammar::parse(gbnf, asked[0]);
+            } catch (const error &e) {
+                throw request_error(e.what());
+            }
+        }
+        return gbnf;
+    }
+
+    // Whether a chat request needs the structured rendering: tools offered (unless tool_choice is
+    // "none"; with_tools says so), or messages that carry tool calls or tool results.
+    static bool uses_tools(const json &body, bool &with_tools) {
+        const auto tools = body.find("tools");
+        with_tools = tools != body.end() && !tools->is_null();
+        if (with_tools && !tools->is_array())
+            throw request_error("'tools' must be an array, got " + json_kind(*tools));
+        if (with_tools && tools->empty()) with_tools = false;
+        const auto choice = body.find("tool_choice");
+        if (choice != body.end() && choice->is_string() && *choice == "none") with_tools = false;
+        bool structured = with_tools;
+        for (const json &m : body["messages"])
+            structured = structured || m.contains("tool_calls") || m.value("role", "") == "tool";
+        return structured;
+    }
+
+    // The prompt of a chat with tools: the model's Jinja template rendered with the messages as
+    // sent (contents joined from parts) and the tools.
+    std::string render_with_tools(const json &body, bool with_tools) const {
+        if (template_.jinja.empty())
+            throw request_error("'tools': this model's chat template (" + template_.name() +
+                                ") is not one weft renders with tools; start the server with a Jinja "
+                                "--chat-template");
+        json messages = body["messages"];
+        for (size_t i = 0; i < messages.size(); ++i)
+            if (messages[i].contains("content") && messages[i]["content"].is_array())
+                messages[i]["content"] = message_content(messages[i]["content"], i);
+        jinja_chat_params params;
+        params.messages = jinja_from_json(messages);
+        if (with_tools) params.tools = jinja_from_json(body["tools"]);
+        params.add_generation_prompt = true;
+        params.bos_token = template_.tokens.bos;
+        params.eos_token = template_.tokens.eos;
+        try {
+            std::string text = jinja_render_chat(jinja_template(template_.jinja), params);
+            if (!params.bos_token.empty() && text.rfind(params.bos_token, 0) == 0)
+                text.erase(0, params.bos_token.size());
+            return text;
+        } catch (const jinja_error &e) {
+            throw request_error(std::string("the chat template refused these messages and tools: ") +
+                                e.what());
+        }
+    }
+
+    const model *model_;
+    const template_choice &template_;
+    limits limits_;
+};
+
+openai_request_reader::openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
+                                             int32_t max_tokens_cap)
+    : impl_(std::make_unique<impl>(m, tmpl, impl::limits{n_predict, max_tokens_cap})) {}
+
+openai_request_reader::~openai_request_reader() = default;
+
+parsed_request openai_request_reader::parse(const json &body, bool chat) const {
+    return impl_->parse_request(body, chat);
+}
+
+}  // namespace weft::server
