@@ -229,7 +229,10 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         if (a.norm_bias) ts.push_back({name + ".bias", {n ? n : s.n_embd}, f32, 0.0f, 0.1f});
     };
     auto matrix = [&](const std::string &name, int64_t in, int64_t out, bool bias) {
-        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in)});
+        const bool block_output =
+            name.ends_with("attn_output") || name.ends_with("ffn_down") || name.ends_with("ffn_down_shexp");
+        ts.push_back(
+            {name + ".weight", {in, out}, s.type, 0.0f, amp(in) * (block_output ? s.block_scale : 1.0f)});
         if (bias) ts.push_back({name + ".bias", {out}, f32, 0.0f, 0.1f});
     };
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
@@ -270,7 +273,11 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
-            ts.push_back({p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, ne}, s.type, 0.0f, amp(s.n_ff)});
+            ts.push_back({p + "ffn_down_exps.weight",
+                          {s.n_ff, s.n_embd, ne},
+                          s.type,
+                          0.0f,
+                          amp(s.n_ff) * s.block_scale});
             if (a.latent_attn)  // the selection bias of sigmoid gating (DeepSeek-V3)
                 ts.push_back({p + "exp_probs_b.bias", {ne}, f32, 0.0f, 0.1f});
             if (!moe.shared) continue;
@@ -295,6 +302,8 @@ void synth_check(const synth_spec &s) {
     auto require = [](bool ok, const std::string &what) {
         if (!ok) throw error(what);
     };
+    require(s.block_scale >= 0.0f && s.block_scale <= 1.0f,
+            "synth: block_scale is " + std::to_string(s.block_scale) + ", must be in [0, 1]");
     require(find_synth_arch(s.arch) != nullptr,
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");

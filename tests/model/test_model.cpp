@@ -581,3 +581,46 @@ TEST(ModelLoad, Qwen2MoeNeedsExperts) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+// --block-scale: the blocks' output projections shrink by the factor (0: zero), everything else is
+// drawn as before, and a model of the same seed with fewer layers holds the same first layers (the
+// draft that scripts/speculative-bench.sh relies on).
+TEST(Synth, BlockScaleShrinksOnlyTheBlocksOutputs) {
+    synth_spec deep;
+    deep.n_layer = 3;
+    deep.block_scale = 0.0f;
+    test::synth_file deep_file("synth-block-scale-deep", deep);
+    synth_spec shallow = deep;
+    shallow.n_layer = 1;
+    test::synth_file shallow_file("synth-block-scale-shallow", shallow);
+    synth_spec plain;
+    plain.n_layer = 3;
+    test::synth_file plain_file("synth-block-scale-plain", plain);
+    const auto d = gguf_file::open(deep_file.path());
+    const auto s = gguf_file::open(shallow_file.path());
+    const auto p = gguf_file::open(plain_file.path());
+    auto bytes = [](const gguf_file &f, const char *name) {
+        const gguf_tensor_info *t = f.find_tensor(name);
+        EXPECT_NE(t, nullptr) << name;
+        if (!t) return std::vector<uint8_t>{};
+        const uint8_t *data = f.tensor_data(*t);
+        return std::vector<uint8_t>(data, data + t->nbytes);
+    };
+    for (const char *name : {"blk.0.attn_output.weight", "blk.2.ffn_down.weight"})
+        for (const uint8_t b : bytes(*d, name)) ASSERT_EQ(b, 0) << name;  // f32 zeros
+    for (const char *name :
+         {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.2.ffn_up.weight"})
+        EXPECT_EQ(bytes(*d, name), bytes(*p, name)) << name;
+    for (const char *name :
+         {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.0.attn_output.weight"})
+        EXPECT_EQ(bytes(*d, name), bytes(*s, name)) << name;
+    synth_spec bad;
+    bad.block_scale = 2.0f;
+    EXPECT_THROW(synth_check(bad), error);
+}
+
+}  // namespace
+}  // namespace weft

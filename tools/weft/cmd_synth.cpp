@@ -66,6 +66,13 @@ int synth_main(int argc, char **argv) {
                    "tq1_0, tq2_0")
         ->capture_default_str();
     app.add_option("--seed", s.seed, "random seed")->capture_default_str();
+    app.add_option(
+           "--block-scale", s.block_scale,
+           "draw the blocks' output projections this many times smaller: below 1, a model of the same "
+           "seed with fewer layers predicts mostly what this one does (a draft for speculative "
+           "decoding benchmarks)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1.0f));
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
     CLI11_PARSE(app, argc, argv);
 

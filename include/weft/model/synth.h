@@ -29,6 +29,11 @@ struct synth_spec {
     // means 2 (at most n_expert).
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
+    // The blocks' output projections (attn_output, ffn_down and the experts') drawn this many times
+    // smaller: below 1 every block is a small correction to the residual stream, so a model of the
+    // same seed with fewer layers predicts mostly what the whole one does (a draft that agrees, for
+    // speculative decoding benchmarks).
+    float block_scale = 1.0f;
 };
 
 // Validates the spec (known arch, positive sizes, GQA divisibility, rows a multiple of the type's
