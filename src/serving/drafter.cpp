@@ -27,6 +27,9 @@ drafter::drafter(const model &draft, const inference_params &target, int32_t n_s
     inference_params ip = target;
     ip.n_seq_max = uint32_t(n_slots);
     ip.n_ctx = target.n_ctx + uint32_t(n_slots) * uint32_t(n_max + 1);
+    ip.pipeline = nullptr;  // the draft model runs whole in this process, whatever the target's stages
+    ip.cb_eval = {};
+    ip.abort_callback = {};
     ctx_ = std::make_unique<inference_context>(draft, ip);
     cached_.resize(size_t(n_slots));
 }

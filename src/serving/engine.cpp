@@ -162,8 +162,11 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
     check_speculative_params(sp);
     if (sp.draft) check_draft_vocab(m.vocab(), sp.draft->vocab(), sp.draft->path());
     ctx_ = std::make_unique<inference_context>(m, params_.context);
-    if (sp.draft && sp.n_max > 0)
-        drafter_ = std::make_unique<drafter>(*sp.draft, params_.context, params_.n_slots, sp.n_max);
+    if (sp.draft && sp.n_max > 0) {
+        inference_params dp = params_.context;
+        dp.n_ctx = ctx_->n_ctx();  // the cells the target has (n_ctx 0 asked for its training context)
+        drafter_ = std::make_unique<drafter>(*sp.draft, dp, params_.n_slots, sp.n_max);
+    }
     if (ctx_->n_ctx() < uint32_t(params_.n_slots) * 2)
         throw error("engine: a context of " + std::to_string(ctx_->n_ctx()) + " cells is too small for " +
                     std::to_string(params_.n_slots) + " slots");
@@ -306,6 +309,7 @@ void engine::start_job(slot &s, std::shared_ptr<job> j, size_t keep) {
     s.max_stop = 0;
     for (const auto &w : s.req.stop) s.max_stop = std::max(s.max_stop, w.size());
     s.unsent.clear();
+    s.draft.clear();
     s.assigned = clock_type::now();
     s.out.queued_ms = ms_between(s.submitted, s.assigned);
     s.last_used = ++use_counter_;
@@ -343,6 +347,7 @@ void engine::finish(slot &s, finish_reason why, const std::string &error_text) {
     s.chain.reset();
     s.pending = token_null;
     s.unsent.clear();
+    s.draft.clear();
     s.out = {};
     std::lock_guard<std::mutex> lock(mutex_);
     auto &info = stats_.slots[size_t(s.id)];
@@ -593,6 +598,10 @@ bool engine::step() {
         added[size_t(s.id)] = n;
         in_batch.push_back(&s);
     }
+    // a draft is verified only in the step that proposed it (a slot the batch had no room for, or a
+    // failed decode, drops it)
+    for (auto &sp : slots_)
+        if (std::find(in_batch.begin(), in_batch.end(), sp.get()) == in_batch.end()) sp->draft.clear();
     if (b.n_tokens() == 0) return false;
 
     const auto t0 = clock_type::now();

@@ -154,6 +154,46 @@ TEST(Speculative, ConcurrentSlotsGetTheirSoloTokens) {
     }
 }
 
+// A batch too small for every slot's draft (the slots take turns), a slot cancelled at several points
+// of it, and the next request in that slot: every finished request still has its solo tokens.
+TEST(Speculative, SmallBatchesAndCancellationKeepTokensExact) {
+    synth_spec s;
+    test::synth_file target_file("spec-small-batch", s);
+    const auto target = model::load(target_file.path());
+    const std::vector<std::string> prompts = {"abc abc abc", "The cat sat", "Lily and Lily", "xyz xyz"};
+    std::vector<std::vector<token>> solo;
+    for (const auto &p : prompts)
+        solo.push_back(tokens_of(run(*target, {}, target->vocab().tokenize(p, true, true), 20, greedy())));
+    for (const speculative_params &sp : {lookup(1), with_draft(*target, 6)}) {
+        for (int cancel_after = 3; cancel_after <= 9; ++cancel_after) {  // each slot skipped at some point
+            engine_params ep = params_with(sp, 3);
+            ep.context.n_batch = 5;  // fewer than the slots' pending tokens and drafts together
+            ep.context.n_ubatch = 5;
+            engine eng(*target, ep);
+            auto submit = [&](size_t i) {
+                request r;
+                r.prompt = target->vocab().tokenize(prompts[i], true, true);
+                r.max_tokens = 20;
+                r.sampling = greedy();
+                r.ignore_eos = true;
+                return eng.submit(std::move(r));
+            };
+            std::vector<std::shared_ptr<job>> jobs = {submit(0), submit(1), submit(2)};
+            for (int i = 0; i < cancel_after; ++i) eng.step();
+            jobs[1]->cancel();          // mid-generation, perhaps with a draft the batch had no room for
+            jobs.push_back(submit(3));  // takes the cancelled job's slot
+            while (eng.step()) {
+            }
+            EXPECT_EQ(jobs[1]->result().finish, finish_reason::cancelled);
+            for (size_t i : {size_t(0), size_t(2), size_t(3)}) {
+                ASSERT_TRUE(jobs[i]->finished());
+                EXPECT_EQ(tokens_of(jobs[i]->result()), solo[i])
+                    << prompts[i] << ", cancel after " << cancel_after;
+            }
+        }
+    }
+}
+
 // The sampler chain runs over the verified rows in the order plain decoding runs it: with a seed,
 // the sampled tokens are the same seed by seed, with any draft.
 TEST(Speculative, SeededSamplingUnchanged) {
