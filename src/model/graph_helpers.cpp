@@ -100,6 +100,13 @@ tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, i
 
 tensor *graph_builder::build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il) {
     tensor *cur = mul_mat(ctx, weight, x);
+    // LoRA: + scale·(alpha/r)·B·(A·x) for each adapter of this weight (scale 0: not even built)
+    for (const lora_use &u : params.loras) {
+        const lora_adapter::pair *p = u.adapter && u.scale != 0.0f ? u.adapter->find(weight->name) : nullptr;
+        if (!p) continue;
+        tensor *ax = mul_mat(ctx, p->a, x);
+        cur = add(ctx, cur, scale(ctx, mul_mat(ctx, p->b, ax), u.adapter->factor(*p, u.scale)));
+    }
     if (bias) {
         named(cur, (std::string(name) + "_mm").c_str(), il);
         cur = add(ctx, cur, bias);

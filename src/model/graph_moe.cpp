@@ -10,13 +10,13 @@ namespace {
 
 // down(silu(gate · x) * up · x), each step named "<prefix>_<step>-<il>"
 tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {
-    tensor *gate = b.named(mul_mat(b.ctx, l.ffn_gate_shexp, x), "ffn_shexp_gate", il);
-    tensor *up = b.named(mul_mat(b.ctx, l.ffn_up_shexp, x), "ffn_shexp_up", il);
+    tensor *gate = b.build_mm(l.ffn_gate_shexp, x, nullptr, "ffn_shexp_gate", il);
+    tensor *up = b.build_mm(l.ffn_up_shexp, x, nullptr, "ffn_shexp_up", il);
     tensor *act = b.named(swiglu(b.ctx, gate, up), "ffn_shexp_swiglu", il);
-    tensor *out = b.named(mul_mat(b.ctx, l.ffn_down_shexp, act), "ffn_shexp_down", il);
+    tensor *out = b.build_mm(l.ffn_down_shexp, act, nullptr, "ffn_shexp_down", il);
     if (!l.ffn_gate_inp_shexp) return out;
     // the shared expert's share: sigmoid of one dot product per token, [1, n]
-    tensor *share = b.named(mul_mat(b.ctx, l.ffn_gate_inp_shexp, x), "ffn_shexp_share_logit", il);
+    tensor *share = b.build_mm(l.ffn_gate_inp_shexp, x, nullptr, "ffn_shexp_share_logit", il);
     share = b.named(sigmoid(b.ctx, share), "ffn_shexp_share", il);
     return b.named(mul(b.ctx, out, share), "ffn_shexp_out", il);
 }
@@ -47,7 +47,7 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
     const int64_t n_expert = b.hp.n_expert, n_used = b.hp.n_expert_used;
 
     // 1. the router: each token's probability of each expert, and the n_used most probable
-    tensor *logits = b.named(mul_mat(ctx, l.ffn_gate_inp, x), "ffn_moe_logits", il);  // [n_expert, n]
+    tensor *logits = b.build_mm(l.ffn_gate_inp, x, nullptr, "ffn_moe_logits", il);  // [n_expert, n]
     const bool sigmoid_gating = b.hp.expert_gating_func == model_hparams::expert_gating::sigmoid;
     tensor *probs =
         b.named(sigmoid_gating ? sigmoid(ctx, logits) : soft_max(ctx, logits), "ffn_moe_probs", il);

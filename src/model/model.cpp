@@ -80,14 +80,9 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     m->hparams_ = hp;
 
     // Zero copy: one host buffer over the whole data section; every weight points into it.
-    const uint8_t *base = f.data_base();
-    if (!base) throw error(path + ": the file has no tensor data");
-    m->weights_buffer_ = cpu_buffer_from_host_ptr(const_cast<uint8_t *>(base), f.data_size());
-
-    context_params cp;
-    cp.mem_size = context_overhead(f.tensors().size() + 8);
-    cp.no_alloc = true;
-    m->weights_ctx_ = std::make_unique<context>(cp);
+    mapped_tensors mapped = map_tensors(f);
+    m->weights_buffer_ = std::move(mapped.buffer);
+    m->weights_ctx_ = std::move(mapped.ctx);
 
     // Progress: the architecture creates tensors one by one; report per created tensor.
     tensor_loader tl(f, *m->weights_ctx_, m->weights_buffer_.get());

@@ -416,4 +416,35 @@ int64_t synth_write(const synth_spec &s, const std::string &path) {
     return n_params;
 }
 
+int64_t synth_lora_write(const synth_spec &s, int64_t rank, float alpha, const std::string &path) {
+    synth_check(s);
+    if (rank < 1) throw error("synth: the LoRA rank must be at least 1, got " + std::to_string(rank));
+    gguf_writer w;
+    w.set_string("general.architecture", s.arch);
+    w.set_string("general.type", "adapter");
+    w.set_string("general.name", "synth-" + s.arch + "-lora");
+    w.set_string("adapter.type", "lora");
+    w.set_f32("adapter.lora.alpha", alpha);
+    int64_t n_pairs = 0;
+    const uint32_t seed = s.seed ^ 0x10a4u;  // not the base's values
+    for (const synth_tensor &t : plan_tensors(s)) {
+        // every block matrix (2-D, of the model's matrix type); norms, biases and expert stacks not
+        if (!t.name.starts_with("blk.") || !t.name.ends_with(".weight") || t.ne.size() != 2 ||
+            t.type != s.type)
+            continue;
+        const std::string stem = t.name.substr(0, t.name.size() - std::string_view(".weight").size());
+        const int64_t n_in = t.ne[0], n_out = t.ne[1];
+        // A like a weight of n_in inputs; B small enough that the adapter nudges, large enough to matter
+        const synth_tensor a{stem + ".lora_a", {n_in, rank}, dtype::f32, 0.0f, std::sqrt(3.0f / float(n_in))};
+        const synth_tensor b{
+            stem + ".lora_b", {rank, n_out}, dtype::f32, 0.0f, 0.5f * std::sqrt(3.0f / float(rank))};
+        for (const synth_tensor &x : {a, b})
+            w.add_tensor_fill(x.name, x.type, x.ne,
+                              [x, seed](uint8_t *dst, size_t nbytes) { fill_tensor(x, seed, dst, nbytes); });
+        ++n_pairs;
+    }
+    w.write(path);
+    return n_pairs;
+}
+
 }  // namespace weft

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "weft/backends/cpu.h"
 #include "weft/core/backend.h"
 #include "weft/core/error.h"
 
@@ -26,6 +27,18 @@ std::vector<int64_t> trimmed(std::span<const int64_t> ne) {
 }
 
 }  // namespace
+
+mapped_tensors map_tensors(const gguf_file &f) {
+    const uint8_t *base = f.data_base();
+    if (!base) throw error(f.path() + ": the file has no tensor data");
+    mapped_tensors m;
+    m.buffer = cpu_buffer_from_host_ptr(const_cast<uint8_t *>(base), f.data_size());
+    context_params cp;
+    cp.mem_size = context_overhead(f.tensors().size() + 8);
+    cp.no_alloc = true;
+    m.ctx = std::make_unique<context>(cp);
+    return m;
+}
 
 std::string block_tensor_name(int64_t il, const char *what, const char *suffix) {
     return "blk." + std::to_string(il) + "." + what + "." + suffix;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <unordered_set>
 
@@ -39,6 +40,14 @@ class tensor_loader {
     backend_buffer *buffer_;
     std::unordered_set<std::string> created_;
 };
+
+// Zero copy: one host buffer over the whole data section of f (every tensor points into it) and a
+// no_alloc context with room for its tensors. Throws weft::error when f has no tensor data.
+struct mapped_tensors {
+    std::unique_ptr<backend_buffer> buffer;
+    std::unique_ptr<context> ctx;
+};
+mapped_tensors map_tensors(const gguf_file &f);
 
 // "blk.3.attn_q.weight"
 std::string block_tensor_name(int64_t il, const char *what, const char *suffix = "weight");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +135,10 @@ inference_context::inference_context(const weft::model &m, const inference_param
     // Worst cases over every cell: a full ubatch with every row producing logits, the same with
     // one row (its output selection changes the plan), and a single token. The buffer takes the
     // largest, so decoding never grows it.
+    // every adapter in the graph, whatever its scale now (one at 0 is left out), so a later scale
+    // does not grow the buffer either
+    const std::vector<lora_use> loras = params_.loras;
+    for (lora_use &u : params_.loras) u.scale = 1.0f;
     const int64_t n_ub = params_.n_ubatch;
     for (const auto &[n_tokens, n_outputs] :
          {std::pair{n_ub, n_ub}, std::pair{n_ub, int64_t(1)}, std::pair{int64_t(1), int64_t(1)}}) {
@@ -145,6 +150,7 @@ inference_context::inference_context(const weft::model &m, const inference_param
         build_graph(worst, shape);
         state_->sched->reserve(worst.g);
     }
+    params_.loras = loras;
     // and re-rotating the keys of every cell, so a context shift does not grow it either
     if (m.can_shift_kv()) {
         shift_graph worst(*this, params_.n_ctx);
@@ -166,8 +172,35 @@ void inference_context::set_profile(op_profile *profile) {
     state_->compute->set_profile(profile ? profile : state_->env_profile.get());
 }
 
+void inference_context::set_lora_scales(std::span<const float> scales) {
+    if (scales.size() != params_.loras.size())
+        throw error("set_lora_scales: " + std::to_string(scales.size()) + " scales for " +
+                    std::to_string(params_.loras.size()) + " adapters");
+    bool changed = false;
+    for (size_t i = 0; i < scales.size(); ++i) {
+        if (!std::isfinite(scales[i]))
+            throw error("set_lora_scales: adapter " + std::to_string(i) + ": not a number");
+        changed = changed || params_.loras[i].scale != scales[i];
+        params_.loras[i].scale = scales[i];
+    }
+    if (changed && state_->current) state_->current->valid = false;  // the next decode builds its graph
+}
+
+std::vector<float> inference_context::lora_scales() const {
+    std::vector<float> out;
+    for (const lora_use &u : params_.loras) out.push_back(u.scale);
+    return out;
+}
+
+size_t inference_context::graph_tensor_budget() const {
+    size_t n = model_.graph_tensor_budget();
+    for (const lora_use &u : params_.loras)  // two products, a scale and an add per adapted weight
+        if (u.adapter) n += 4 * u.adapter->pairs().size();
+    return n;
+}
+
 size_t inference_context::graph_capacity() const {
-    return std::max<size_t>(default_graph_size, model_.graph_tensor_budget());
+    return std::max<size_t>(default_graph_size, graph_tensor_budget());
 }
 
 uint32_t inference_context::n_ctx() const {
@@ -184,7 +217,7 @@ void inference_context::set_n_threads(int32_t n_threads, int32_t n_threads_batch
 
 void inference_context::build_graph(built_graph &bg, const graph_shape &shape) const {
     context_params cp;
-    cp.mem_size = context_overhead(model_.graph_tensor_budget());
+    cp.mem_size = context_overhead(graph_tensor_budget());
     cp.no_alloc = true;
     bg.ctx = std::make_unique<context>(cp);
     bg.g.clear();
@@ -192,6 +225,7 @@ void inference_context::build_graph(built_graph &bg, const graph_shape &shape) c
     graph_build_params p;
     p.shape = shape;
     p.kv = kv_->layers();
+    p.loras = params_.loras;
     bg.in = model_.build_graph(*bg.ctx, bg.g, p);
     bg.valid = true;
 }

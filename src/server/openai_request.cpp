@@ -2,6 +2,7 @@
 #include "server/openai_request.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <span>
@@ -94,6 +95,7 @@ struct openai_request_reader::impl {
     struct limits {
         int32_t n_predict;
         int32_t max_tokens_cap;
+        size_t n_lora;
     };
     impl(const model &m, const template_choice &tmpl, limits l) : model_(&m), template_(tmpl), limits_(l) {}
 
@@ -307,6 +309,22 @@ struct openai_request_reader::impl {
         }
         s.logit_bias = read_logit_bias(body);
         read_sampler_fields(body, s);
+        // llama-server's per-request speculative settings (used when the server has a drafter)
+        if (auto n = integer_field(body, "speculative.n_max")) {
+            if (*n < 0 || *n > 256) throw request_error("'speculative.n_max' must be in [0, 256]");
+            g.draft_max = int32_t(*n);
+        }
+        if (auto n = integer_field(body, "speculative.n_min")) {
+            if (*n < 0 || *n > 256) throw request_error("'speculative.n_min' must be in [0, 256]");
+            g.draft_min = int32_t(*n);
+        }
+        if (auto v = number_field(body, "speculative.p_min")) {
+            if (!(*v >= 0.0 && *v <= 1.0)) throw request_error("'speculative.p_min' must be in [0, 1]");
+            g.draft_p_min = float(*v);
+        }
+        if (auto list = field(
+                body, "lora", [](const json &j) { return j.is_array(); }, "an array"))
+            g.lora_scales = read_lora_scales(*list, limits_.n_lora, "lora");
         if (auto keep = integer_field(body, "n_keep")) {  // llama.cpp's field: -1 keeps the whole prompt
             if (*keep < -1 || *keep > INT32_MAX)
                 throw request_error("'n_keep' must be >= -1, got " + std::to_string(*keep));
@@ -492,8 +510,37 @@ struct openai_request_reader::impl {
 };
 
 openai_request_reader::openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
-                                             int32_t max_tokens_cap)
-    : impl_(std::make_unique<impl>(m, tmpl, impl::limits{n_predict, max_tokens_cap})) {}
+                                             int32_t max_tokens_cap, size_t n_lora)
+    : impl_(std::make_unique<impl>(m, tmpl, impl::limits{n_predict, max_tokens_cap, n_lora})) {}
+
+std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const std::string &what) {
+    if (!list.is_array()) throw request_error("'" + what + "' must be an array of {\"id\", \"scale\"}");
+    std::vector<float> scales(n_adapters, 0.0f);
+    std::vector<bool> seen(n_adapters, false);
+    for (size_t i = 0; i < list.size(); ++i) {
+        const json &e = list[i];
+        const std::string at = what + "[" + std::to_string(i) + "]";
+        if (!e.is_object()) throw request_error("'" + at + "' must be an object {\"id\", \"scale\"}");
+        const auto id = field(
+            e, "id", [](const json &j) { return j.is_number_integer(); }, "an integer");
+        if (!id) throw request_error("'" + at + ".id' is required");
+        const int64_t n = integer_value(*id, at + ".id");
+        if (n < 0 || size_t(n) >= n_adapters)
+            throw request_error("'" + at + ".id' is " + std::to_string(n) + "; the server has " +
+                                std::to_string(n_adapters) + " LoRA adapters (GET /lora-adapters)");
+        if (seen[size_t(n)])
+            throw request_error("'" + at + ".id': adapter " + std::to_string(n) + " is given twice");
+        seen[size_t(n)] = true;
+        const auto scale = field(
+            e, "scale", [](const json &j) { return j.is_number(); }, "a number");
+        if (!scale) throw request_error("'" + at + ".scale' is required");
+        const double v = scale->get<double>();
+        if (!std::isfinite(v) || std::fabs(v) > 1e6)
+            throw request_error("'" + at + ".scale' must be a finite number of at most 1e6 in size");
+        scales[size_t(n)] = float(v);
+    }
+    return scales;
+}
 
 openai_request_reader::~openai_request_reader() = default;
 

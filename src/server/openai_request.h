@@ -58,6 +58,11 @@ std::optional<int64_t> integer_field(const json &body, const char *name);
 token token_value(const json &j, const std::string &what, int32_t n_vocab);
 std::optional<bool> bool_field(const json &body, const char *name);
 
+// llama-server's LoRA list, [{"id": 0, "scale": 0.5}, ...], as one scale per loaded adapter: the
+// adapters not listed get 0. `what` names the field in errors (an unknown id, a scale that is not a
+// number, an id given twice).
+std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const std::string &what);
+
 // A message's content: a string, or OpenAI's array of parts of which the "text" ones are joined.
 std::string message_content(const json &content, size_t index);
 // 'messages': role and content of each.
@@ -83,8 +88,9 @@ class openai_request_reader {
   public:
     // n_predict: max_tokens of a request that does not say; max_tokens_cap: the most one may ask
     // for (0: no limit). The model and template must outlive the reader.
+    // n_lora: the LoRA adapters loaded (a request's "lora" field picks their scales).
     openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
-                          int32_t max_tokens_cap);
+                          int32_t max_tokens_cap, size_t n_lora = 0);
     ~openai_request_reader();
     openai_request_reader(const openai_request_reader &) = delete;
     openai_request_reader &operator=(const openai_request_reader &) = delete;

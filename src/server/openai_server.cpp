@@ -105,7 +105,8 @@ class routes {
         model_ = &m;
         engine_ = &eng;
         template_ = std::move(tmpl);
-        reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap);
+        reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap,
+                                                          eng.context().loras().size());
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_id.empty() ? m.name() : opt_.model_id;
         if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
@@ -217,6 +218,11 @@ class routes {
         });
         svr.Post("/detokenize", [this](const httplib::Request &req, httplib::Response &res) {
             guarded(res, [&] { detokenize(req, res); });
+        });
+        svr.Get("/lora-adapters",
+                [this](const httplib::Request &, httplib::Response &res) { lora_adapters(res); });
+        svr.Post("/lora-adapters", [this](const httplib::Request &req, httplib::Response &res) {
+            guarded(res, [&] { set_lora_adapters(req, res); });
         });
         svr.Get("/props", [this](const httplib::Request &, httplib::Response &res) { props(res); });
         svr.Get("/slots", [this](const httplib::Request &, httplib::Response &res) { slots(res); });
@@ -745,6 +751,26 @@ class routes {
         res.set_content(
             json{{"content", serving::utf8_sanitize(model_->vocab().detokenize(ids, false))}}.dump(),
             "application/json");
+    }
+
+    // GET /lora-adapters: the adapters loaded at startup (--lora, --lora-scaled) with the scales of
+    // requests that give no "lora" list, as llama-server lists them.
+    void lora_adapters(httplib::Response &res) {
+        const std::vector<float> scales = engine_->lora_scales();
+        const std::vector<lora_use> &loaded = engine_->context().loras();
+        json out = json::array();
+        for (size_t i = 0; i < loaded.size(); ++i)
+            out.push_back({{"id", i}, {"path", loaded[i].adapter->path()}, {"scale", scales[i]}});
+        res.set_content(out.dump(), "application/json");
+    }
+
+    // POST /lora-adapters [{"id": 0, "scale": 0.5}, ...]: those scales for the requests from now on
+    // (an adapter not listed: 0).
+    void set_lora_adapters(const httplib::Request &req, httplib::Response &res) {
+        const json body = json::parse(req.body, nullptr, false);
+        if (body.is_discarded()) throw request_error("the request body is not valid JSON");
+        engine_->set_lora_scales(read_lora_scales(body, engine_->context().loras().size(), "body"));
+        lora_adapters(res);
     }
 
     void props(httplib::Response &res) {

@@ -30,6 +30,7 @@ drafter::drafter(const model &draft, const inference_params &target, int32_t n_s
     ip.pipeline = nullptr;  // the draft model runs whole in this process, whatever the target's stages
     ip.cb_eval = {};
     ip.abort_callback = {};
+    ip.loras.clear();  // the target's adapters name the target's weights
     ctx_ = std::make_unique<inference_context>(draft, ip);
     cached_.resize(size_t(n_slots));
 }
@@ -92,7 +93,7 @@ bool drafter::sync(std::vector<ask> &asks, std::vector<int32_t> &row_of) {
     }
 }
 
-void drafter::propose(std::vector<ask> &asks, float p_min) {
+void drafter::propose(std::vector<ask> &asks) {
     for (ask &a : asks) a.out.clear();
     std::erase_if(asks, [](const ask &a) { return a.n_max <= 0 || a.history->empty(); });
     if (asks.empty()) return;
@@ -112,7 +113,7 @@ void drafter::propose(std::vector<ask> &asks, float p_min) {
             }
             float prob = 0.0f;
             const token t = most_likely(ctx_->get_logits_ith(row_of[k]), n_vocab, prob);
-            if (prob < p_min) {
+            if (prob < a.p_min) {
                 active[k] = false;
                 continue;
             }

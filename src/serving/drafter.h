@@ -22,12 +22,13 @@ class drafter {
         int32_t seq = 0;                              // the slot
         const std::vector<token> *history = nullptr;  // the slot's tokens, the pending one last
         int32_t n_max = 0;                            // draft at most this many
+        float p_min = 0.0f;                           // stop at a token less likely than this
         std::vector<token> out;                       // the draft
     };
     // Brings each asked sequence up to its history (decoding what the draft has not seen, dropping
-    // what it saw that is no longer there), then drafts greedily: a token less likely than p_min
+    // what it saw that is no longer there), then drafts greedily: a token less likely than its p_min
     // ends that slot's draft. A failed decode leaves the drafts as they are (possibly empty).
-    void propose(std::vector<ask> &asks, float p_min);
+    void propose(std::vector<ask> &asks);
 
   private:
     bool sync(std::vector<ask> &asks, std::vector<int32_t> &row_of);

@@ -47,6 +47,17 @@ generated_token token_probabilities(const float *logits, int32_t n_vocab, token 
     return g;
 }
 
+// Throws weft::error unless `scales` has one finite value per adapter (or none, when allowed).
+void check_lora_scales(const std::vector<float> &scales, size_t n_adapters, bool empty_ok) {
+    if (scales.empty() && empty_ok) return;
+    if (scales.size() != n_adapters)
+        throw error(std::to_string(scales.size()) + " LoRA scales for " + std::to_string(n_adapters) +
+                    " adapters");
+    for (size_t i = 0; i < scales.size(); ++i)
+        if (!std::isfinite(scales[i]))
+            throw error("LoRA adapter " + std::to_string(i) + ": the scale is not a number");
+}
+
 }  // namespace
 
 const char *finish_reason_name(finish_reason r) {
@@ -146,6 +157,8 @@ struct engine::slot {
     size_t max_stop = 0;                  // longest stop string
     std::vector<generated_token> unsent;  // tokens sampled since the last event
     std::vector<token> draft;             // speculative decoding: proposed after `pending`, this step
+    std::vector<float> lora;              // the running request's LoRA scales
+    std::vector<float> cached_lora;       // the LoRA scales `cached` was decoded with
     clock_type::time_point submitted, assigned, first_token;
 
     bool busy() const { return running != nullptr; }
@@ -174,6 +187,7 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
         slots_.push_back(std::make_unique<slot>());
         slots_.back()->id = i;
     }
+    lora_defaults_ = ctx_->lora_scales();
     epoch_ = clock_type::now();
     stats_.n_slots = params_.n_slots;
     stats_.kv_cells = ctx_->n_ctx();
@@ -182,6 +196,17 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
 
 engine::~engine() {
     stop();
+}
+
+std::vector<float> engine::lora_scales() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lora_defaults_;
+}
+
+void engine::set_lora_scales(std::vector<float> scales) {
+    check_lora_scales(scales, ctx_->lora_scales().size(), false);
+    std::lock_guard<std::mutex> lock(mutex_);
+    lora_defaults_ = std::move(scales);
 }
 
 uint32_t engine::n_ctx() const {
@@ -211,6 +236,9 @@ std::shared_ptr<job> engine::submit(request r) {
     if (r.n_probs < 0 || r.n_probs > n_vocab)
         throw error("n_probs is " + std::to_string(r.n_probs) + ", must be in [0, " +
                     std::to_string(n_vocab) + "]");
+    check_lora_scales(r.lora_scales, ctx_->lora_scales().size(), true);
+    if (r.draft_max > 256 || r.draft_min > 256 || !(r.draft_p_min <= 1.0f))
+        throw error("draft_max and draft_min must be at most 256, draft_p_min at most 1");
     check_sampling_params(r.sampling);  // throws on bad sampling parameters, before anything is queued
     if (!r.sampling.grammar.empty()) grammar::parse(r.sampling.grammar);  // and on a bad grammar
     std::erase(r.stop, std::string());
@@ -236,7 +264,9 @@ std::shared_ptr<job> engine::submit(request r) {
 // conversation's next turn, a repeated prompt); otherwise the least recently used idle slot, so a
 // prompt that shares only its first tokens does not wipe another conversation's cache.
 bool engine::pick_slot(const request &r, int32_t &chosen, size_t &keep) const {
-    auto shared = [&](const slot &s) {
+    const std::vector<float> &lora = r.lora_scales.empty() ? lora_defaults_ : r.lora_scales;
+    auto shared = [&](const slot &s) -> size_t {
+        if (s.cached_lora != lora) return 0;  // cells decoded with other adapter scales are no use
         const auto diverge =
             std::mismatch(s.cached.begin(), s.cached.end(), r.prompt.begin(), r.prompt.end());
         // at least the last prompt token is decoded again: generation starts from its logits
@@ -310,6 +340,8 @@ void engine::start_job(slot &s, std::shared_ptr<job> j, size_t keep) {
     for (const auto &w : s.req.stop) s.max_stop = std::max(s.max_stop, w.size());
     s.unsent.clear();
     s.draft.clear();
+    s.lora = s.req.lora_scales.empty() ? lora_defaults_ : s.req.lora_scales;
+    s.cached_lora = s.lora;
     s.assigned = clock_type::now();
     s.out.queued_ms = ms_between(s.submitted, s.assigned);
     s.last_used = ++use_counter_;
@@ -441,22 +473,25 @@ void engine::draft_for(const std::vector<slot *> &generating) {
         int64_t room = int64_t(n_ctx_slot()) - int64_t(s.n_past()) - 2;
         if (s.req.max_tokens >= 0)
             room = std::min<int64_t>(room, s.req.max_tokens - int64_t(s.out.tokens.size()) - 1);
-        const int32_t n_max = int32_t(std::clamp<int64_t>(room, 0, sp.n_max));
+        const int32_t want = s.req.draft_max >= 0 ? std::min(s.req.draft_max, sp.n_max) : sp.n_max;
+        const int32_t n_max = int32_t(std::clamp<int64_t>(room, 0, want));
         if (n_max <= 0) continue;
         histories[k] = s.cached;
         histories[k].push_back(s.pending);
         if (drafter_) {
-            asks.push_back({s.id, &histories[k], n_max, {}});
+            asks.push_back(
+                {s.id, &histories[k], n_max, s.req.draft_p_min >= 0.0f ? s.req.draft_p_min : sp.p_min, {}});
         } else {
             s.draft = lookup_draft(histories[k], sp.lookup_ngram, n_max);
         }
     }
     if (drafter_ && !asks.empty()) {
-        drafter_->propose(asks, sp.p_min);
+        drafter_->propose(asks);
         for (drafter::ask &a : asks) slots_[size_t(a.seq)]->draft = std::move(a.out);
     }
     for (slot *s : generating)
-        if (int32_t(s->draft.size()) < std::max(1, sp.n_min)) s->draft.clear();
+        if (int32_t(s->draft.size()) < std::max(1, s->req.draft_min >= 0 ? s->req.draft_min : sp.n_min))
+            s->draft.clear();
 }
 
 // Samples the rows of a slot's pending token and its draft in order with the slot's own chain, as
@@ -524,6 +559,7 @@ std::string engine::load_slot(int32_t slot_id, const std::string &path) {
                                                : std::string(" that do not match its cells")));
     }
     s.cached = std::move(st.tokens);
+    s.cached_lora = lora_defaults_;  // a state file does not say: taken as decoded with the defaults
     publish_slot(s);
     return std::move(st.user_data);
 }
@@ -567,15 +603,22 @@ bool engine::step() {
     // asked moves on every step).
     const size_t n_batch = std::max<size_t>(1, ctx_->n_batch());
     const size_t first = size_t(stats_.steps % slots_.size());  // written only by this thread
+    // One set of LoRA scales per step: the first busy slot's in turn; slots with others wait.
+    const std::vector<float> *lora = nullptr;
+    for (size_t k = 0; k < slots_.size() && !lora; ++k) {
+        const slot &s = *slots_[(first + k) % slots_.size()];
+        if (s.busy() && (s.pending != token_null ? !prompts_only : true)) lora = &s.lora;
+    }
+    auto same_lora = [&](const slot &s) { return !lora || s.lora == *lora; };
     if (!prompts_only && params_.speculative.enabled()) {
         std::vector<slot *> generating;
         for (auto &sp : slots_)
-            if (sp->busy() && sp->pending != token_null) generating.push_back(sp.get());
+            if (sp->busy() && sp->pending != token_null && same_lora(*sp)) generating.push_back(sp.get());
         draft_for(generating);
     }
     for (size_t k = 0; k < slots_.size() && size_t(b.n_tokens()) < n_batch; ++k) {
         slot &s = *slots_[(first + k) % slots_.size()];
-        if (prompts_only || !s.busy() || s.pending == token_null) continue;
+        if (prompts_only || !s.busy() || s.pending == token_null || !same_lora(s)) continue;
         output_of[size_t(s.id)] = b.n_tokens();
         b.add(s.pending, llm_pos(s.n_past()), {seq_id(s.id)}, true);
         // its draft, as far as the batch has room (every row an output: each is verified)
@@ -587,7 +630,7 @@ bool engine::step() {
     }
     for (auto &sp : slots_) {
         slot &s = *sp;
-        if (!s.processing_prompt() || size_t(b.n_tokens()) >= n_batch) continue;
+        if (!s.processing_prompt() || size_t(b.n_tokens()) >= n_batch || !same_lora(s)) continue;
         const size_t done = s.n_past(), total = s.req.prompt.size();
         const size_t n = std::min(total - done, n_batch - size_t(b.n_tokens()));
         for (size_t i = 0; i < n; ++i) {
@@ -604,6 +647,7 @@ bool engine::step() {
         if (std::find(in_batch.begin(), in_batch.end(), sp.get()) == in_batch.end()) sp->draft.clear();
     if (b.n_tokens() == 0) return false;
 
+    if (lora) ctx_->set_lora_scales(*lora);
     const auto t0 = clock_type::now();
     const int rc = ctx_->decode(b);
     const double ms = ms_between(t0, clock_type::now());

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "model/model_test_util.h"
+#include "weft/model/lora.h"
 #include "weft/model/model.h"
+#include "weft/model/synth.h"
 #include "weft/server/openai_server.h"
 #include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
@@ -234,6 +237,72 @@ TEST(OpenAIServer, SpeculativeDecodingReportsItsAcceptance) {
         std::string::npos)
         << metrics->body;
     EXPECT_NE(metrics->body.find("draft_acceptance_rate"), std::string::npos);
+    // llama-server's per-request settings: no drafts for this one, the same text
+    json no_drafts = body;
+    no_drafts["speculative.n_max"] = 0;
+    const json plain_again = post_json(s, "/v1/completions", no_drafts, 200);
+    EXPECT_EQ(plain_again["choices"][0]["text"], plain_text);
+    EXPECT_FALSE(plain_again["timings"].contains("draft_n")) << plain_again.dump();
+    json bad = body;
+    bad["speculative.p_min"] = 2;
+    post_json(s, "/v1/completions", bad, 400);
+}
+
+// LoRA in the server: the adapters listed, picked per request by id and scale (scale 0: the base),
+// the defaults set by POST /lora-adapters, bad lists refused.
+TEST(OpenAIServer, LoraAdaptersPerRequest) {
+    test::temp_file adapter_file("server-lora");
+    synth_spec spec;  // an adapter needs the model's shapes: stories260K's
+    const model &m = stories();
+    spec.n_embd = m.hparams().n_embd;
+    spec.n_layer = m.hparams().n_layer;
+    spec.n_head = m.hparams().n_head();
+    spec.n_head_kv = m.hparams().n_head_kv();
+    spec.n_ff = m.hparams().n_ff();
+    spec.n_vocab = m.hparams().n_vocab;
+    synth_lora_write(spec, 4, 8.0f, adapter_file.path());
+    const auto adapter = lora_adapter::load(adapter_file.path(), m);
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    std::string base_text;
+    {
+        running_server plain;
+        base_text = post_json(plain, "/v1/completions", body, 200)["choices"][0]["text"];
+    }
+    running_server s({}, false);
+    serving::engine_params ep = engine_params_for(stories());
+    ep.context.loras = {{adapter.get(), 1.0f}};
+    s.eng = std::make_unique<serving::engine>(stories(), ep);
+    s.eng->start();
+    s.svr->set_ready(stories(), *s.eng, serving::choose_chat_template(stories(), ""), "test");
+
+    auto listed = s.client().Get("/lora-adapters");
+    ASSERT_TRUE(listed);
+    const json adapters = json::parse(listed->body);
+    ASSERT_EQ(adapters.size(), 1u) << listed->body;
+    EXPECT_EQ(adapters[0]["id"], 0);
+    EXPECT_EQ(adapters[0]["path"], adapter_file.path());
+    EXPECT_EQ(adapters[0]["scale"], 1.0);
+
+    const std::string adapted = post_json(s, "/v1/completions", body, 200)["choices"][0]["text"];
+    EXPECT_NE(adapted, base_text);
+    json off = body;
+    off["lora"] = json::array({{{"id", 0}, {"scale", 0.0}}});
+    EXPECT_EQ(post_json(s, "/v1/completions", off, 200)["choices"][0]["text"], base_text);
+    json none = body;
+    none["lora"] = json::array();  // adapters not listed: 0
+    EXPECT_EQ(post_json(s, "/v1/completions", none, 200)["choices"][0]["text"], base_text);
+
+    auto set = s.client().Post("/lora-adapters", R"([{"id": 0, "scale": 0}])", "application/json");
+    ASSERT_TRUE(set);
+    EXPECT_EQ(set->status, 200) << set->body;
+    EXPECT_EQ(post_json(s, "/v1/completions", body, 200)["choices"][0]["text"], base_text);
+
+    json bad = body;
+    bad["lora"] = json::array({{{"id", 3}, {"scale", 1.0}}});
+    const json err = post_json(s, "/v1/completions", bad, 400);
+    EXPECT_NE(err["error"]["message"].get<std::string>().find("lora[0].id"), std::string::npos) << err.dump();
+    s.svr->stop();
+    s.svr->wait();
 }
 
 TEST(OpenAIServer, StopEndsServing) {

@@ -20,6 +20,7 @@
 #include "weft/core/error.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
+#include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/sampling/sampling.h"
@@ -47,6 +48,7 @@ struct chat_options {
     tool::sampling_options sampling;
     cache_type_options cache_types;
     speculative_options speculative;
+    lora_options loras;
 };
 
 // Set by SIGINT (interactive sessions only): stops the reply being generated; at the "> " prompt
@@ -308,6 +310,7 @@ int chat_main(int argc, char **argv) {
     grammar_options constrain;
     add_grammar_options(app, constrain);  // each reply follows the grammar
     add_speculative_options(app, opt.speculative);
+    add_lora_options(app, opt.loras);
     app.add_option("--keep", opt.n_keep,
                    "tokens at the conversation's start that a context shift keeps, after the BOS (-1: "
                    "through the system message; at most half the context)")
@@ -341,6 +344,7 @@ int chat_main(int argc, char **argv) {
 
     inference_params ip = serving::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
     opt.cache_types.apply(ip);
+    opt.loras.apply(*model, ip, "chat");
     opt.speculative.load_draft(*model, "chat");
     serving::engine_params ep;
     ep.n_slots = 1;

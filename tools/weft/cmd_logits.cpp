@@ -10,6 +10,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -62,6 +63,8 @@ int logits_main(int argc, char **argv) {
     app.add_flag("--json", json, "print the reference-fixture JSON instead of a summary");
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);
+    weft::tool::lora_options loras;
+    weft::tool::add_lora_options(app, loras);
     CLI11_PARSE(app, argc, argv);
 
     auto model = weft::tool::load_stage_model(model_path, {}, ranks);
@@ -82,6 +85,7 @@ int logits_main(int argc, char **argv) {
                           std::to_string(ip.n_ctx));
     ip.n_batch = std::max<uint32_t>(ip.n_ctx, 1);
     ip.n_threads = ip.n_threads_batch = n_threads;
+    loras.apply(*model, ip, "logits");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::inference_context ctx(*model, ip);
     const int32_t n_vocab = ctx.n_vocab();

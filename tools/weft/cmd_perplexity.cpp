@@ -20,6 +20,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
+#include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -209,6 +210,8 @@ int perplexity_main(int argc, char **argv) {
     add_cache_type_options(app, cache_types);
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);
+    weft::tool::lora_options loras;
+    weft::tool::add_lora_options(app, loras);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -236,6 +239,7 @@ int perplexity_main(int argc, char **argv) {
     ip.n_ubatch = std::min<uint32_t>(ip.n_batch, 512);
     ip.n_threads = ip.n_threads_batch = n_threads;
     cache_types.apply(ip);
+    loras.apply(*model, ip, "perplexity");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     inference_context ctx(*model, ip);
     const int32_t n_vocab = ctx.n_vocab();

@@ -16,6 +16,7 @@
 #include "weft/core/type.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
+#include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -72,6 +73,8 @@ int run_main(int argc, char **argv) {
     weft::tool::grammar_options constrain;
     weft::tool::add_grammar_options(app, constrain);
     weft::tool::add_speculative_options(app, speculative);
+    weft::tool::lora_options loras;
+    weft::tool::add_lora_options(app, loras);
     app.add_option("--device", device_name,
                    "the device to compute on (see --list-devices; default: the first)");
     app.add_flag("--list-devices", list_devices, "print the devices weft can compute on, and exit");
@@ -130,6 +133,7 @@ int run_main(int argc, char **argv) {
     ip.device = device.name();
     std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
                  device.name(), device.description().c_str());
+    loras.apply(*model, ip, "run");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     speculative.load_draft(*model, "run");
     weft::serving::engine_params ep;

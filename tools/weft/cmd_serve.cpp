@@ -18,6 +18,7 @@
 #include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -39,6 +40,7 @@ struct serve_options {
     bool no_context_shift = false;
     cache_type_options cache_types;
     speculative_options speculative;
+    lora_options loras;
     rank_options ranks;  // under mpirun: the blocks of each rank
 };
 
@@ -157,6 +159,7 @@ int serve_main(int argc, char **argv) {
         "of the tokens after the request's n_keep and going on");
     add_cache_type_options(app, opt.cache_types);
     add_speculative_options(app, opt.speculative);
+    add_lora_options(app, opt.loras);
     add_rank_options(app, opt.ranks);
     try {
         app.parse(cli_args(argc, argv));
@@ -204,6 +207,7 @@ int serve_main(int argc, char **argv) {
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
         opt.cache_types.apply(ep.context);
+        opt.loras.apply(*loaded, ep.context, "serve");
         opt.speculative.load_draft(*loaded, "serve");
         ep.speculative = opt.speculative.params;
         follow_rank_zero(*loaded, ep.context);  // rank 0 (or alone): the engine's context drives the ranks

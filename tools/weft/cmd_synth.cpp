@@ -74,6 +74,19 @@ int synth_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0.0f, 1.0f));
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
+    std::string lora_out;
+    int64_t lora_rank = 8;
+    float lora_alpha = 16.0f;
+    app.add_option(
+        "--lora", lora_out,
+        "also write a random LoRA adapter for this model to this file (an f32 pair for every block "
+        "matrix; different values than the model's)");
+    app.add_option("--rank", lora_rank, "the adapter's rank")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--lora-alpha", lora_alpha, "the adapter's adapter.lora.alpha")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1e6f));
     CLI11_PARSE(app, argc, argv);
 
     const auto type = weft::type_from_name(type_text);
@@ -83,6 +96,12 @@ int synth_main(int argc, char **argv) {
     s.type = *type;
 
     const int64_t n_params = weft::synth_write(s, out);
+    if (!lora_out.empty()) {
+        const int64_t n_pairs = weft::synth_lora_write(s, lora_rank, lora_alpha, lora_out);
+        std::fprintf(stderr,
+                     "weft synth: wrote %s: a LoRA adapter of rank %lld (alpha %g) for %lld matrices\n",
+                     lora_out.c_str(), (long long)lora_rank, double(lora_alpha), (long long)n_pairs);
+    }
     const int64_t n_kv_heads = s.arch == "deepseek2" ? s.n_head : s.n_head_kv;  // latent attention: per head
     std::fprintf(
         stderr,

@@ -39,7 +39,7 @@ void print_usage(FILE *out) {
     std::fprintf(
         out,
         "weft — run large language models from GGUF files\n\nusage: weft <command> [options]\n\ncommands:\n");
-    for (const auto &c : cmds) std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+    for (const auto &c : cmds) std::fprintf(out, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
     std::fprintf(out, "\n`weft <command> --help` describes each command.\n");
 }
 

@@ -13,6 +13,7 @@
 #include "weft/core/error.h"
 #include "weft/core/tensor.h"
 #include "weft/model/hparams.h"
+#include "weft/model/lora.h"
 #include "weft/vocab/vocab.h"
 
 namespace weft {
@@ -140,7 +141,8 @@ struct kv_layer {
 
 struct graph_build_params {
     graph_shape shape;
-    std::span<const kv_layer> kv;  // one per layer
+    std::span<const kv_layer> kv;     // one per layer
+    std::span<const lora_use> loras;  // adapters applied to the products of the weights they adapt
 };
 
 // The tensors of a built graph that the caller fills before each compute (all flagged as inputs)

@@ -44,5 +44,8 @@ void synth_check(const synth_spec &s);
 void synth_fill_writer(const synth_spec &s, gguf_writer &w);
 // synth_check, synth_fill_writer and an atomic write to path; returns the number of parameters.
 int64_t synth_write(const synth_spec &s, const std::string &path);
+// A random LoRA adapter (general.type "adapter", adapter.lora.alpha) for the model s describes: an f32
+// pair of the given rank for every block matrix; written atomically to path. Returns the pairs.
+int64_t synth_lora_write(const synth_spec &s, int64_t rank, float alpha, const std::string &path);
 
 }  // namespace weft

@@ -55,6 +55,8 @@ struct inference_params {
     // (runtime/pipeline.h; the model loaded with that rank's model_params::layers); null: alone.
     // Rank 0's context drives the others; ranks > 0 run serve_pipeline_stage on theirs.
     pipeline_link *pipeline = nullptr;
+    // LoRA adapters applied at run time (weft/model/lora.h); they must outlive the context.
+    std::vector<lora_use> loras;
 };
 
 // The devices weft computes on, the built-in backends' registered first (the CPU is always the
@@ -109,6 +111,12 @@ class inference_context {
     // 0 ok, 1 no KV space (nothing changed), 2 aborted, -1 invalid batch, -2 computation failed.
     // Never throws for a bad batch: the message is in last_error().
     int decode(const batch &b);
+    // The scales of the LoRA adapters the context was made with (inference_params::loras, in that
+    // order). A change makes the next decode build its graph again (an adapter at 0 leaves it).
+    // Throws weft::error on a count other than the adapters' or a scale that is not finite.
+    void set_lora_scales(std::span<const float> scales);
+    std::vector<float> lora_scales() const;
+    const std::vector<lora_use> &loras() const { return params_.loras; }
     const std::string &last_error() const { return last_error_; }
 
     // Logits of the last decode call. i is an index into that batch (negative: counted back from
@@ -218,6 +226,7 @@ class inference_context {
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
                     std::span<const uint32_t> cells, std::span<const int32_t> out_local);
     size_t graph_capacity() const;
+    size_t graph_tensor_budget() const;  // the model's, and the products of the adapters
     std::vector<uint8_t> save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
                                    std::string_view user_data);
     saved_state load_impl(std::span<const uint8_t> bytes, int32_t kind, seq_id dst,

@@ -64,6 +64,15 @@ struct request {
     // With engine_params::context_shift: the tokens at the start that a context shift keeps (at
     // most half the slot's context is kept).
     int32_t n_keep = 0;
+    // The scale of each LoRA adapter of the engine's context (engine_params::context.loras, in that
+    // order) for this request; empty: the engine's (set_lora_scales). Requests with other scales
+    // are decoded in other steps.
+    std::vector<float> lora_scales;
+    // Speculative decoding for this request (engine_params::speculative is on): -1 takes the
+    // engine's --draft-max / --draft-min / --draft-p-min; draft_max at most the engine's.
+    int32_t draft_max = -1;
+    int32_t draft_min = -1;
+    float draft_p_min = -1.0f;
 };
 
 struct token_logprob {
@@ -210,6 +219,11 @@ class engine {
     uint32_t n_ctx() const;       // cells of the whole cache
     uint32_t n_ctx_slot() const;  // positions one slot may use
     const inference_context &context() const { return *ctx_; }
+    // The LoRA adapters' default scales (those of requests without lora_scales). Thread-safe.
+    std::vector<float> lora_scales() const;
+    // Sets them for the requests that start from now on; throws weft::error on a count other than
+    // the adapters' or a scale that is not finite.
+    void set_lora_scales(std::vector<float> scales);
 
     // Queues a request. Throws weft::error when it cannot ever run (empty prompt, prompt not
     // shorter than a slot's context, bad sampling parameters, slot out of range) and queue_full
@@ -280,6 +294,7 @@ class engine {
         std::chrono::steady_clock::time_point submitted;
     };
     std::deque<queued> pending_requests_;  // first in, first out
+    std::vector<float> lora_defaults_;     // scales of requests that give none
     engine_stats stats_;
     uint64_t next_job_id_ = 1;
     uint64_t use_counter_ = 0;
