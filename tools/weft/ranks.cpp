@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -180,7 +181,12 @@ std::unique_ptr<model> load_stage_model(const std::string &path, model_params mp
         if (!all[r].empty())
             report += (report.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + all[r]);
     if (rank() == 0 && !report.empty()) throw error(report);
-    if (!failure.empty()) abort_ranks(1);
+    if (!failure.empty()) {
+        // rank 0 prints the report and ends the job, which stops this rank too; aborting here first
+        // could kill rank 0 before its message is out. The wait is only a backstop.
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        abort_ranks(1);
+    }
 #endif
     return m;
 }
