@@ -15,7 +15,7 @@ install_missing() {
 }
 # the build
 install_missing build-essential cmake pkg-config libgtest-dev \
-    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3
+    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libstb-dev python3
 # pipelines across processes and machines (mpirun -np R weft ...); weft builds without them
 install_missing openmpi-bin libopenmpi-dev || echo "install-deps.sh: could not install Open MPI; weft builds without pipelines across ranks" >&2
 # the server's client and browser tests (they skip without these): chromium, and node + npm unless
@@ -26,3 +26,5 @@ command -v npm >/dev/null || test_pkgs+=(npm)
 install_missing "${test_pkgs[@]}" || echo "install-deps.sh: could not install ${test_pkgs[*]}; the browser and npm client tests will skip" >&2
 # the oracle the Jinja interpreter's live test compares with (the test skips without it)
 install_missing python3-jinja2 || echo "install-deps.sh: could not install python3-jinja2; the live Jinja oracle test will skip" >&2
+# the NumPy reference forward passes (tests/reference; their tests skip without it)
+install_missing python3-numpy || echo "install-deps.sh: could not install python3-numpy; the NumPy reference tests will skip" >&2

@@ -24,6 +24,31 @@ void backend_buffer::place(tensor &t, size_t offset) {
 }
 
 namespace {
+size_t align_up(size_t n, size_t alignment) {
+    return (n + alignment - 1) / alignment * alignment;
+}
+}  // namespace
+
+size_t placed_size(const buffer_type &bt, std::span<tensor *const> ts) {
+    size_t total = 0;
+    for (const tensor *t : ts)
+        if (t) total += align_up(t->nbytes(), bt.alignment());
+    return total;
+}
+
+std::unique_ptr<backend_buffer> alloc_placed(buffer_type &bt, std::span<tensor *const> ts) {
+    std::unique_ptr<backend_buffer> buffer = bt.alloc(placed_size(bt, ts));
+    buffer->clear(0);
+    size_t offset = 0;
+    for (tensor *t : ts) {
+        if (!t) continue;
+        buffer->place(*t, offset);
+        offset += align_up(t->nbytes(), bt.alignment());
+    }
+    return buffer;
+}
+
+namespace {
 
 // The event of a backend that does its work at once: complete when recorded.
 class completed_event final : public backend_event {

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "weft/core/error.h"
 
@@ -53,6 +54,8 @@ constexpr auto op_table = std::to_array<op_info>({
     {op_kind::mul_mat_id, "mul_mat_id", "X[ids]", false, false},
     {op_kind::top_k, "top_k", "top_k(x)", false, false},
     {op_kind::sigmoid, "sigmoid", "sigmoid(x)", true, false},
+    {op_kind::ssm_conv, "ssm_conv", "ssm_conv(x)", false, false},
+    {op_kind::ssm_scan, "ssm_scan", "ssm_scan(x)", false, false},
     {op_kind::view, "view", "view(x)", false, true},
     {op_kind::reshape, "reshape", "reshape(x)", false, true},
     {op_kind::permute, "permute", "permute(x)", false, true},
@@ -60,7 +63,7 @@ constexpr auto op_table = std::to_array<op_info>({
 });
 
 static_assert(op_table.size() == size_t(op_kind::count), "one op_table entry per op_kind");
-static_assert(size_t(op_kind::count) == 31, "op set changed: update op_table and the CPU kernel table");
+static_assert(size_t(op_kind::count) == 33, "op set changed: update op_table and the CPU kernel table");
 constexpr bool op_table_in_enum_order() {
     for (size_t i = 0; i < op_table.size(); ++i)
         if (size_t(op_table[i].op) != i || op_table[i].name == nullptr) return false;
@@ -485,6 +488,77 @@ tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, f
     r->set_param_f32(0, scale);
     r->set_param_f32(1, softcap);
     return r;
+}
+
+// --- recurrent sequences ------------------------------------------------------------------------
+
+namespace {
+
+// The checks ssm_conv and ssm_scan share: x f32 [n_ch, n_tokens] with contiguous rows, states f32
+// [state_len, n_ch, n_seqs] contiguous, seq_of i32 [n_tokens]. Returns the 1-d result: y, then the
+// states.
+tensor *record_ssm(context &ctx, op_kind op, tensor *x, tensor *states, int64_t state_len, tensor *seq_of,
+                   std::initializer_list<tensor *> srcs) {
+    const char *n = op_name(op);
+    require_type(n, "x", *x, dtype::f32);
+    require_type(n, "states", *states, dtype::f32);
+    require_type(n, "seq_of", *seq_of, dtype::i32);
+    const std::string shapes = "x is " + x->shape_str() + ", states is " + states->shape_str() +
+                               ", seq_of is " + seq_of->shape_str();
+    if (x->ne[2] != 1 || x->ne[3] != 1 || x->nb[0] != sizeof(float))
+        fail(n, shapes + ": x must be [n_ch, n_tokens] with contiguous rows");
+    if (states->ne[0] != state_len || states->ne[1] != x->ne[0] || states->ne[3] != 1 ||
+        !states->is_contiguous())
+        fail(n,
+             shapes + ": states must be a contiguous [" + std::to_string(state_len) + ", x.ne[0], n_seqs]");
+    if (seq_of->ne[0] != x->ne[1] || seq_of->nelements() != seq_of->ne[0] || !seq_of->is_contiguous())
+        fail(n, shapes + ": seq_of must be a contiguous [n_tokens] with n_tokens = x.ne[1]");
+    const int64_t n_out = x->ne[0] * x->ne[1] + states->nelements();
+    return record(ctx.new_tensor(dtype::f32, {n_out}), op, srcs);
+}
+
+}  // namespace
+
+tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of) {
+    const char *n = "ssm_conv";
+    require_tensor(n, "x", x);
+    require_tensor(n, "states", states);
+    require_tensor(n, "weight", weight);
+    require_tensor(n, "seq_of", seq_of);
+    require_type(n, "weight", *weight, dtype::f32);
+    if (weight->ne[0] < 1 || weight->ne[1] != x->ne[0] || weight->ne[2] != 1 || weight->ne[3] != 1 ||
+        weight->nb[0] != sizeof(float))
+        fail(n, "x is " + x->shape_str() + ", weight is " + weight->shape_str() +
+                    ": weight must be [d_conv >= 1, x.ne[0]] with contiguous rows");
+    return record_ssm(ctx, op_kind::ssm_conv, x, states, weight->ne[0] - 1, seq_of,
+                      {x, states, weight, seq_of});
+}
+
+tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
+                 tensor *seq_of) {
+    const char *n = "ssm_scan";
+    for (const auto &[role, t] : {std::pair<const char *, tensor *>{"x", x},
+                                  {"dt", dt},
+                                  {"A", A},
+                                  {"B", B},
+                                  {"C", C},
+                                  {"states", states},
+                                  {"seq_of", seq_of}})
+        require_tensor(n, role, t);
+    for (const auto &[role, t] :
+         {std::pair<const char *, tensor *>{"dt", dt}, {"A", A}, {"B", B}, {"C", C}}) {
+        require_type(n, role, *t, dtype::f32);
+        if (t->nb[0] != sizeof(float) || t->ne[2] != 1 || t->ne[3] != 1)
+            fail(n, std::string(role) + " is " + t->shape_str() + ": must be a matrix with contiguous rows");
+    }
+    const int64_t d_state = A->ne[0];
+    const std::string shapes = "x is " + x->shape_str() + ", dt is " + dt->shape_str() + ", A is " +
+                               A->shape_str() + ", B is " + B->shape_str() + ", C is " + C->shape_str();
+    if (!same_shape(*dt, *x)) fail(n, shapes + ": dt must have x's shape");
+    if (A->ne[1] != x->ne[0]) fail(n, shapes + ": A must be [d_state, x.ne[0]]");
+    if (B->ne[0] != d_state || B->ne[1] != x->ne[1] || C->ne[0] != d_state || C->ne[1] != x->ne[1])
+        fail(n, shapes + ": B and C must be [A.ne[0], x.ne[1]]");
+    return record_ssm(ctx, op_kind::ssm_scan, x, states, d_state, seq_of, {x, dt, A, B, C, states, seq_of});
 }
 
 // --- copies and layout -------------------------------------------------------------------------

@@ -10,12 +10,11 @@
 
 namespace weft {
 
-namespace {
-
 // Every token's piece, and the pieces as a trie: node 0 is the root (the empty prefix); a node's
 // children are linked through next_sibling; the tokens whose piece ends at a node are
 // ids[token_begin, token_end).
-struct token_trie {
+class grammar_vocab_index {
+  public:
     struct node {
         uint32_t first_child = 0, next_sibling = 0;  // 0: none (the root is nobody's child)
         uint32_t token_begin = 0, token_end = 0;
@@ -25,7 +24,8 @@ struct token_trie {
     std::vector<node> nodes;
     std::vector<token> ids;
 
-    explicit token_trie(const vocab &v) {
+    const vocab *source;
+    explicit grammar_vocab_index(const vocab &v) : source(&v) {
         const int32_t n = v.n_tokens();
         pieces.resize(size_t(n));
         for (token t = 0; t < n; ++t) pieces[size_t(t)] = v.token_to_piece(t, false);
@@ -68,10 +68,20 @@ struct token_trie {
     }
 };
 
+std::shared_ptr<const grammar_vocab_index> make_grammar_vocab_index(const vocab &v) {
+    return std::make_shared<const grammar_vocab_index>(v);
+}
+
+namespace {
+
 class grammar_sampler final : public sampler {
   public:
-    grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g)
-        : vocab_(&v), automaton_(std::move(g)), state_(automaton_.start()) {}
+    grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g,
+                    std::shared_ptr<const grammar_vocab_index> index)
+        : vocab_(&v), trie_(std::move(index)), automaton_(std::move(g)), state_(automaton_.start()) {
+        if (trie_ && trie_->source != vocab_)
+            throw error("grammar sampler: the vocabulary index is of another vocabulary");
+    }
 
     const char *name() const override { return "grammar"; }
 
@@ -111,8 +121,7 @@ class grammar_sampler final : public sampler {
     }
 
     std::unique_ptr<sampler> clone() const override {
-        auto copy = std::make_unique<grammar_sampler>(*vocab_, automaton_.source());
-        copy->trie_ = trie_;
+        auto copy = std::make_unique<grammar_sampler>(*vocab_, automaton_.source(), trie_);
         copy->state_ = copy->automaton_.adopt(automaton_, state_);
         copy->pending_ = pending_;
         return copy;
@@ -124,9 +133,9 @@ class grammar_sampler final : public sampler {
     static constexpr size_t max_states = 4096;
     static constexpr size_t max_masks = 64;
 
-    const token_trie &trie() {
-        // built on first use: a chain made only to validate a request never pays for it
-        if (!trie_) trie_ = std::make_shared<const token_trie>(*vocab_);
+    const grammar_vocab_index &trie() {
+        // built on first use when none was given: a chain made only to validate a request never pays
+        if (!trie_) trie_ = make_grammar_vocab_index(*vocab_);
         return *trie_;
     }
 
@@ -148,7 +157,7 @@ class grammar_sampler final : public sampler {
     // One bit per token id: its piece can continue the text from the current state. A depth-first
     // walk of the trie that stops below any prefix the grammar rejects.
     const std::vector<uint64_t> &allowed_mask() {
-        const token_trie &tr = trie();
+        const grammar_vocab_index &tr = trie();
         const bool cacheable = pending_ == 0;
         if (cacheable)
             if (auto it = masks_.find(state_); it != masks_.end()) return it->second;
@@ -163,7 +172,7 @@ class grammar_sampler final : public sampler {
             const frame f = todo.back();
             todo.pop_back();
             for (uint32_t c = tr.nodes[f.node].first_child; c != 0; c = tr.nodes[c].next_sibling) {
-                const token_trie::node &n = tr.nodes[c];
+                const grammar_vocab_index::node &n = tr.nodes[c];
                 uint32_t pending = f.pending;
                 const int32_t s = automaton_.step(f.state, pending, n.byte);
                 if (s == grammar_automaton::dead) continue;
@@ -183,7 +192,7 @@ class grammar_sampler final : public sampler {
     }
 
     const vocab *vocab_;
-    std::shared_ptr<const token_trie> trie_;
+    std::shared_ptr<const grammar_vocab_index> trie_;
     grammar_automaton automaton_;
     int32_t state_;
     uint32_t pending_ = 0;  // a character split across tokens (see utf8_step)
@@ -193,20 +202,22 @@ class grammar_sampler final : public sampler {
 
 }  // namespace
 
-std::unique_ptr<sampler> make_grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g) {
+std::unique_ptr<sampler> make_grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g,
+                                              std::shared_ptr<const grammar_vocab_index> index) {
     if (!g) throw error("grammar sampler: no grammar");
-    return std::make_unique<grammar_sampler>(v, std::move(g));
+    return std::make_unique<grammar_sampler>(v, std::move(g), std::move(index));
 }
 
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params, const vocab &v,
-                                                  std::span<const token> history) {
+                                                  std::span<const token> history,
+                                                  std::shared_ptr<const grammar_vocab_index> index) {
     sampling_params rest = params;
     rest.grammar.clear();
     auto chain = make_sampler_chain(rest, &v);
     for (token t : history) chain->accept(t);
     if (params.grammar.empty()) return chain;
     auto constrained = std::make_unique<sampler_chain>();
-    constrained->add(make_grammar_sampler(v, grammar::parse(params.grammar)));
+    constrained->add(make_grammar_sampler(v, grammar::parse(params.grammar), std::move(index)));
     constrained->add(std::move(chain));
     return constrained;
 }

@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "grammar/json_schema_pattern.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -160,6 +161,50 @@ std::string integer_range(int64_t lo, int64_t hi) {
     return out;
 }
 
+// Non-negative decimals m (no exponent) with a <= m <= b, either end open; "" when there is none. An
+// integer part i holds [i, i + 1): every fraction between the ends, the open lower end's own i with a
+// fraction that is not all zeros, the closed upper end's with zeros only.
+std::string unsigned_decimal_range(uint64_t a, bool a_open, uint64_t b, bool b_open) {
+    const std::string any_fraction = R"(( "." [0-9]{1,16} )?)";
+    const std::string zero_fraction = R"(( "." "0"{1,16} )?)";
+    const std::string nonzero_fraction = R"("." "0"{0,15} [1-9] [0-9]{0,15})";
+    auto integers = [](uint64_t lo, uint64_t hi) {
+        std::string out;
+        for (const std::string &alt : unsigned_range(lo, hi)) out += (out.empty() ? "" : " | ") + alt;
+        return "( " + out + " )";
+    };
+    std::vector<std::string> parts;
+    if (a > b || (a == b && (a_open || b_open))) return "";
+    if (a == b) return integers(a, a) + " " + zero_fraction;
+    if (a_open) parts.push_back(integers(a, a) + " " + nonzero_fraction);
+    const uint64_t first_whole = a_open ? a + 1 : a;
+    if (first_whole <= b - 1) parts.push_back(integers(first_whole, b - 1) + " " + any_fraction);
+    if (!b_open) parts.push_back(integers(b, b) + " " + zero_fraction);
+    std::string out;
+    for (const std::string &p : parts) out += (out.empty() ? "" : " | ") + p;
+    return out;
+}
+
+// Numbers x (no exponent) with lo <= x <= hi, either end open; the ends are whole numbers.
+std::string decimal_range(int64_t lo, bool lo_open, int64_t hi, bool hi_open) {
+    std::vector<std::string> parts;
+    if (hi >= 0) {
+        const bool from_zero = lo < 0;
+        const std::string p = unsigned_decimal_range(from_zero ? 0 : uint64_t(lo),
+                                                     from_zero ? false : lo_open, uint64_t(hi), hi_open);
+        if (!p.empty()) parts.push_back(p);
+    }
+    if (lo < 0) {  // "-" m with -hi <= m <= -lo and m > 0 (zero is written above)
+        const bool above_zero = hi >= 0;
+        const std::string p = unsigned_decimal_range(above_zero ? 0 : uint64_t(-hi),
+                                                     above_zero ? true : hi_open, uint64_t(-lo), lo_open);
+        if (!p.empty()) parts.push_back("\"-\" ( " + p + " )");
+    }
+    std::string out;
+    for (const std::string &p : parts) out += (out.empty() ? "" : " | ") + p;
+    return out;
+}
+
 std::string pointer_text(const std::string &pointer) {
     return "#" + pointer;
 }
@@ -243,8 +288,7 @@ class converter {
             return use("json-value");
         }
         if (!schema.is_object()) fail(pointer, "a schema must be an object or a boolean");
-        static const std::set<std::string> unsupported = {"pattern",
-                                                          "patternProperties",
+        static const std::set<std::string> unsupported = {"patternProperties",
                                                           "propertyNames",
                                                           "minProperties",
                                                           "maxProperties",
@@ -325,13 +369,7 @@ class converter {
         if (type == "array") return visit_array(schema, pointer, hint);
         if (type == "string") return visit_string(schema, pointer, hint);
         if (type == "integer") return visit_integer(schema, pointer, hint);
-        if (type == "number") {
-            for (const char *key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-                if (schema.contains(key))
-                    fail(pointer + "/" + key,
-                         std::string("'") + key + "' is supported for 'integer' only, not for 'number'");
-            return use("json-number");
-        }
+        if (type == "number") return visit_number(schema, pointer, hint);
         if (type == "boolean") return use("json-boolean");
         if (type == "null") return use("json-null");
         fail(pointer + "/type", "unknown type '" + type + "'");
@@ -374,6 +412,20 @@ class converter {
         }
         const auto min = count_keyword(schema, "minLength", pointer);
         const auto max = count_keyword(schema, "maxLength", pointer);
+        if (auto pattern = schema.find("pattern"); pattern != schema.end()) {
+            if (!pattern->is_string()) fail(pointer + "/pattern", "'pattern' must be a string");
+            if (min || max)
+                fail(pointer + "/pattern",
+                     "'pattern' together with 'minLength' or 'maxLength' is not supported");
+            std::string content;
+            try {
+                content = pattern_to_gbnf(pattern->get<std::string>());
+            } catch (const error &e) {
+                fail(pointer + "/pattern", e.what());
+            }
+            use("json-char");  // an unanchored end matches any characters there
+            return add_rule(hint, "\"\\\"\" " + content + " \"\\\"\"");
+        }
         if (!min && !max) return use("json-string");
         if (min && max && *max < *min) fail(pointer + "/maxLength", "'maxLength' is below 'minLength'");
         return add_rule(hint,
@@ -417,6 +469,33 @@ class converter {
         hi = std::min(hi, double(max_int_magnitude));
         if (lo > hi) fail(pointer, "no integer lies between its minimum and maximum");
         return add_rule(hint, integer_range(int64_t(lo), int64_t(hi)));
+    }
+
+    // Numbers with bounds: written without an exponent, the bounds whole numbers.
+    std::string visit_number(const json &schema, const std::string &pointer, const std::string &hint) {
+        double lo = -double(max_int_magnitude), hi = double(max_int_magnitude);
+        bool lo_open = false, hi_open = false, bounded = false;
+        auto bound = [&](const char *key, bool upper, bool open) {
+            const auto v = number_keyword(schema, key, pointer);
+            if (!v) return;
+            if (std::floor(*v) != *v || std::fabs(*v) > double(max_int_magnitude))
+                fail(pointer + "/" + key, std::string("'") + key +
+                                              "' on a 'number' is supported with whole-number bounds "
+                                              "(up to 16 digits) only");
+            const bool is_open = open || (schema.contains(upper ? "exclusiveMaximum" : "exclusiveMinimum") &&
+                                          schema[upper ? "exclusiveMaximum" : "exclusiveMinimum"] == true);
+            bounded = true;
+            if (upper && (*v < hi || (*v == hi && is_open))) hi = *v, hi_open = is_open;
+            if (!upper && (*v > lo || (*v == lo && is_open))) lo = *v, lo_open = is_open;
+        };
+        bound("minimum", false, false);
+        bound("exclusiveMinimum", false, true);
+        bound("maximum", true, false);
+        bound("exclusiveMaximum", true, true);
+        if (!bounded) return use("json-number");
+        const std::string range = decimal_range(int64_t(lo), lo_open, int64_t(hi), hi_open);
+        if (range.empty()) fail(pointer, "no number lies between its minimum and maximum");
+        return add_rule(hint, range);
     }
 
     std::string visit_array(const json &schema, const std::string &pointer, const std::string &hint) {

@@ -1,12 +1,16 @@
 // src/model/arch_gemma.cpp — Gemma and Gemma 2. Both: token embeddings × √n_embd, RMS norms, NeoX
 // RoPE, Q scaled before the scores, a GELU-gated FFN, the output tied to the embeddings. Gemma 2
 // adds RMS norms of the attention and FFN outputs before their residual adds, soft caps of the
-// attention scores and of the logits, and sliding-window attention on the even layers.
+// attention scores and of the logits, and sliding-window attention on the even layers. Gemma 3 keeps
+// the post norms, drops the soft caps, adds per-head RMS norms of Q and K, and slides the window in
+// five layers of every six, whose RoPE has a base of its own (10000, unscaled).
 #include <cmath>
 
 #include "model/architecture.h"
 #include "model/graph_helpers.h"
 #include "model/tensor_loader.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 
@@ -14,15 +18,24 @@ namespace {
 
 class arch_gemma final : public architecture {
   public:
-    explicit arch_gemma(bool v2) : v2_(v2) {}
+    explicit arch_gemma(int version) : version_(version) {}
 
-    const char *name() const override { return v2_ ? "gemma2" : "gemma"; }
+    const char *name() const override {
+        return version_ == 3 ? "gemma3" : version_ == 2 ? "gemma2" : "gemma";
+    }
 
-    void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
+    void adjust_hparams(const gguf_file &f, model_hparams &hp) const override {
         hp.rope_mode = rope_mode_neox;
-        if (v2_) {
-            hp.swa_layers.resize(size_t(hp.n_layer));
-            for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layers[size_t(il)] = il % 2 == 0;
+        if (version_ == 1) return;
+        hp.swa_layers.resize(size_t(hp.n_layer));
+        for (int64_t il = 0; il < hp.n_layer; ++il)
+            hp.swa_layers[size_t(il)] = version_ == 2 ? il % 2 == 0 : il % 6 < 5;
+        if (version_ == 3) {
+            if (hp.n_swa <= 0)
+                throw error(f.path() +
+                            ": gemma3.attention.sliding_window: missing or 0 (gemma3 slides a "
+                            "window in five layers of six)");
+            hp.rope_freq_base_swa = read_hparam_float(f, hp, "rope.freq_base_swa", 10000.0f);
         }
     }
 
@@ -35,18 +48,24 @@ class arch_gemma final : public architecture {
             create_attn_weights(tl, hp, il, l, /*biases=*/false);
             l.ffn_norm = create_norm(tl, hp, il, "ffn_norm");
             create_ffn_weights(tl, hp, il, l, ffn_layout::gated);
-            if (v2_) {
+            if (version_ >= 2) {
                 l.attn_post_norm = create_norm(tl, hp, il, "post_attention_norm");
                 l.ffn_post_norm = create_norm(tl, hp, il, "post_ffw_norm");
+            }
+            if (version_ == 3) {
+                l.attn_q_norm = tl.create(block_tensor_name(il, "attn_q_norm"), {hp.n_embd_head_k});
+                l.attn_k_norm = tl.create(block_tensor_name(il, "attn_k_norm"), {hp.n_embd_head_k});
             }
         }
     }
 
     graph_inputs build_graph(graph_builder &b) const override {
         const model_hparams &hp = b.hp;
-        // Gemma 2 27B (46 layers) scales Q by 1/√(n_embd / n_head), the others by 1/√head_k
-        const float q_scale = 1.0f / std::sqrt(v2_ && hp.n_layer == 46 ? float(hp.n_embd / hp.n_head())
-                                                                       : float(hp.n_embd_head_k));
+        // the 27B models (Gemma 2: 46 layers, Gemma 3: 62) scale Q by 1/√(n_embd / n_head), the
+        // others by 1/√head_k
+        const bool q_by_width = (version_ == 2 && hp.n_layer == 46) || (version_ == 3 && hp.n_layer == 62);
+        const float q_scale =
+            1.0f / std::sqrt(q_by_width ? float(hp.n_embd / hp.n_head()) : float(hp.n_embd_head_k));
         tensor *x = b.stage_input([&] {
             return b.named(scale(b.ctx, b.build_inp_embd(), std::sqrt(float(hp.n_embd))), "inp_scaled");
         });
@@ -71,16 +90,19 @@ class arch_gemma final : public architecture {
     }
 
   private:
-    bool v2_;
+    int version_;  // 1, 2 or 3
 };
 
 }  // namespace
 
 std::unique_ptr<architecture> make_arch_gemma() {
-    return std::make_unique<arch_gemma>(false);
+    return std::make_unique<arch_gemma>(1);
 }
 std::unique_ptr<architecture> make_arch_gemma2() {
-    return std::make_unique<arch_gemma>(true);
+    return std::make_unique<arch_gemma>(2);
+}
+std::unique_ptr<architecture> make_arch_gemma3() {
+    return std::make_unique<arch_gemma>(3);
 }
 
 }  // namespace weft

@@ -1,9 +1,14 @@
-// src/model/arch_qwen3.cpp — Qwen3: the Llama block with per-head Q/K RMS norms and NeoX RoPE.
+// src/model/arch_qwen3.cpp — Qwen3 and Qwen3-MoE: the Llama block with per-head Q/K RMS norms and
+// NeoX RoPE; Qwen3-MoE's FFN is a mixture of SwiGLU experts (no shared expert) whose picked
+// probabilities are renormalized to sum to 1.
 #include <cmath>
 
 #include "model/architecture.h"
 #include "model/graph_helpers.h"
+#include "model/graph_moe.h"
 #include "model/tensor_loader.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 
@@ -11,10 +16,17 @@ namespace {
 
 class arch_qwen3 final : public architecture {
   public:
-    const char *name() const override { return "qwen3"; }
+    explicit arch_qwen3(bool moe) : moe_(moe) {}
 
-    void adjust_hparams(const gguf_file &, model_hparams &hp) const override {
+    const char *name() const override { return moe_ ? "qwen3moe" : "qwen3"; }
+
+    void adjust_hparams(const gguf_file &f, model_hparams &hp) const override {
         hp.rope_mode = rope_mode_neox;
+        if (!moe_) return;
+        hp.expert_weights_norm = true;
+        if (hp.n_expert == 0)
+            throw error(f.path() + ": qwen3moe.expert_count: missing or 0 (a qwen3moe model has experts)");
+        if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff(0) / hp.n_expert_used;
     }
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
@@ -22,7 +34,12 @@ class arch_qwen3 final : public architecture {
         w.layers.resize(size_t(hp.n_layer));
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             layer_weights &l = w.layers[size_t(il)];
-            create_llama_block(tl, hp, il, l);
+            if (moe_) {
+                create_llama_attn(tl, hp, il, l);
+                create_moe_ffn(tl, hp, il, l, moe_shared::none);
+            } else {
+                create_llama_block(tl, hp, il, l);
+            }
             l.attn_q_norm = tl.create(block_tensor_name(il, "attn_q_norm"), {hp.n_embd_head_k});
             l.attn_k_norm = tl.create(block_tensor_name(il, "attn_k_norm"), {hp.n_embd_head_k});
         }
@@ -41,12 +58,18 @@ class arch_qwen3 final : public architecture {
         }
         return b.finish(x);
     }
+
+  private:
+    bool moe_;
 };
 
 }  // namespace
 
 std::unique_ptr<architecture> make_arch_qwen3() {
-    return std::make_unique<arch_qwen3>();
+    return std::make_unique<arch_qwen3>(false);
+}
+std::unique_ptr<architecture> make_arch_qwen3moe() {
+    return std::make_unique<arch_qwen3>(true);
 }
 
 }  // namespace weft

@@ -55,5 +55,8 @@ std::unique_ptr<architecture> make_arch_command_r();
 std::unique_ptr<architecture> make_arch_bert();
 std::unique_ptr<architecture> make_arch_qwen2moe();
 std::unique_ptr<architecture> make_arch_deepseek2();
+std::unique_ptr<architecture> make_arch_qwen3moe();
+std::unique_ptr<architecture> make_arch_gemma3();
+std::unique_ptr<architecture> make_arch_mamba();
 
 }  // namespace weft

@@ -34,10 +34,14 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
       n_outputs(p.shape.n_outputs),
       n_kv(p.shape.n_kv),
       stage(stage_) {
-    WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens && n_kv > 0);
-    WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer);
+    WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens);
     WEFT_ASSERT(0 <= stage.begin && stage.begin < stage.end && stage.end <= hp.n_layer);
-    inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
+    if (hp.recurrent()) {  // states instead of a KV cache
+        WEFT_ASSERT(int64_t(p.recurrent.size()) == hp.n_layer && p.shape.n_seqs > 0);
+    } else {
+        WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer && n_kv > 0);
+        inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
+    }
     // the output rows are picked in the last block, which only the last stage has
     if (n_outputs < n_tokens && last_stage())
         inputs_.out_ids = make_input(dtype::i32, {n_outputs}, "inp_out_ids");
@@ -62,6 +66,14 @@ tensor *graph_builder::named(tensor *t, const char *base, int64_t il) {
     else
         t->set_name(base);
     return t;
+}
+
+graph_builder::recurrent_inputs graph_builder::build_inp_recurrent() {
+    if (!inputs_.rs_slots) {
+        inputs_.rs_slots = make_input(dtype::i32, {params.shape.n_seqs}, "inp_rs_slots");
+        inputs_.rs_token_seq = make_input(dtype::i32, {n_tokens}, "inp_rs_token_seq");
+    }
+    return {inputs_.rs_slots, inputs_.rs_token_seq};
 }
 
 tensor *graph_builder::make_input(dtype t, std::initializer_list<int64_t> ne, const char *name) {
@@ -100,12 +112,17 @@ tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, i
 
 tensor *graph_builder::build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il) {
     tensor *cur = mul_mat(ctx, weight, x);
-    // LoRA: + scale·(alpha/r)·B·(A·x) for each adapter of this weight (scale 0: not even built)
-    for (const lora_use &u : params.loras) {
+    // LoRA: + scale·(alpha/r)·B·(A·x) for each adapter of this weight (scale 0: not even built). The
+    // scales are an input, so that changing them (but not to or from 0) reuses the graph.
+    for (size_t i = 0; i < params.loras.size(); ++i) {
+        const lora_use &u = params.loras[i];
         const lora_adapter::pair *p = u.adapter && u.scale != 0.0f ? u.adapter->find(weight->name) : nullptr;
         if (!p) continue;
-        tensor *ax = mul_mat(ctx, p->a, x);
-        cur = add(ctx, cur, scale(ctx, mul_mat(ctx, p->b, ax), u.adapter->factor(*p, u.scale)));
+        if (!inputs_.lora_scales)
+            inputs_.lora_scales = make_input(dtype::f32, {int64_t(params.loras.size())}, "inp_lora_scales");
+        tensor *user_scale = view_1d(ctx, inputs_.lora_scales, 1, i * sizeof(float));
+        tensor *bax = scale(ctx, mul_mat(ctx, p->b, mul_mat(ctx, p->a, x)), u.adapter->factor(*p, 1.0f));
+        cur = add(ctx, cur, mul(ctx, bax, user_scale));
     }
     if (bias) {
         named(cur, (std::string(name) + "_mm").c_str(), il);
@@ -134,7 +151,7 @@ graph_builder::qkv graph_builder::build_qkv(const layer_weights &l, tensor *x, i
             reshape_3d(ctx, v, head_v, n_head_kv, n_tokens)};
 }
 
-rope_params model_rope_params(const model_hparams &hp) {
+rope_params model_rope_params(const model_hparams &hp, int64_t il) {
     rope_params rp;
     rp.n_dims = int32_t(hp.n_rot);
     rp.mode = hp.rope_mode;
@@ -145,11 +162,16 @@ rope_params model_rope_params(const model_hparams &hp) {
     rp.attn_factor = hp.yarn_attn_factor;
     rp.beta_fast = hp.yarn_beta_fast;
     rp.beta_slow = hp.yarn_beta_slow;
+    if (hp.rope_freq_base_swa > 0.0f && size_t(il) < hp.swa_layers.size() && hp.swa_layers[size_t(il)]) {
+        rp.freq_base = hp.rope_freq_base_swa;  // the sliding-window layers' own base, never scaled
+        rp.freq_scale = 1.0f;
+        rp.ext_factor = 0.0f;
+    }
     return rp;
 }
 
 tensor *graph_builder::build_rope(tensor *x, const char *name, int64_t il) {
-    return named(rope(ctx, x, build_inp_pos(), model_rope_params(hp), w.rope_freqs), name, il);
+    return named(rope(ctx, x, build_inp_pos(), model_rope_params(hp, il), w.rope_freqs), name, il);
 }
 
 k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,
@@ -167,14 +189,14 @@ k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights 
     // A rotation by the move: R(p + d) = R(d) R(p), the same frequencies, and no magnitude change
     // (the key already carries YaRN's attention factor once; the kernel multiplies by
     // attn_factor * (1 + 0.1 ln(1 / freq_scale)) under YaRN, so that product is made 1).
-    rope_params rp = model_rope_params(hp);
-    rp.n_dims = int32_t(layout.n_dims);
-    rp.attn_factor = rp.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rp.freq_scale)) : 1.0f;
     const int64_t head_k = hp.n_embd_head_k;
     const size_t f = sizeof(float);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
         const kv_layer &cache = kv[size_t(il)];
         if (!cache.k) continue;  // a layer of another pipeline stage
+        rope_params rp = model_rope_params(hp, il);
+        rp.n_dims = int32_t(layout.n_dims);
+        rp.attn_factor = rp.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rp.freq_scale)) : 1.0f;
         const int64_t n_head_kv = hp.n_head_kv(il);
         // the moved cells' keys in f32, [head_k, n_head_kv, n_cells]
         tensor *keys = reshape_3d(ctx, get_rows(ctx, cache.k, in.cells), head_k, n_head_kv, n_cells);

@@ -48,6 +48,12 @@ class graph_builder {
     tensor *build_inp_embd();
     // i32 [n_tokens]
     tensor *build_inp_pos();
+    // A recurrent model's inputs: the state row of each of the ubatch's sequences (i32 [n_seqs]) and
+    // each token's sequence among them (i32 [n_tokens]).
+    struct recurrent_inputs {
+        tensor *slots, *token_seq;
+    };
+    recurrent_inputs build_inp_recurrent();
 
     // rms_norm(x) * weight, or layer_norm(x) * weight (+ bias) when hp.layer_norm
     tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
@@ -103,8 +109,9 @@ class graph_builder {
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
 
-// The model's rope settings (hparams) as the rope op takes them.
-rope_params model_rope_params(const model_hparams &hp);
+// The model's rope settings (hparams) for layer il as the rope op takes them (sliding-window layers
+// have a base of their own where hp.rope_freq_base_swa is set).
+rope_params model_rope_params(const model_hparams &hp, int64_t il);
 // The graph behind model::build_k_shift: per layer, the keys of the cells input gathered in f32,
 // their rotary dims (layout) rotated by the deltas input, written back with set_rows.
 k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights &w, context &ctx, graph &g,

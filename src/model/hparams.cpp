@@ -1,9 +1,12 @@
 // src/model/hparams.cpp — Llama-family hyper-parameters from arch-prefixed GGUF keys, with defaults.
 #include "weft/model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/core/checked.h"
@@ -82,6 +85,30 @@ void read_expert_hparams(const hparam_reader &r, model_hparams &hp) {
                "must not be negative, is " + std::to_string(hp.n_ff_shexp));
 }
 
+// A state-space model's keys (mamba): true when the file has any <arch>.ssm size, then all of them
+// are required; they replace the attention, FFN and rope keys (the reference's files hold zeros there).
+bool read_ssm_hparams(const hparam_reader &r, model_hparams &hp) {
+    const char *sizes[] = {"ssm.state_size", "ssm.conv_kernel", "ssm.inner_size", "ssm.time_step_rank"};
+    if (std::none_of(std::begin(sizes), std::end(sizes), [&](const char *k) { return r.int_or(k, -1) >= 0; }))
+        return false;
+    hp.ssm_d_state = r.required_int("ssm.state_size");
+    hp.ssm_d_conv = r.required_int("ssm.conv_kernel");
+    hp.ssm_d_inner = r.required_int("ssm.inner_size");
+    hp.ssm_dt_rank = r.required_int("ssm.time_step_rank");
+    for (const auto &[suffix, value, limit] : {std::tuple{"ssm.state_size", hp.ssm_d_state, int64_t(1) << 16},
+                                               {"ssm.conv_kernel", hp.ssm_d_conv, int64_t(1) << 10},
+                                               {"ssm.inner_size", hp.ssm_d_inner, int64_t(1) << 24},
+                                               {"ssm.time_step_rank", hp.ssm_dt_rank, int64_t(1) << 20}})
+        if (value < 1 || value > limit)
+            r.fail(suffix, "must be in [1, " + std::to_string(limit) + "], is " + std::to_string(value));
+    hp.n_head_arr.assign(size_t(hp.n_layer), 0);
+    hp.n_head_kv_arr.assign(size_t(hp.n_layer), 0);
+    hp.n_ff_arr.assign(size_t(hp.n_layer), 0);
+    hp.norm_rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.n_vocab = r.int_or("vocab_size", 0);
+    return true;
+}
+
 }  // namespace
 
 model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
@@ -97,6 +124,8 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
     hp.n_ctx_train = r.int_or("context_length", 2048);
     if (hp.n_ctx_train <= 0)
         r.fail("context_length", "must be positive, is " + std::to_string(hp.n_ctx_train));
+
+    if (read_ssm_hparams(r, hp)) return hp;
 
     hp.n_head_arr = r.per_layer("attention.head_count", hp.n_layer, std::nullopt);
     hp.n_head_kv_arr = r.per_layer("attention.head_count_kv", hp.n_layer, hp.n_head_arr.front());

@@ -112,9 +112,9 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         std::vector<tensor *> matrices;
         for (int64_t il = m->layers_.begin; il < m->layers_.end; ++il)
             for (const layer_weights &l = m->weights_.layers[size_t(il)];
-                 tensor * t :
-                 {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp, l.ffn_gate_exps,
-                  l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
+                 tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp,
+                               l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp,
+                               l.ffn_up_shexp, l.ffn_down_shexp, l.ssm_in, l.ssm_x, l.ssm_out})
                 matrices.push_back(t);
         if (m->last_stage() && m->weights_.output != m->weights_.tok_embd)
             matrices.push_back(m->weights_.output);
@@ -197,6 +197,18 @@ std::string model::describe() const {
     if (!weights_.layers.empty()) {
         const layer_weights &l = weights_.layers[0];
         if (const tensor *down = l.ffn_down ? l.ffn_down : l.ffn_down_exps) type = type_name(down->type);
+        if (l.ssm_out) type = type_name(l.ssm_out->type);
+    }
+    if (hp.recurrent()) {
+        std::snprintf(
+            buf, sizeof buf,
+            "%s, %lld layers, n_embd %lld, d_inner %lld, d_state %lld, d_conv %lld, dt_rank %lld, vocab "
+            "%lld, %.2f M params, %s, %.1f MiB",
+            hp.arch.c_str(), (long long)hp.n_layer, (long long)hp.n_embd, (long long)hp.ssm_d_inner,
+            (long long)hp.ssm_d_state, (long long)hp.ssm_d_conv, (long long)hp.ssm_dt_rank,
+            (long long)hp.n_vocab, double(n_params()) / 1e6, type.c_str(),
+            double(n_weight_bytes()) / (1024.0 * 1024.0));
+        return buf;
     }
     // "n_ff 14336" or, with experts, "8 experts (2 used) of n_ff 14336"
     char ffn[96];

@@ -1,12 +1,10 @@
 // src/model/registry.cpp — the architectures model::load knows, keyed by general.architecture.
-#include <array>
-
 #include "model/architecture.h"
 
 namespace weft {
 
 std::span<const architecture_entry> architecture_registry() {
-    static const std::array<architecture_entry, 14> entries = {{
+    static const architecture_entry entries[] = {
         {"llama", &make_arch_llama},
         {"qwen2", &make_arch_qwen2},
         {"qwen3", &make_arch_qwen3},
@@ -21,7 +19,10 @@ std::span<const architecture_entry> architecture_registry() {
         {"bert", &make_arch_bert},
         {"qwen2moe", &make_arch_qwen2moe},
         {"deepseek2", &make_arch_deepseek2},
-    }};
+        {"qwen3moe", &make_arch_qwen3moe},
+        {"gemma3", &make_arch_gemma3},
+        {"mamba", &make_arch_mamba},
+    };
     return entries;
 }
 

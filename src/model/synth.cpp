@@ -106,7 +106,7 @@ synth_moe moe_of(const synth_spec &s) {
     m.shared = s.arch == "qwen2moe" || s.arch == "deepseek2";
     m.shared_gate = s.arch == "qwen2moe";
     m.dense_lead = s.arch == "deepseek2" ? 1 : 0;
-    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared ? 4 : 0);
+    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
     return m;
 }
@@ -118,6 +118,9 @@ struct synth_tensor {
     dtype type;
     float center = 0.0f;  // values are center + amplitude * U(-1, 1)
     float amplitude = 0.0f;
+    // instead: -(i0 + 1) along each row (a state-space model's A = -exp(log(1 .. d_state)), the
+    // published models' initialization)
+    bool negative_ramp = false;
 };
 
 void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbytes) {
@@ -131,7 +134,9 @@ void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbyt
     WEFT_ASSERT(row_bytes * size_t(n_rows) == nbytes);
     for (int64_t r = 0; r < n_rows; r += chunk_rows) {
         const int64_t nr = std::min(chunk_rows, n_rows - r);
-        for (int64_t i = 0; i < nr * n_per_row; ++i) rows[size_t(i)] = t.center + t.amplitude * rng.uniform();
+        for (int64_t i = 0; i < nr * n_per_row; ++i)
+            rows[size_t(i)] =
+                t.negative_ramp ? -float(i % n_per_row + 1) : t.center + t.amplitude * rng.uniform();
         uint8_t *out = dst + size_t(r) * row_bytes;
         if (t.type == dtype::f32)
             std::memcpy(out, rows.data(), size_t(nr * n_per_row) * sizeof(float));
@@ -203,6 +208,9 @@ const synth_arch synth_archs[] = {
     {.name = "command-r", .layer_norm = true, .ffn_norm = false},
     {.name = "qwen2moe", .qkv_bias = true},
     {.name = "deepseek2", .latent_attn = true},
+    {.name = "qwen3moe", .head_qk_norm = true},
+    {.name = "gemma3", .head_qk_norm = true, .post_norms = true},
+    {.name = "mamba"},  // a state-space model: see plan_mamba_tensors
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -217,7 +225,46 @@ std::string synth_arch_names() {
     return names;
 }
 
+// The state-space mixer's sizes of a mamba spec.
+struct synth_ssm {
+    int64_t d_inner, d_state, d_conv, dt_rank;
+};
+synth_ssm ssm_of(const synth_spec &s) {
+    return {2 * s.n_embd, s.ssm_d_state, s.ssm_d_conv, (s.n_embd + 15) / 16};
+}
+
+// Mamba: per block a norm and the mixer. The step's bias puts softplus(dt) around 0.01 (the published
+// models draw it in [0.001, 0.1]) and A is -(1 .. d_state), so the states decay at realistic rates.
+std::vector<synth_tensor> plan_mamba_tensors(const synth_spec &s) {
+    const synth_ssm m = ssm_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, amp(s.n_embd)});
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        ts.push_back({p + "ssm_in.weight", {s.n_embd, 2 * m.d_inner}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "ssm_conv1d.weight", {m.d_conv, m.d_inner}, f32, 0.0f, amp(m.d_conv)});
+        ts.push_back({p + "ssm_conv1d.bias", {m.d_inner}, f32, 0.0f, 0.1f});
+        ts.push_back(
+            {p + "ssm_x.weight", {m.d_inner, m.dt_rank + 2 * m.d_state}, s.type, 0.0f, amp(m.d_inner)});
+        ts.push_back({p + "ssm_dt.weight", {m.dt_rank, m.d_inner}, f32, 0.0f, amp(m.dt_rank)});
+        ts.push_back({p + "ssm_dt.bias", {m.d_inner}, f32, -4.6f, 1.0f});
+        synth_tensor a{p + "ssm_a", {m.d_state, m.d_inner}, f32};
+        a.negative_ramp = true;
+        ts.push_back(a);
+        ts.push_back({p + "ssm_d", {m.d_inner}, f32, 1.0f, 0.2f});
+        ts.push_back(
+            {p + "ssm_out.weight", {m.d_inner, s.n_embd}, s.type, 0.0f, amp(m.d_inner) * s.block_scale});
+    }
+    return ts;
+}
+
 std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
+    if (s.arch == "mamba") return plan_mamba_tensors(s);
     const synth_arch &a = *find_synth_arch(s.arch);
     const int64_t hd = head_dim_of(s);
     const int64_t n_q = hd * s.n_head, n_kv = hd * s.n_head_kv;
@@ -307,18 +354,27 @@ void synth_check(const synth_spec &s) {
     require(find_synth_arch(s.arch) != nullptr,
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
-    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "deepseek2",
-            "synth: experts are for llama, qwen2moe and deepseek2 only");
+    require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
+                s.arch == "deepseek2",
+            "synth: experts are for llama, qwen2moe, qwen3moe and deepseek2 only");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
             "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
-    require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
-            "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
-    require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
-                                             " must divide heads " + std::to_string(s.n_head));
-    require(head_dim_of(s) > 0 && head_dim_of(s) % 2 == 0,
-            "synth: the head size (embd / heads, or head-dim) must be even and positive");
-    require(s.arch != "deepseek2" || (head_dim_of(s) % 4 == 0 && s.n_embd % 2 == 0),
-            "synth: deepseek2 needs a head size that is a multiple of 4 and an even embd");
+    if (s.arch == "mamba") {
+        require(s.n_expert == 0, "synth: mamba has no experts");
+        require(s.n_embd > 0 && s.n_layer > 0 && s.n_ctx > 0, "synth: embd, layers and ctx must be positive");
+        require(s.ssm_d_state >= 1 && s.ssm_d_state <= 256, "synth: the SSM state size must be in [1, 256]");
+        require(s.ssm_d_conv >= 2 && s.ssm_d_conv <= 16,
+                "synth: the SSM convolution width must be in [2, 16]");
+    } else {
+        require(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
+                "synth: embd, layers, heads, kv-heads, ff and ctx must be positive");
+        require(s.n_head % s.n_head_kv == 0, "synth: kv-heads " + std::to_string(s.n_head_kv) +
+                                                 " must divide heads " + std::to_string(s.n_head));
+        require(head_dim_of(s) > 0 && head_dim_of(s) % 2 == 0,
+                "synth: the head size (embd / heads, or head-dim) must be even and positive");
+        require(s.arch != "deepseek2" || (head_dim_of(s) % 4 == 0 && s.n_embd % 2 == 0),
+                "synth: deepseek2 needs a head size that is a multiple of 4 and an even embd");
+    }
     require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
@@ -327,6 +383,11 @@ void synth_check(const synth_spec &s) {
             throw error("synth: tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
                         " values; " + type_name(s.type) + " needs a multiple of " + std::to_string(bs));
 }
+
+namespace {
+// The vocabulary and every tensor, after the architecture's metadata.
+void synth_fill_vocab_and_tensors(const synth_spec &s, gguf_writer &w);
+}  // namespace
 
 void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     synth_check(s);
@@ -337,6 +398,18 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".context_length", uint32_t(s.n_ctx));
     w.set_u32(a + ".embedding_length", uint32_t(s.n_embd));
     w.set_u32(a + ".block_count", uint32_t(s.n_layer));
+    if (a == "mamba") {  // the reference's keys: zero heads and FFN, the mixer's sizes
+        const synth_ssm m = ssm_of(s);
+        w.set_u32(a + ".feed_forward_length", 0);
+        w.set_u32(a + ".attention.head_count", 0);
+        w.set_u32(a + ".ssm.conv_kernel", uint32_t(m.d_conv));
+        w.set_u32(a + ".ssm.inner_size", uint32_t(m.d_inner));
+        w.set_u32(a + ".ssm.state_size", uint32_t(m.d_state));
+        w.set_u32(a + ".ssm.time_step_rank", uint32_t(m.dt_rank));
+        w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+        if (s.ssm_dt_b_c_rms) w.set_bool(a + ".ssm.dt_b_c_rms", true);
+        return synth_fill_vocab_and_tensors(s, w);
+    }
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
     w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
     const synth_arch &features = *find_synth_arch(a);
@@ -369,7 +442,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (const synth_moe moe = moe_of(s); moe.n_expert > 0) {
         w.set_u32(a + ".expert_count", uint32_t(moe.n_expert));
         w.set_u32(a + ".expert_used_count", uint32_t(moe.n_used));
-        if (moe.shared) w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+        if (moe.shared || a == "qwen3moe") w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
         if (moe.shared_gate) w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
     }
     if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
@@ -383,8 +456,17 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_f32(a + ".attn_logit_softcapping", 20.0f);
         w.set_f32(a + ".final_logit_softcapping", 10.0f);
     }
-    if (a == "gemma2" || a == "phi3") w.set_u32(a + ".attention.sliding_window", 4);
+    if (a == "gemma2" || a == "gemma3" || a == "phi3") w.set_u32(a + ".attention.sliding_window", 4);
+    if (a == "gemma3") {  // the 4B-and-up setting: the global layers' RoPE linearly scaled
+        w.set_string(a + ".rope.scaling.type", "linear");
+        w.set_f32(a + ".rope.scaling.factor", 8.0f);
+    }
 
+    synth_fill_vocab_and_tensors(s, w);
+}
+
+namespace {
+void synth_fill_vocab_and_tensors(const synth_spec &s, gguf_writer &w) {
     const synth_vocab v = make_vocab(s.n_vocab);
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", v.tokens);
@@ -402,6 +484,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
                           [t, seed](uint8_t *dst, size_t nbytes) { fill_tensor(t, seed, dst, nbytes); });
     }
 }
+}  // namespace
 
 int64_t synth_write(const synth_spec &s, const std::string &path) {
     gguf_writer w;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/pipeline_protocol.h"
+#include "runtime/recurrent_memory.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/allocator.h"
 #include "weft/core/context.h"
@@ -48,6 +49,26 @@ void read_output(const tensor *t, void *dst, size_t offset, size_t n) {
 // The KV cells a graph attends over are padded to a multiple of this, so consecutive decode steps
 // have the same shape and reuse one graph.
 constexpr uint32_t n_kv_pad = 256;
+
+// The distinct sequences of a ubatch's tokens in the order they first appear: the states a recurrent
+// model's ubatch advances.
+std::vector<seq_id> ubatch_sequences(std::span<const std::vector<seq_id>> seqs) {
+    std::vector<seq_id> out;
+    for (const auto &s : seqs)
+        if (std::find(out.begin(), out.end(), s.front()) == out.end()) out.push_back(s.front());
+    return out;
+}
+
+// The sequences a batch names (sequence 0 when it names none), valid or not yet checked.
+std::vector<seq_id> batch_sequences(const batch &b, uint32_t n_seq_max) {
+    std::vector<seq_id> out;
+    if (b.seq_ids.empty()) out.push_back(0);
+    for (const auto &ids : b.seq_ids)
+        for (seq_id s : ids)
+            if (s >= 0 && uint32_t(s) < n_seq_max && std::find(out.begin(), out.end(), s) == out.end())
+                out.push_back(s);
+    return out;
+}
 
 }  // namespace
 
@@ -92,6 +113,7 @@ struct inference_context::runtime_state {
     std::unique_ptr<scheduler> sched;
     std::unique_ptr<built_graph> current;
     std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
+    recurrent_memory::snapshot rollback;      // a recurrent model's states before the current decode
 };
 
 std::vector<device *> available_devices() {
@@ -120,8 +142,14 @@ inference_context::inference_context(const weft::model &m, const inference_param
 
     // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
     device_ = &select_device(params_.device);
-    kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.type_k,
-                                     hp.encoder ? dtype::f32 : params_.type_v, params_.n_seq_max, device_);
+    if (hp.recurrent()) {  // a state per sequence; n_ctx bounds the positions they hold together
+        if (params_.n_ctx == 0) throw error("the context size must be positive");
+        rs_ = std::make_unique<recurrent_memory>(m, params_.n_seq_max, device_);
+    } else {
+        kv_ =
+            std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.type_k,
+                                       hp.encoder ? dtype::f32 : params_.type_v, params_.n_seq_max, device_);
+    }
 
     state_->compute = device_->make_backend(params_.n_threads);
     if (params_.abort_callback) state_->compute->set_abort_callback(params_.abort_callback);
@@ -146,7 +174,8 @@ inference_context::inference_context(const weft::model &m, const inference_param
         graph_shape shape;
         shape.n_tokens = n_tokens;
         shape.n_outputs = n_outputs;
-        shape.n_kv = params_.n_ctx;
+        shape.n_kv = rs_ ? 0 : params_.n_ctx;
+        shape.n_seqs = rs_ ? std::min<int64_t>(n_tokens, params_.n_seq_max) : 0;
         build_graph(worst, shape);
         state_->sched->reserve(worst.g);
     }
@@ -176,14 +205,17 @@ void inference_context::set_lora_scales(std::span<const float> scales) {
     if (scales.size() != params_.loras.size())
         throw error("set_lora_scales: " + std::to_string(scales.size()) + " scales for " +
                     std::to_string(params_.loras.size()) + " adapters");
-    bool changed = false;
-    for (size_t i = 0; i < scales.size(); ++i) {
+    for (size_t i = 0; i < scales.size(); ++i)
         if (!std::isfinite(scales[i]))
             throw error("set_lora_scales: adapter " + std::to_string(i) + ": not a number");
-        changed = changed || params_.loras[i].scale != scales[i];
+    // the scales are a graph input; which adapters apply (scale 0: none of their products) is the
+    // graph's shape
+    bool reshaped = false;
+    for (size_t i = 0; i < scales.size(); ++i) {
+        reshaped = reshaped || (params_.loras[i].scale == 0.0f) != (scales[i] == 0.0f);
         params_.loras[i].scale = scales[i];
     }
-    if (changed && state_->current) state_->current->valid = false;  // the next decode builds its graph
+    if (reshaped && state_->current) state_->current->valid = false;  // the next decode builds its graph
 }
 
 std::vector<float> inference_context::lora_scales() const {
@@ -194,8 +226,8 @@ std::vector<float> inference_context::lora_scales() const {
 
 size_t inference_context::graph_tensor_budget() const {
     size_t n = model_.graph_tensor_budget();
-    for (const lora_use &u : params_.loras)  // two products, a scale and an add per adapted weight
-        if (u.adapter) n += 4 * u.adapter->pairs().size();
+    for (const lora_use &u : params_.loras)  // two products, a scale, a view, a mul and an add
+        if (u.adapter) n += 6 * u.adapter->pairs().size() + 1;
     return n;
 }
 
@@ -204,7 +236,7 @@ size_t inference_context::graph_capacity() const {
 }
 
 uint32_t inference_context::n_ctx() const {
-    return kv_->size();
+    return kv_ ? kv_->size() : params_.n_ctx;
 }
 int32_t inference_context::n_vocab() const {
     return int32_t(model_.hparams().n_vocab);
@@ -224,7 +256,8 @@ void inference_context::build_graph(built_graph &bg, const graph_shape &shape) c
     bg.shape = shape;
     graph_build_params p;
     p.shape = shape;
-    p.kv = kv_->layers();
+    if (kv_) p.kv = kv_->layers();
+    if (rs_) p.recurrent = rs_->layers();
     p.loras = params_.loras;
     bg.in = model_.build_graph(*bg.ctx, bg.g, p);
     bg.valid = true;
@@ -270,12 +303,15 @@ bool inference_context::validate_and_fill(const batch &b, filled_batch &fb) {
                 if (id < 0 || uint32_t(id) >= params_.n_seq_max)
                     return fail("token " + std::to_string(i) + " has sequence id " + std::to_string(id) +
                                 ", outside [0, n_seq_max " + std::to_string(params_.n_seq_max) + ")");
+            if (rs_ && s.size() != 1)
+                return fail("token " + std::to_string(i) + " belongs to " + std::to_string(s.size()) +
+                            " sequences; a recurrent model's token advances one sequence's state");
             fb.seqs[size_t(i)] = s;
         }
     }
 
     // Positions: each sequence continues after what the cache holds and never goes backwards.
-    std::vector<llm_pos> last = kv_->seq_pos_max_all();
+    std::vector<llm_pos> last = kv_ ? kv_->seq_pos_max_all() : rs_->seq_pos_max_all();
     fb.pos.resize(size_t(n));
     for (int32_t i = 0; i < n; ++i) {
         const auto &s = fb.seqs[size_t(i)];
@@ -335,9 +371,23 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         write_input(in.kv_pos, positions.data(), positions.size() * sizeof(int32_t));
     }
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
+    if (in.lora_scales) {
+        const std::vector<float> scales = lora_scales();
+        write_input(in.lora_scales, scales.data(), scales.size() * sizeof(float));
+    }
+    if (in.rs_slots) {  // a sequence's state lives in the row of its id
+        const auto seqs = std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n));
+        const std::vector<seq_id> slots = ubatch_sequences(seqs);
+        std::vector<int32_t> token_seq;
+        for (const auto &s : seqs)
+            token_seq.push_back(int32_t(std::find(slots.begin(), slots.end(), s.front()) - slots.begin()));
+        write_input(in.rs_slots, slots.data(), slots.size() * sizeof(int32_t));
+        write_input(in.rs_token_seq, token_seq.data(), token_seq.size() * sizeof(int32_t));
+    }
 }
 
 compute_status inference_context::apply_kv_shift() {
+    if (!kv_) return compute_status::ok;  // a recurrent state has no positions to move
     const std::vector<uint32_t> moved = kv_->shifted_cells();
     if (moved.empty()) {
         kv_->clear_shift();  // moved cells may have been removed since
@@ -448,8 +498,11 @@ int inference_context::decode(const batch &b) {
         msg.insert(msg.end(), bytes.begin(), bytes.end());
         send_command(msg);
     }
-    // A batch that fails part way leaves the cache as it was before the call.
-    std::vector<kv_cell> saved_cells = kv_->snapshot();
+    // A batch that fails part way leaves the cache as it was before the call (a recurrent model: the
+    // states of the batch's sequences, which the graphs overwrite as they go).
+    std::vector<kv_cell> saved_cells = kv_ ? kv_->snapshot() : std::vector<kv_cell>();
+    recurrent_memory::snapshot &saved_states = state_->rollback;
+    if (rs_) rs_->save(batch_sequences(b, params_.n_seq_max), saved_states);
     int rc;
     try {
         rc = decode_impl(b, saved_cells);
@@ -465,7 +518,8 @@ int inference_context::decode(const batch &b) {
         rc = decode_failed;
     }
     if (rc == decode_aborted || rc == decode_failed) {
-        kv_->restore(std::move(saved_cells));
+        if (kv_) kv_->restore(std::move(saved_cells));
+        if (rs_) rs_->restore(saved_states);
         output_batch_index_.clear();
         batch_output_row_.clear();
         logits_.clear();
@@ -483,19 +537,30 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
     // their sequences' cells (attention then sums a sequence in position order); when holes are
     // all that is left, compacting the cache makes room there.
     const std::span<const std::vector<seq_id>> seqs(fb.seqs);
-    std::vector<uint32_t> slots = kv_->find_slots(seqs, false);
-    if (slots.empty() && kv_->size() - kv_->used_cells() >= uint32_t(n)) {
-        if (kv_->defrag() > 0) {
-            ++perf_.n_defrags;
-            saved_cells = kv_->snapshot();  // the rows moved: a rollback keeps them where they are now
+    std::vector<uint32_t> slots;
+    if (rs_) {
+        const uint32_t used = rs_->used_positions();
+        if (used + uint32_t(n) > params_.n_ctx) {
+            last_error_ = "the context is full: the batch adds " + std::to_string(n) + " positions to the " +
+                          std::to_string(used) + " the sequences' states hold, n_ctx is " +
+                          std::to_string(params_.n_ctx);
+            return decode_no_kv_space;
         }
-        slots = kv_->find_slots(seqs, true);
-    }
-    if (slots.empty()) {
-        last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
-                      std::to_string(kv_->size() - kv_->used_cells()) + " of " + std::to_string(kv_->size()) +
-                      " are free";
-        return decode_no_kv_space;
+    } else {
+        slots = kv_->find_slots(seqs, false);
+        if (slots.empty() && kv_->size() - kv_->used_cells() >= uint32_t(n)) {
+            if (kv_->defrag() > 0) {
+                ++perf_.n_defrags;
+                saved_cells = kv_->snapshot();  // the rows moved: a rollback keeps them where they are now
+            }
+            slots = kv_->find_slots(seqs, true);
+        }
+        if (slots.empty()) {
+            last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
+                          std::to_string(kv_->size() - kv_->used_cells()) + " of " +
+                          std::to_string(kv_->size()) + " are free";
+            return decode_no_kv_space;
+        }
     }
 
     // An encoder's tokens see the whole sequence: all of them in one ubatch.
@@ -520,9 +585,13 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
     const int32_t n_ubatch = int32_t(params_.n_ubatch);
     for (int32_t begin = 0; begin < n; begin += n_ubatch) {
         const int32_t nu = std::min(n_ubatch, n - begin);
-        const std::span<const uint32_t> cells(slots.data() + begin, size_t(nu));
+        const std::span<const uint32_t> cells =
+            kv_ ? std::span<const uint32_t>(slots.data() + begin, size_t(nu)) : std::span<const uint32_t>();
         for (int32_t t = 0; t < nu; ++t)
-            kv_->assign(cells[size_t(t)], fb.pos[size_t(begin + t)], fb.seqs[size_t(begin + t)]);
+            if (kv_)
+                kv_->assign(cells[size_t(t)], fb.pos[size_t(begin + t)], fb.seqs[size_t(begin + t)]);
+            else
+                rs_->advance(fb.seqs[size_t(begin + t)].front(), fb.pos[size_t(begin + t)]);
 
         std::vector<int32_t> out_local;
         for (int32_t t = 0; t < nu; ++t)
@@ -533,8 +602,9 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
         graph_shape shape;
         shape.n_tokens = nu;
         shape.n_outputs = int64_t(out_local.size());
-        shape.n_kv = kv_->n_kv_for_graph(n_kv_pad);
+        shape.n_kv = kv_ ? kv_->n_kv_for_graph(n_kv_pad) : 0;
         shape.embd_input = fb.embd != nullptr;
+        if (rs_) shape.n_seqs = int64_t(ubatch_sequences(seqs.subspan(size_t(begin), size_t(nu))).size());
 
         std::unique_ptr<built_graph> &cur = state_->current;
         if (cur && cur->valid && cur->shape == shape) {
@@ -628,33 +698,46 @@ const float *inference_context::get_logits_ith(int32_t i) const {
 }
 
 bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
-    const bool removed = kv_->seq_rm(s, p0, p1);
+    const bool removed = kv_ ? kv_->seq_rm(s, p0, p1) : rs_->seq_rm(s, p0, p1);
     forward(pipeline_protocol::command::seq_rm, s, p0, p1);
     return removed;
 }
 void inference_context::kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
-    kv_->seq_cp(src, dst, p0, p1);
+    if (kv_)
+        kv_->seq_cp(src, dst, p0, p1);
+    else
+        rs_->seq_cp(src, dst, p0, p1);
     forward(pipeline_protocol::command::seq_cp, src, dst, p0, p1);
 }
 void inference_context::kv_seq_keep(seq_id s) {
-    kv_->seq_keep(s);
+    if (kv_)
+        kv_->seq_keep(s);
+    else
+        rs_->seq_keep(s);
     forward(pipeline_protocol::command::seq_keep, s);
 }
 llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
-    return kv_->seq_pos_max(s);
+    return kv_ ? kv_->seq_pos_max(s) : rs_->seq_pos_max(s);
 }
 llm_pos inference_context::kv_seq_pos_min(seq_id s) const {
-    return kv_->seq_pos_min(s);
+    return kv_ ? kv_->seq_pos_min(s) : rs_->seq_pos_min(s);
 }
 bool inference_context::can_shift() const {
     return model_.can_shift_kv();
 }
 
+std::string inference_context::cannot_shift_reason() const {
+    if (rs_)
+        return model_.arch_name() +
+               " is a recurrent model: its state holds every past token at once, none can move to another "
+               "position (no context shift)";
+    return model_.arch_name() +
+           " cannot move cached tokens to other positions (its positions are not rotary)";
+}
+
 void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
     if (delta == 0) return;
-    if (!can_shift())
-        throw error("kv_seq_add: " + model_.arch_name() +
-                    " cannot move cached tokens to other positions (its positions are not rotary)");
+    if (!can_shift()) throw error("kv_seq_add: " + cannot_shift_reason());
     kv_->seq_add(s, p0, p1, delta);
     forward(pipeline_protocol::command::seq_add, s, p0, p1, delta);
 }
@@ -662,29 +745,36 @@ void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos del
 void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
     if (d < 1) throw error("kv_seq_div: the divisor is " + std::to_string(d) + ", must be at least 1");
     if (d == 1) return;
-    if (!can_shift())
-        throw error("kv_seq_div: " + model_.arch_name() +
-                    " cannot move cached tokens to other positions (its positions are not rotary)");
+    if (!can_shift()) throw error("kv_seq_div: " + cannot_shift_reason());
     kv_->seq_div(s, p0, p1, d);
     forward(pipeline_protocol::command::seq_div, s, p0, p1, int32_t(d));
 }
 
 uint32_t inference_context::kv_defrag() {
-    const uint32_t moved = kv_->defrag();
+    const uint32_t moved = kv_ ? kv_->defrag() : 0;
     if (moved > 0) ++perf_.n_defrags;
     forward(pipeline_protocol::command::defrag);
     return moved;
 }
 
 void inference_context::kv_clear() {
-    kv_->clear();
+    if (kv_)
+        kv_->clear();
+    else
+        rs_->clear();
     forward(pipeline_protocol::command::clear);
 }
 uint32_t inference_context::kv_used_cells() const {
-    return kv_->used_cells();
+    return kv_ ? kv_->used_cells() : rs_->used_positions();
 }
 size_t inference_context::kv_bytes() const {
-    return kv_->total_bytes();
+    return kv_ ? kv_->total_bytes() : rs_->total_bytes();
+}
+const kv_cache &inference_context::kv() const {
+    if (!kv_)
+        throw error(model_.arch_name() +
+                    " is a recurrent model: it keeps per-sequence states, not a KV cache");
+    return *kv_;
 }
 size_t inference_context::compute_buffer_bytes() const {
     return state_->sched->compute_buffer_size();
@@ -695,14 +785,16 @@ int inference_context::compute_grow_count() const {
 
 void inference_context::visit_step_graph(int32_t n_tokens,
                                          const std::function<void(const graph &)> &fn) const {
-    if (n_tokens <= 0 || uint32_t(n_tokens) > kv_->size())
+    if (n_tokens <= 0 || uint32_t(n_tokens) > n_ctx())
         throw error("graph of " + std::to_string(n_tokens) + " tokens: must be in [1, n_ctx " +
-                    std::to_string(kv_->size()) + "]");
+                    std::to_string(n_ctx()) + "]");
     built_graph bg(graph_capacity());
     graph_shape shape;
     shape.n_tokens = n_tokens;
     shape.n_outputs = 1;
-    shape.n_kv = std::min<int64_t>(kv_->size(), (int64_t(n_tokens) + n_kv_pad - 1) / n_kv_pad * n_kv_pad);
+    shape.n_kv =
+        kv_ ? std::min<int64_t>(kv_->size(), (int64_t(n_tokens) + n_kv_pad - 1) / n_kv_pad * n_kv_pad) : 0;
+    shape.n_seqs = rs_ ? 1 : 0;
     build_graph(bg, shape);
     fn(bg.g);
 }

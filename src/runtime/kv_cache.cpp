@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "weft/core/backend.h"
 #include "weft/core/error.h"
@@ -63,34 +64,23 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     ctx_ = std::make_unique<context>(cp);
 
     layers_.resize(size_t(hp.n_layer));
-    size_t total = 0;
-    buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
-    const size_t align = memory.alignment();
-    auto aligned = [&](size_t n) { return (n + align - 1) / align * align; };
+    std::vector<tensor *> tensors;
     for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
         kv_layer &l = layers_[size_t(il)];
         l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
         l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
         l.k->format_name("cache_k_l%lld", static_cast<long long>(il));
         l.v->format_name("cache_v_l%lld", static_cast<long long>(il));
-        total += aligned(l.k->nbytes()) + aligned(l.v->nbytes());
+        tensors.insert(tensors.end(), {l.k, l.v});
     }
+    buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
     try {
-        buffer_ = memory.alloc(total);
+        buffer_ = alloc_placed(memory, tensors);
     } catch (const error &e) {
         throw error("the KV cache of " + std::to_string(kv_size) + " cells (" + std::to_string(hp.n_layer) +
                     " layers, " + std::string(type_name(type_k_)) + "/" + type_name(type_v_) + ") needs " +
-                    std::to_string(total >> 20) +
+                    std::to_string(placed_size(memory, tensors) >> 20) +
                     " MiB, which cannot be allocated (a smaller context size -c would fit): " + e.what());
-    }
-    buffer_->clear(0);
-    size_t offset = 0;
-    for (kv_layer &l : layers_) {
-        if (!l.k) continue;
-        buffer_->place(*l.k, offset);
-        offset += aligned(l.k->nbytes());
-        buffer_->place(*l.v, offset);
-        offset += aligned(l.v->nbytes());
     }
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 
+#include "runtime/recurrent_memory.h"
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
 #include "weft/gguf/gguf.h"
@@ -134,6 +136,225 @@ std::vector<seq_id> seqs_of(uint64_t mask) {
     return s;
 }
 
+// A KV cache's part of the payload: its types and size, the saved cells (every used one, or the
+// sequence's) with their positions, and per layer their K and V rows.
+void save_kv(byte_writer &p, const kv_cache &kv, int32_t kind, seq_id s) {
+    std::vector<uint32_t> saved;
+    for (uint32_t c = 0; c < kv.size(); ++c) {
+        const kv_cell &cell = kv.cells()[c];
+        if (kind == kind_context ? !cell.empty() : cell.has_seq(s)) saved.push_back(c);
+    }
+    const size_t n_layer = kv.layers().size();
+    p.value(int32_t(kv.type_k()));
+    p.value(int32_t(kv.type_v()));
+    p.value(uint32_t(n_layer));
+    p.value(kv.size());
+    p.value(uint32_t(saved.size()));
+    for (uint32_t c : saved) {
+        const kv_cell &cell = kv.cells()[c];
+        if (kind == kind_context) {
+            p.value(c);
+            p.value(cell.seq_mask);
+        }
+        p.value(cell.pos);
+    }
+    for (size_t il = 0; il < n_layer; ++il) {
+        const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
+        p.value(uint64_t(k_row));
+        p.value(uint64_t(v_row));
+        for (uint32_t c : saved) p.bytes(kv.k_row(il, c), k_row);
+        for (uint32_t c : saved) p.bytes(kv.v_row(il, c), v_row);
+    }
+}
+
+// A recurrent model's part of the payload: per saved sequence its positions and, per layer, its
+// conv and ssm state rows. kind_context saves every non-empty sequence with its id.
+void save_recurrent(byte_writer &p, const recurrent_memory &rs, int32_t kind, seq_id s) {
+    std::vector<seq_id> saved;
+    for (seq_id q = 0; q < seq_id(rs.n_seq_max()); ++q)
+        if (rs.seq_pos_max(q) >= 0 && (kind == kind_context || q == s)) saved.push_back(q);
+    p.value(uint32_t(rs.layers().size()));
+    p.value(rs.n_seq_max());
+    p.value(uint32_t(saved.size()));
+    for (seq_id q : saved) {
+        if (kind == kind_context) p.value(q);
+        p.value(rs.seq_pos_min(q));
+        p.value(rs.seq_pos_max(q));
+    }
+    for (size_t il = 0; il < rs.layers().size(); ++il) {
+        p.value(uint64_t(rs.conv_row_bytes(il)));
+        p.value(uint64_t(rs.ssm_row_bytes(il)));
+        for (seq_id q : saved) p.bytes(rs.conv_row(il, q), rs.conv_row_bytes(il));
+        for (seq_id q : saved) p.bytes(rs.ssm_row(il, q), rs.ssm_row_bytes(il));
+    }
+}
+
+// What load_recurrent read and checked, applied only once the whole payload is read.
+struct saved_recurrent {
+    struct sequence {
+        seq_id id = 0;
+        llm_pos pos_min = -1, pos_max = -1;
+    };
+    std::vector<sequence> seqs;
+    std::vector<std::pair<const uint8_t *, const uint8_t *>> rows;  // conv, ssm rows per layer
+};
+
+saved_recurrent load_recurrent(byte_reader &p, const recurrent_memory &rs, int32_t kind,
+                               const std::function<void(const std::string &)> &fail) {
+    saved_recurrent out;
+    const auto n_layer = p.value<uint32_t>("the layer count");
+    if (n_layer != rs.layers().size()) fail("saved " + std::to_string(n_layer) + " layers");
+    const auto n_seq_max = p.value<uint32_t>("the sequence count");
+    if (kind == kind_context && n_seq_max != rs.n_seq_max())
+        fail("saved from a context of " + std::to_string(n_seq_max) + " sequences; this one has " +
+             std::to_string(rs.n_seq_max()));
+    const size_t n_saved =
+        p.count(p.value<uint32_t>("the saved sequences"), kind == kind_context ? 12 : 8, "sequences");
+    if (n_saved > (kind == kind_context ? rs.n_seq_max() : 1u))
+        fail(std::to_string(n_saved) + " sequences saved, the context has " + std::to_string(rs.n_seq_max()));
+    for (size_t i = 0; i < n_saved; ++i) {
+        saved_recurrent::sequence q;
+        if (kind == kind_context) {
+            q.id = p.value<seq_id>("a sequence");
+            if (q.id < 0 || uint32_t(q.id) >= rs.n_seq_max() || (i > 0 && q.id <= out.seqs.back().id))
+                fail("sequence " + std::to_string(q.id) + " is out of order or outside the context");
+        }
+        q.pos_min = p.value<llm_pos>("a sequence");
+        q.pos_max = p.value<llm_pos>("a sequence");
+        if (q.pos_min < 0 || q.pos_max < q.pos_min)
+            fail("a sequence holds positions [" + std::to_string(q.pos_min) + ", " +
+                 std::to_string(q.pos_max) + "]");
+        out.seqs.push_back(q);
+    }
+    for (size_t il = 0; il < n_layer; ++il) {
+        const auto conv_row = p.value<uint64_t>("a row size"), ssm_row = p.value<uint64_t>("a row size");
+        if (conv_row != rs.conv_row_bytes(il) || ssm_row != rs.ssm_row_bytes(il))
+            fail("layer " + std::to_string(il) + " has states of another size");
+        const uint8_t *conv = p.take(n_saved * size_t(conv_row), "the conv states");
+        out.rows.emplace_back(conv, p.take(n_saved * size_t(ssm_row), "the ssm states"));
+    }
+    return out;
+}
+
+// What load_kv read and checked: the saved cells and, per layer, their K and V rows.
+struct saved_kv {
+    struct cell {
+        uint32_t index = 0;
+        uint64_t mask = 0;
+        llm_pos pos = 0;
+    };
+    std::vector<cell> cells;
+    std::vector<std::pair<const uint8_t *, const uint8_t *>> rows;  // K, V rows per layer
+};
+
+saved_kv load_kv(byte_reader &p, const kv_cache &kv, int32_t kind, uint32_t n_seq_max,
+                 const std::function<void(const std::string &)> &fail) {
+    saved_kv out;
+    const auto type_k = dtype(p.value<int32_t>("the K cache type"));
+    const auto type_v = dtype(p.value<int32_t>("the V cache type"));
+    if (type_k != kv.type_k() || type_v != kv.type_v())
+        fail(std::string("the saved KV cache is ") + type_name(type_k) + "/" + type_name(type_v) +
+             " (K/V), this context's is " + type_name(kv.type_k()) + "/" + type_name(kv.type_v()));
+    const auto n_layer = p.value<uint32_t>("the layer count");
+    if (n_layer != kv.layers().size()) fail("saved " + std::to_string(n_layer) + " layers");
+    const auto n_cells = p.value<uint32_t>("the cache size");
+    if (kind == kind_context && n_cells != kv.size())
+        fail("saved from a context of " + std::to_string(n_cells) + " cells; this one has " +
+             std::to_string(kv.size()));
+    const size_t cell_bytes = kind == kind_context ? 16 : 4;
+    const size_t n_saved = p.count(p.value<uint32_t>("the cell count"), cell_bytes, "cells");
+    if (n_saved > kv.size())
+        fail(std::to_string(n_saved) + " cells saved, the cache has " + std::to_string(kv.size()));
+    std::vector<saved_kv::cell> &cells = out.cells;
+    cells.resize(n_saved);
+    const uint64_t allowed = n_seq_max >= 64 ? ~uint64_t(0) : (uint64_t(1) << n_seq_max) - 1;
+    for (size_t i = 0; i < n_saved; ++i) {
+        saved_kv::cell &c = cells[i];
+        if (kind == kind_context) {
+            c.index = p.value<uint32_t>("a cell");
+            c.mask = p.value<uint64_t>("a cell");
+            if (c.index >= kv.size() || (i > 0 && c.index <= cells[i - 1].index))
+                fail("cell index " + std::to_string(c.index) + " is out of order or outside the cache");
+            if (c.mask == 0 || (c.mask & ~allowed) != 0)
+                fail("a cell belongs to sequences outside [0, n_seq_max " + std::to_string(n_seq_max) + ")");
+        }
+        c.pos = p.value<llm_pos>("a cell");
+        if (c.pos < 0) fail("a cell has negative position " + std::to_string(c.pos));
+    }
+    std::vector<std::pair<const uint8_t *, const uint8_t *>> &rows = out.rows;
+    rows.resize(n_layer);
+    for (size_t il = 0; il < n_layer; ++il) {
+        const auto k_row = p.value<uint64_t>("a row size"), v_row = p.value<uint64_t>("a row size");
+        if (k_row != kv.layers()[il].k->nb[1] || v_row != kv.layers()[il].v->nb[1])
+            fail("layer " + std::to_string(il) + " has rows of another size");
+        rows[il].first = p.take(n_saved * size_t(k_row), "the K rows");
+        rows[il].second = p.take(n_saved * size_t(v_row), "the V rows");
+    }
+    return out;
+}
+
+void apply_kv(kv_cache &kv, const saved_kv &saved, int32_t kind, seq_id dst, uint32_t n_seq_max,
+              const std::function<void(const std::string &)> &fail) {
+    std::vector<uint32_t> slots;
+    if (kind == kind_context) {
+        kv.clear();
+        for (const saved_kv::cell &c : saved.cells) slots.push_back(c.index);
+    } else {
+        if (dst < 0 || uint32_t(dst) >= n_seq_max)
+            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " +
+                 std::to_string(n_seq_max) + ")");
+        std::vector<kv_cell> before = kv.snapshot();
+        kv.seq_rm(dst, -1, -1);
+        const std::vector<std::vector<seq_id>> seqs(saved.cells.size(), {dst});
+        slots = kv.find_slots(seqs, false);
+        if (slots.empty() && saved.cells.size() > 0 && kv.defrag() > 0) slots = kv.find_slots(seqs, false);
+        if (slots.empty() && saved.cells.size() > 0) {
+            kv.restore(std::move(before));
+            fail(std::to_string(saved.cells.size()) + " cells are needed, " +
+                 std::to_string(kv.size() - kv.used_cells()) + " are free");
+        }
+    }
+    for (size_t i = 0; i < saved.cells.size(); ++i) {
+        const std::vector<seq_id> seqs =
+            kind == kind_context ? seqs_of(saved.cells[i].mask) : std::vector<seq_id>{dst};
+        kv.assign(slots[i], saved.cells[i].pos, seqs);
+        for (size_t il = 0; il < saved.rows.size(); ++il) {
+            const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
+            std::memcpy(kv.k_row(il, slots[i]), saved.rows[il].first + i * k_row, k_row);
+            std::memcpy(kv.v_row(il, slots[i]), saved.rows[il].second + i * v_row, v_row);
+        }
+    }
+}
+
+void apply_recurrent(recurrent_memory &rs, const saved_recurrent &saved, int32_t kind, seq_id dst,
+                     uint32_t n_ctx, const std::function<void(const std::string &)> &fail) {
+    if (kind == kind_context) {
+        rs.clear();
+    } else {
+        if (dst < 0 || uint32_t(dst) >= rs.n_seq_max())
+            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " +
+                 std::to_string(rs.n_seq_max()) + ")");
+        const uint32_t held =
+            rs.seq_pos_max(dst) >= 0 ? uint32_t(rs.seq_pos_max(dst) - rs.seq_pos_min(dst) + 1) : 0;
+        const uint32_t needed =
+            saved.seqs.empty() ? 0 : uint32_t(saved.seqs[0].pos_max - saved.seqs[0].pos_min + 1);
+        if (rs.used_positions() - held + needed > n_ctx)
+            fail(std::to_string(needed) + " positions are needed, " +
+                 std::to_string(n_ctx - (rs.used_positions() - held)) + " of n_ctx are free");
+        rs.seq_rm(dst, -1, -1);
+    }
+    for (size_t i = 0; i < saved.seqs.size(); ++i) {
+        const seq_id q = kind == kind_context ? saved.seqs[i].id : dst;
+        rs.set_positions(q, saved.seqs[i].pos_min, saved.seqs[i].pos_max);
+        for (size_t il = 0; il < saved.rows.size(); ++il) {
+            std::memcpy(rs.conv_row(il, q), saved.rows[il].first + i * rs.conv_row_bytes(il),
+                        rs.conv_row_bytes(il));
+            std::memcpy(rs.ssm_row(il, q), saved.rows[il].second + i * rs.ssm_row_bytes(il),
+                        rs.ssm_row_bytes(il));
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::span<const token> tokens,
@@ -144,34 +365,11 @@ std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::s
     if (kind == kind_sequence && (s < 0 || uint32_t(s) >= params_.n_seq_max))
         throw error("seq_state_save: sequence " + std::to_string(s) + " is outside [0, n_seq_max " +
                     std::to_string(params_.n_seq_max) + ")");
-    std::vector<uint32_t> saved;
-    for (uint32_t c = 0; c < kv_->size(); ++c) {
-        const kv_cell &cell = kv_->cells()[c];
-        if (kind == kind_context ? !cell.empty() : cell.has_seq(s)) saved.push_back(c);
-    }
-    const size_t n_layer = kv_->layers().size();
-
     byte_writer p;  // the payload
-    p.value(int32_t(kv_->type_k()));
-    p.value(int32_t(kv_->type_v()));
-    p.value(uint32_t(n_layer));
-    p.value(kv_->size());
-    p.value(uint32_t(saved.size()));
-    for (uint32_t c : saved) {
-        const kv_cell &cell = kv_->cells()[c];
-        if (kind == kind_context) {
-            p.value(c);
-            p.value(cell.seq_mask);
-        }
-        p.value(cell.pos);
-    }
-    for (size_t il = 0; il < n_layer; ++il) {
-        const size_t k_row = kv_->layers()[il].k->nb[1], v_row = kv_->layers()[il].v->nb[1];
-        p.value(uint64_t(k_row));
-        p.value(uint64_t(v_row));
-        for (uint32_t c : saved) p.bytes(kv_->k_row(il, c), k_row);
-        for (uint32_t c : saved) p.bytes(kv_->v_row(il, c), v_row);
-    }
+    if (rs_)
+        save_recurrent(p, *rs_, kind, s);
+    else
+        save_kv(p, *kv_, kind, s);
     p.value(uint64_t(tokens.size()));
     p.bytes(tokens.data(), tokens.size_bytes());
     p.value(uint64_t(user_data.size()));
@@ -236,50 +434,12 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     if (sum.hash != checksum) fail("checksum mismatch: the state data is corrupt");
 
     byte_reader p(std::span<const uint8_t>(payload, size_t(payload_size)), origin);
-    const auto type_k = dtype(p.value<int32_t>("the K cache type"));
-    const auto type_v = dtype(p.value<int32_t>("the V cache type"));
-    if (type_k != kv_->type_k() || type_v != kv_->type_v())
-        fail(std::string("the saved KV cache is ") + type_name(type_k) + "/" + type_name(type_v) +
-             " (K/V), this context's is " + type_name(kv_->type_k()) + "/" + type_name(kv_->type_v()));
-    const auto n_layer = p.value<uint32_t>("the layer count");
-    if (n_layer != kv_->layers().size()) fail("saved " + std::to_string(n_layer) + " layers");
-    const auto n_cells = p.value<uint32_t>("the cache size");
-    if (kind == kind_context && n_cells != kv_->size())
-        fail("saved from a context of " + std::to_string(n_cells) + " cells; this one has " +
-             std::to_string(kv_->size()));
-    const size_t cell_bytes = kind == kind_context ? 16 : 4;
-    const size_t n_saved = p.count(p.value<uint32_t>("the cell count"), cell_bytes, "cells");
-    if (n_saved > kv_->size())
-        fail(std::to_string(n_saved) + " cells saved, the cache has " + std::to_string(kv_->size()));
-    struct saved_cell {
-        uint32_t index = 0;
-        uint64_t mask = 0;
-        llm_pos pos = 0;
-    };
-    std::vector<saved_cell> cells(n_saved);
-    const uint64_t allowed = params_.n_seq_max >= 64 ? ~uint64_t(0) : (uint64_t(1) << params_.n_seq_max) - 1;
-    for (size_t i = 0; i < n_saved; ++i) {
-        saved_cell &c = cells[i];
-        if (kind == kind_context) {
-            c.index = p.value<uint32_t>("a cell");
-            c.mask = p.value<uint64_t>("a cell");
-            if (c.index >= kv_->size() || (i > 0 && c.index <= cells[i - 1].index))
-                fail("cell index " + std::to_string(c.index) + " is out of order or outside the cache");
-            if (c.mask == 0 || (c.mask & ~allowed) != 0)
-                fail("a cell belongs to sequences outside [0, n_seq_max " +
-                     std::to_string(params_.n_seq_max) + ")");
-        }
-        c.pos = p.value<llm_pos>("a cell");
-        if (c.pos < 0) fail("a cell has negative position " + std::to_string(c.pos));
-    }
-    std::vector<std::pair<const uint8_t *, const uint8_t *>> rows(n_layer);  // K, V rows per layer
-    for (size_t il = 0; il < n_layer; ++il) {
-        const auto k_row = p.value<uint64_t>("a row size"), v_row = p.value<uint64_t>("a row size");
-        if (k_row != kv_->layers()[il].k->nb[1] || v_row != kv_->layers()[il].v->nb[1])
-            fail("layer " + std::to_string(il) + " has rows of another size");
-        rows[il].first = p.take(n_saved * size_t(k_row), "the K rows");
-        rows[il].second = p.take(n_saved * size_t(v_row), "the V rows");
-    }
+    saved_kv kv_saved;
+    saved_recurrent rs_saved;
+    if (rs_)
+        rs_saved = load_recurrent(p, *rs_, kind, fail);
+    else
+        kv_saved = load_kv(p, *kv_, kind, params_.n_seq_max, fail);
     saved_state out;
     out.tokens.resize(p.count(p.value<uint64_t>("the token count"), sizeof(token), "tokens"));
     take_into(p, out.tokens, "the tokens");
@@ -307,35 +467,10 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
 
     // Everything is read and checked: now the context changes.
     kv_update();
-    std::vector<uint32_t> slots;
-    if (kind == kind_context) {
-        kv_->clear();
-        for (const saved_cell &c : cells) slots.push_back(c.index);
-    } else {
-        if (dst < 0 || uint32_t(dst) >= params_.n_seq_max)
-            fail("sequence " + std::to_string(dst) + " is outside [0, n_seq_max " +
-                 std::to_string(params_.n_seq_max) + ")");
-        std::vector<kv_cell> before = kv_->snapshot();
-        kv_->seq_rm(dst, -1, -1);
-        const std::vector<std::vector<seq_id>> seqs(n_saved, {dst});
-        slots = kv_->find_slots(seqs, false);
-        if (slots.empty() && n_saved > 0 && kv_->defrag() > 0) slots = kv_->find_slots(seqs, false);
-        if (slots.empty() && n_saved > 0) {
-            kv_->restore(std::move(before));
-            fail(std::to_string(n_saved) + " cells are needed, " +
-                 std::to_string(kv_->size() - kv_->used_cells()) + " are free");
-        }
-    }
-    for (size_t i = 0; i < n_saved; ++i) {
-        const std::vector<seq_id> seqs =
-            kind == kind_context ? seqs_of(cells[i].mask) : std::vector<seq_id>{dst};
-        kv_->assign(slots[i], cells[i].pos, seqs);
-        for (size_t il = 0; il < n_layer; ++il) {
-            const size_t k_row = kv_->layers()[il].k->nb[1], v_row = kv_->layers()[il].v->nb[1];
-            std::memcpy(kv_->k_row(il, slots[i]), rows[il].first + i * k_row, k_row);
-            std::memcpy(kv_->v_row(il, slots[i]), rows[il].second + i * v_row, v_row);
-        }
-    }
+    if (rs_)
+        apply_recurrent(*rs_, rs_saved, kind, dst, params_.n_ctx, fail);
+    else
+        apply_kv(*kv_, kv_saved, kind, dst, params_.n_seq_max, fail);
     if (kind == kind_context) {
         output_batch_index_ = std::move(out_index);
         batch_output_row_ = std::move(out_row);

@@ -8,11 +8,15 @@
 #include <span>
 #include <utility>
 
+#include "server/image_parts.h"
 #include "server/tool_calls.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar/json_schema.h"
 #include "weft/sampling/sampling.h"
 #include "weft/template/jinja.h"
+#include "weft/vision/clip.h"
+#include "weft/vision/image.h"
+#include "weft/vision/media_prompt.h"
 
 namespace weft::server {
 
@@ -54,7 +58,7 @@ std::optional<bool> bool_field(const json &body, const char *name) {
     return v ? std::optional<bool>(v->get<bool>()) : std::nullopt;
 }
 
-std::string message_content(const json &content, size_t index) {
+std::string message_content(const json &content, size_t index, std::vector<std::string> *images) {
     const std::string where = "'messages[" + std::to_string(index) + "].content'";
     if (content.is_null()) return {};
     if (content.is_string()) return content.get<std::string>();
@@ -64,15 +68,29 @@ std::string message_content(const json &content, size_t index) {
     for (const json &part : content) {
         const auto type = part.is_object() ? part.find("type") : part.end();
         const auto part_text = part.is_object() ? part.find("text") : part.end();
+        if (type != part.end() && *type == "image_url") {
+            if (!images)
+                throw request_error(where +
+                                    ": an image_url part, but this server has no vision projector (start it "
+                                    "with --mmproj FILE)");
+            const auto url = part.find("image_url");
+            if (url == part.end())
+                throw request_error(where + ": an image_url part needs 'image_url': {\"url\": ...}");
+            images->push_back(image_url_bytes(*url, where));
+            text += vision::image_marker;
+            continue;
+        }
         if (type == part.end() || *type != "text" || part_text == part.end() || !part_text->is_string())
             throw request_error(
-                where + ": only parts of the form {\"type\": \"text\", \"text\": \"...\"} are supported");
+                where +
+                ": only parts of the form {\"type\": \"text\", \"text\": \"...\"} and "
+                "{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:...\"}} are supported");
         text += part_text->get<std::string>();
     }
     return text;
 }
 
-std::vector<chat_message> read_messages(const json &body) {
+std::vector<chat_message> read_messages(const json &body, std::vector<std::string> *images) {
     const auto messages = field(
         body, "messages", [](const json &j) { return j.is_array(); }, "an array");
     if (!messages) throw request_error("'messages' is required: an array of {\"role\", \"content\"} objects");
@@ -86,7 +104,7 @@ std::vector<chat_message> read_messages(const json &body) {
         if (role == m.end() || !role->is_string()) throw request_error(where + " needs a string 'role'");
         const auto content = m.find("content");
         if (content == m.end()) throw request_error(where + " needs a 'content'");
-        out.push_back({role->get<std::string>(), message_content(*content, i)});
+        out.push_back({role->get<std::string>(), message_content(*content, i, images)});
     }
     return out;
 }
@@ -96,6 +114,8 @@ struct openai_request_reader::impl {
         int32_t n_predict;
         int32_t max_tokens_cap;
         size_t n_lora;
+        const vision::clip_model *mmproj;
+        int n_threads;
     };
     impl(const model &m, const template_choice &tmpl, limits l) : model_(&m), template_(tmpl), limits_(l) {}
 
@@ -115,6 +135,38 @@ struct openai_request_reader::impl {
         } catch (const error &e) {
             throw request_error(std::string("the prompt cannot be tokenized: ") + e.what());
         }
+    }
+
+    // The chat prompt with each image's rows where its part left a marker: the images decoded (a bad
+    // one is a 400 naming it) and encoded, the text tokenized around them.
+    std::vector<token> encode_images(const std::string &prompt, std::span<const text_span> contents,
+                                     const std::vector<std::string> &images,
+                                     std::vector<serving::embd_chunk> &media) const {
+        std::vector<int32_t> n_tokens;
+        for (size_t i = 0; i < images.size(); ++i) {
+            const std::string name = "image " + std::to_string(i + 1) + " of the request";
+            serving::embd_chunk c;
+            try {
+                const vision::rgb_image img = vision::image_decode(
+                    std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(images[i].data()),
+                                             images[i].size()),
+                    name);
+                c.embd = limits_.mmproj->encode_image(img, limits_.n_threads);
+            } catch (const vision::image_error &e) {
+                throw request_error(e.what());
+            }
+            c.n_tokens = int32_t(limits_.mmproj->n_image_tokens());
+            n_tokens.push_back(c.n_tokens);
+            media.push_back(std::move(c));
+        }
+        vision::marked_prompt marked;
+        try {
+            marked = vision::tokenize_with_markers(model_->vocab(), prompt, n_tokens, true, contents);
+        } catch (const error &e) {
+            throw request_error(std::string("'messages': ") + e.what());
+        }
+        for (size_t i = 0; i < media.size(); ++i) media[i].at = marked.image_at[i];
+        return marked.tokens;
     }
 
     // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
@@ -382,10 +434,16 @@ struct openai_request_reader::impl {
             throw request_error(e.what());
         }
         if (chat) {
-            const std::vector<chat_message> messages = read_messages(body);
+            std::vector<std::string> images;
+            const std::vector<chat_message> messages =
+                read_messages(body, limits_.mmproj ? &images : nullptr);
             std::string prompt;
             std::vector<text_span> contents;  // the messages' text: never control tokens
             if (uses_tools(body, p.tools)) {
+                if (!images.empty())
+                    throw request_error(
+                        "'messages': image_url parts are not taken in a chat with tools or tool "
+                        "calls");
                 prompt = render_with_tools(body, p.tools);
             } else {
                 try {
@@ -394,7 +452,10 @@ struct openai_request_reader::impl {
                     throw request_error(std::string("'messages': ") + e.what());
                 }
             }
-            p.prompts.push_back(prompt_or_bos(tokenize_text(prompt, contents)));
+            if (images.empty())
+                p.prompts.push_back(prompt_or_bos(tokenize_text(prompt, contents)));
+            else
+                p.prompts.push_back(encode_images(prompt, contents, images, p.media));
         } else {
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
@@ -510,8 +571,10 @@ struct openai_request_reader::impl {
 };
 
 openai_request_reader::openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
-                                             int32_t max_tokens_cap, size_t n_lora)
-    : impl_(std::make_unique<impl>(m, tmpl, impl::limits{n_predict, max_tokens_cap, n_lora})) {}
+                                             int32_t max_tokens_cap, size_t n_lora,
+                                             const vision::clip_model *mmproj, int n_threads)
+    : impl_(std::make_unique<impl>(m, tmpl,
+                                   impl::limits{n_predict, max_tokens_cap, n_lora, mmproj, n_threads})) {}
 
 std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const std::string &what) {
     if (!list.is_array()) throw request_error("'" + what + "' must be an array of {\"id\", \"scale\"}");

@@ -18,6 +18,10 @@
 #include "weft/serving/engine.h"
 #include "weft/template/chat_template.h"
 
+namespace weft::vision {
+class clip_model;
+}  // namespace weft::vision
+
 namespace weft::server {
 
 using json = nlohmann::json;
@@ -64,14 +68,17 @@ std::optional<bool> bool_field(const json &body, const char *name);
 std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const std::string &what);
 
 // A message's content: a string, or OpenAI's array of parts of which the "text" ones are joined.
-std::string message_content(const json &content, size_t index);
-// 'messages': role and content of each.
-std::vector<chat_message> read_messages(const json &body);
+// images: where the bytes of "image_url" parts go, each leaving vision::image_marker in the text;
+// null: such a part is a 400 (a server without --mmproj).
+std::string message_content(const json &content, size_t index, std::vector<std::string> *images = nullptr);
+// 'messages': role and content of each (images as message_content takes them).
+std::vector<chat_message> read_messages(const json &body, std::vector<std::string> *images = nullptr);
 
 // Everything one OpenAI request asks for, read and checked before anything is queued.
 struct parsed_request {
     bool chat = false;
     std::vector<std::vector<token>> prompts;  // one or more (completions accept an array)
+    std::vector<serving::embd_chunk> media;   // chat: the images' embedding rows in prompts[0]
     int32_t n = 1;                            // choices per prompt
     serving::request base;                    // every field but the prompt
     bool stream = false;
@@ -89,8 +96,11 @@ class openai_request_reader {
     // n_predict: max_tokens of a request that does not say; max_tokens_cap: the most one may ask
     // for (0: no limit). The model and template must outlive the reader.
     // n_lora: the LoRA adapters loaded (a request's "lora" field picks their scales).
+    // mmproj: the vision projector that encodes images of chat messages (null: images are a 400);
+    // n_threads: its threads.
     openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
-                          int32_t max_tokens_cap, size_t n_lora = 0);
+                          int32_t max_tokens_cap, size_t n_lora = 0,
+                          const vision::clip_model *mmproj = nullptr, int n_threads = 0);
     ~openai_request_reader();
     openai_request_reader(const openai_request_reader &) = delete;
     openai_request_reader &operator=(const openai_request_reader &) = delete;

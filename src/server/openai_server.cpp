@@ -106,7 +106,8 @@ class routes {
         engine_ = &eng;
         template_ = std::move(tmpl);
         reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap,
-                                                          eng.context().loras().size());
+                                                          eng.context().loras().size(), opt_.mmproj,
+                                                          opt_.n_threads > 0 ? opt_.n_threads : 2);
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_id.empty() ? m.name() : opt_.model_id;
         if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
@@ -384,6 +385,7 @@ class routes {
                 for (int32_t j = 0; j < p.n; ++j) {
                     serving::request r = p.base;
                     r.prompt = p.prompts[i];
+                    if (i == 0) r.media = p.media;
                     if (r.n_keep < 0) r.n_keep = int32_t(r.prompt.size());
                     const uint32_t k = uint32_t(i) * uint32_t(p.n) + uint32_t(j);
                     if (r.sampling.seed != sampler_seed_random) r.sampling.seed += k;

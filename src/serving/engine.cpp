@@ -58,6 +58,42 @@ void check_lora_scales(const std::vector<float> &scales, size_t n_adapters, bool
             throw error("LoRA adapter " + std::to_string(i) + ": the scale is not a number");
 }
 
+// Throws weft::error unless the request's embedding chunks lie in order inside the prompt, each over
+// token_null placeholders with n_tokens rows of n_embd floats, and every other token is in the vocabulary.
+void check_prompt_media(const request &r, int64_t n_embd, int32_t n_vocab) {
+    std::vector<bool> placeholder(r.prompt.size(), false);
+    size_t end = 0;
+    for (size_t i = 0; i < r.media.size(); ++i) {
+        const embd_chunk &c = r.media[i];
+        const std::string what = "embedding chunk " + std::to_string(i);
+        if (c.n_tokens <= 0 || c.at < end || c.at + size_t(c.n_tokens) > r.prompt.size())
+            throw error(what + " (prompt positions " + std::to_string(c.at) + " + " +
+                        std::to_string(c.n_tokens) + ") is empty, out of order or past the prompt's " +
+                        std::to_string(r.prompt.size()) + " tokens");
+        if (c.embd.size() != size_t(c.n_tokens) * size_t(n_embd))
+            throw error(what + " holds " + std::to_string(c.embd.size()) + " floats, expected " +
+                        std::to_string(c.n_tokens) + " x n_embd " + std::to_string(n_embd));
+        for (size_t k = c.at; k < c.at + size_t(c.n_tokens); ++k) placeholder[k] = true;
+        end = c.at + size_t(c.n_tokens);
+    }
+    for (size_t k = 0; k < r.prompt.size(); ++k) {
+        const token t = r.prompt[k];
+        if (placeholder[k] ? t != token_null : (t < 0 || t >= n_vocab))
+            throw error("prompt token " + std::to_string(t) + " at " + std::to_string(k) +
+                        (placeholder[k] ? " stands for an embedding row and must be token_null"
+                                        : " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")"));
+    }
+}
+
+// The prompt without the placeholders of its embedding rows (what penalties and DRY see).
+std::vector<token> prompt_tokens_only(const request &r) {
+    if (r.media.empty()) return r.prompt;
+    std::vector<token> out;
+    for (token t : r.prompt)
+        if (t != token_null) out.push_back(t);
+    return out;
+}
+
 }  // namespace
 
 const char *finish_reason_name(finish_reason r) {
@@ -175,6 +211,10 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
     check_speculative_params(sp);
     if (sp.draft) check_draft_vocab(m.vocab(), sp.draft->vocab(), sp.draft->path());
     ctx_ = std::make_unique<inference_context>(m, params_.context);
+    // a rejected draft token must leave the target's cache, which a recurrent state cannot do
+    if (sp.enabled() && ctx_->is_recurrent())
+        throw error("engine: speculative decoding (a draft model or prompt lookup) is not supported with " +
+                    m.arch_name() + ", a recurrent model: its state cannot drop rejected draft tokens");
     if (sp.draft && sp.n_max > 0) {
         inference_params dp = params_.context;
         dp.n_ctx = ctx_->n_ctx();  // the cells the target has (n_ctx 0 asked for its training context)
@@ -226,10 +266,7 @@ std::shared_ptr<job> engine::submit(request r) {
                                          std::to_string(n_ctx()) + ")"
                                    : std::string()));
     const int32_t n_vocab = ctx_->n_vocab();
-    for (token t : r.prompt)
-        if (t < 0 || t >= n_vocab)
-            throw error("prompt token " + std::to_string(t) + " is outside the vocabulary [0, " +
-                        std::to_string(n_vocab) + ")");
+    check_prompt_media(r, model_.hparams().n_embd, n_vocab);
     if (r.slot < -1 || r.slot >= n_slots())
         throw error("slot " + std::to_string(r.slot) + " does not exist (" + std::to_string(n_slots()) +
                     " slots)");
@@ -269,8 +306,10 @@ bool engine::pick_slot(const request &r, int32_t &chosen, size_t &keep) const {
         if (s.cached_lora != lora) return 0;  // cells decoded with other adapter scales are no use
         const auto diverge =
             std::mismatch(s.cached.begin(), s.cached.end(), r.prompt.begin(), r.prompt.end());
-        // at least the last prompt token is decoded again: generation starts from its logits
-        return std::min<size_t>(size_t(diverge.first - s.cached.begin()), r.prompt.size() - 1);
+        // at least the last prompt token is decoded again: generation starts from its logits; nothing
+        // from the first embedding chunk on is reused (placeholders of different images look alike)
+        const size_t first_media = r.media.empty() ? r.prompt.size() : r.media.front().at;
+        return std::min({size_t(diverge.first - s.cached.begin()), r.prompt.size() - 1, first_media});
     };
     const slot *best = nullptr, *oldest = nullptr;
     size_t best_shared = 0;
@@ -327,8 +366,11 @@ void engine::start_job(slot &s, std::shared_ptr<job> j, size_t keep) {
         s.cached.resize(keep);
     }
     s.running = std::move(j);
-    s.chain =
-        make_sampler_chain(s.req.sampling, model_.vocab(), s.req.prompt);  // penalties and DRY see the prompt
+    // the vocabulary's trie for grammars, built once (on the first request with one) for every slot
+    if (!s.req.sampling.grammar.empty() && !grammar_index_)
+        grammar_index_ = make_grammar_vocab_index(model_.vocab());
+    s.chain = make_sampler_chain(s.req.sampling, model_.vocab(), prompt_tokens_only(s.req),  // penalties and
+                                 grammar_index_);  // DRY see the prompt
     s.out = {};
     s.out.slot = s.id;
     s.out.n_prompt = int32_t(s.req.prompt.size());
@@ -470,6 +512,7 @@ void engine::draft_for(const std::vector<slot *> &generating) {
     for (size_t k = 0; k < generating.size(); ++k) {
         slot &s = *generating[k];
         s.draft.clear();
+        if (!s.req.media.empty()) continue;  // a history with embedding rows has no tokens to draft from
         int64_t room = int64_t(n_ctx_slot()) - int64_t(s.n_past()) - 2;
         if (s.req.max_tokens >= 0)
             room = std::min<int64_t>(room, s.req.max_tokens - int64_t(s.out.tokens.size()) - 1);
@@ -583,10 +626,71 @@ void engine::fail_batch(const std::vector<slot *> &in_batch, const std::string &
     }
 }
 
+// The embedding chunk a slot's prompt continues with, or null when it continues with tokens.
+const embd_chunk *engine::next_media(const slot &s) const {
+    for (const embd_chunk &c : s.req.media)
+        if (c.at == s.n_past()) return &c;
+    return nullptr;
+}
+
+// Decodes the embedding chunk each slot's prompt has reached, as embedding batches of their own (a
+// batch holds tokens or embeddings, not both), at most n_batch rows each. A chunk that ends the
+// prompt asks for its last row's logits and samples the first token from them. True when any was.
+bool engine::decode_media() {
+    bool worked = false;
+    for (auto &sp : slots_) {
+        slot &s = *sp;
+        const embd_chunk *c = s.processing_prompt() ? next_media(s) : nullptr;
+        if (!c) continue;
+        worked = true;
+        const size_t n_embd = size_t(model_.hparams().n_embd), n_batch = std::max<size_t>(1, ctx_->n_batch());
+        const bool ends_prompt = c->at + size_t(c->n_tokens) == s.req.prompt.size();
+        ctx_->set_lora_scales(s.lora);
+        const auto t0 = clock_type::now();
+        int32_t last_row = -1;
+        for (size_t begin = 0; begin < size_t(c->n_tokens); begin += n_batch) {
+            const size_t n = std::min(n_batch, size_t(c->n_tokens) - begin);
+            batch b;
+            b.embd.assign(c->embd.begin() + std::ptrdiff_t(begin * n_embd),
+                          c->embd.begin() + std::ptrdiff_t((begin + n) * n_embd));
+            b.n_embd_tokens = int32_t(n);
+            for (size_t i = 0; i < n; ++i) {
+                b.pos.push_back(llm_pos(s.n_past() + i));
+                b.seq_ids.push_back({seq_id(s.id)});
+                b.output.push_back(ends_prompt && begin + i + 1 == size_t(c->n_tokens) ? 1 : 0);
+            }
+            if (const int rc = ctx_->decode(b); rc != decode_ok) {
+                fail_batch({&s}, "decoding " + std::to_string(n) + " embedding rows failed (code " +
+                                     std::to_string(rc) + "): " + ctx_->last_error());
+                break;
+            }
+            s.cached.insert(s.cached.end(), n, token_null);
+            last_row = int32_t(n) - 1;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++stats_.steps;
+            stats_.decode_ms += ms_between(t0, clock_type::now());
+            stats_.prompt_tokens += uint64_t(s.busy() ? c->n_tokens : 0);
+            stats_.kv_cells_used = ctx_->kv_used_cells();
+        }
+        if (s.busy() && ends_prompt && last_row >= 0) {
+            try {
+                after_decode(s, last_row);
+            } catch (const std::exception &e) {
+                if (s.busy()) finish(s, finish_reason::error, e.what());
+            }
+        }
+        publish_slot(s);
+    }
+    return worked;
+}
+
 bool engine::step() {
     assign_queued();
     for (auto &sp : slots_)
         if (sp->busy() && sp->running->cancelled()) finish(*sp, finish_reason::cancelled);
+    const bool decoded_media = decode_media();
 
     // One batch: the pending token of every generating slot first (they wait on one token each),
     // then prompt chunks, slots in turn, up to n_batch tokens.
@@ -630,9 +734,12 @@ bool engine::step() {
     }
     for (auto &sp : slots_) {
         slot &s = *sp;
-        if (!s.processing_prompt() || size_t(b.n_tokens()) >= n_batch || !same_lora(s)) continue;
+        if (!s.processing_prompt() || size_t(b.n_tokens()) >= n_batch || !same_lora(s) || next_media(s))
+            continue;
         const size_t done = s.n_past(), total = s.req.prompt.size();
-        const size_t n = std::min(total - done, n_batch - size_t(b.n_tokens()));
+        size_t n = std::min(total - done, n_batch - size_t(b.n_tokens()));
+        for (const embd_chunk &c : s.req.media)  // tokens up to the next embedding chunk
+            if (c.at > done) n = std::min(n, c.at - done);
         for (size_t i = 0; i < n; ++i) {
             const bool last = done + i + 1 == total;
             if (last) output_of[size_t(s.id)] = b.n_tokens();
@@ -645,7 +752,7 @@ bool engine::step() {
     // failed decode, drops it)
     for (auto &sp : slots_)
         if (std::find(in_batch.begin(), in_batch.end(), sp.get()) == in_batch.end()) sp->draft.clear();
-    if (b.n_tokens() == 0) return false;
+    if (b.n_tokens() == 0) return decoded_media;
 
     if (lora) ctx_->set_lora_scales(*lora);
     const auto t0 = clock_type::now();

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <regex>
 #include <string>
 
 namespace weft::test {
@@ -35,6 +36,10 @@ inline bool valid_type(const std::string &type, const json &schema, const json &
         for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
         if (schema.contains("minLength") && chars < schema["minLength"].get<size_t>()) return false;
         if (schema.contains("maxLength") && chars > schema["maxLength"].get<size_t>()) return false;
+        // ECMAScript regular expressions, searched (not matched whole), as JSON Schema says
+        if (schema.contains("pattern") &&
+            !std::regex_search(s, std::regex(schema["pattern"].get<std::string>(), std::regex::ECMAScript)))
+            return false;
         if (schema.value("format", "") == "date") {
             if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;
             const int month = std::stoi(s.substr(5, 2)), day = std::stoi(s.substr(8, 2));
@@ -109,9 +114,10 @@ inline const char *people_schema = R"({
     "pets": {"type": "array", "items": {"$ref": "#/$defs/pet"}, "maxItems": 2},
     "when": {"type": "string", "format": "date"},
     "version": {"const": 2},
-    "extra": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 0, "maximum": 9}]}
+    "extra": {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 0, "maximum": 9}]},
+    "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,3}(?:x|yz)?$"}
   },
-  "required": ["name", "id", "tags"]
+  "required": ["name", "id", "tags", "code"]
 })";
 
 }  // namespace weft::test

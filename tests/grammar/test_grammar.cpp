@@ -410,6 +410,33 @@ TEST(GrammarSampler, CloneCarriesTheStateAndResetStartsOver) {
     EXPECT_NO_THROW(gs->accept(jv.v->find("{\"")));
 }
 
+// One vocabulary index (the trie) shared by many samplers, as a server's slots share it: each keeps
+// exactly what a sampler with its own index keeps; an index of another vocabulary is refused.
+TEST(GrammarSampler, SamplersShareOneVocabularyIndex) {
+    const json_vocab jv = make_json_vocab();
+    const auto index = make_grammar_vocab_index(*jv.v);
+    const auto g = grammar::parse(json_gbnf);
+    auto own = make_grammar_sampler(*jv.v, g);
+    auto shared_a = make_grammar_sampler(*jv.v, g, index);
+    auto shared_b = make_grammar_sampler(*jv.v, g, index);
+    auto kept = [&](sampler &s) {
+        token_data_array cur;
+        for (token t = 0; t < jv.v->n_tokens(); ++t) cur.data.push_back({t, 0.0f, 0.0f});
+        s.apply(cur);
+        std::vector<token> ids;
+        for (const token_data &d : cur.data) ids.push_back(d.id);
+        return ids;
+    };
+    for (const char *piece : {"[", "1", ",", "{\""}) {
+        const auto want = kept(*own);
+        EXPECT_EQ(kept(*shared_a), want) << piece;
+        EXPECT_EQ(kept(*shared_b->clone()), want) << piece;
+        for (sampler *s : {own.get(), shared_a.get(), shared_b.get()}) s->accept(jv.v->find(piece));
+    }
+    const json_vocab other = make_json_vocab();
+    EXPECT_THROW(make_grammar_sampler(*other.v, g, index), error);
+}
+
 TEST(GrammarSampler, ChainRunsTheGrammarFirstAndKeepsThePromptFromIt) {
     const json_vocab jv = make_json_vocab();
     sampling_params p;

@@ -111,10 +111,10 @@ TEST_P(EveryWeightType, LogitsAreBatchAndThreadInvariant) {
 }
 
 // Mixtures of experts: which tokens share an expert changes with the batch, each token's products
-// must not (llama with 8 experts, 3 used; qwen2moe with its shared expert; deepseek2 with latent
-// attention and sigmoid gating with a selection bias).
+// must not (llama with 8 experts, 3 used; qwen2moe with its shared expert; qwen3moe with renormalized
+// weights; deepseek2 with latent attention and sigmoid gating with a selection bias).
 TEST(MixtureOfExperts, LogitsAreBatchAndThreadInvariant) {
-    for (const char *arch : {"llama", "qwen2moe", "deepseek2"})
+    for (const char *arch : {"llama", "qwen2moe", "qwen3moe", "deepseek2"})
         for (dtype type : {dtype::f32, dtype::q8_0, dtype::q4_k}) {
             // deepseek2's latent ranks (embd / 2) are rows shorter than a K-quant super-block
             if (std::string(arch) == "deepseek2" && type == dtype::q4_k) continue;
@@ -127,6 +127,18 @@ TEST(MixtureOfExperts, LogitsAreBatchAndThreadInvariant) {
             expect_batch_and_thread_invariant(
                 s, std::string("batch-invariance-moe-") + arch + "-" + type_name(type));
         }
+}
+
+// Gemma 3: six layers, five of them with windows of 4 (shorter than the sequences) and a RoPE base
+// of their own, one global with linearly scaled RoPE.
+TEST(SlidingWindows, Gemma3LogitsAreBatchAndThreadInvariant) {
+    for (dtype type : {dtype::f32, dtype::q8_0}) {
+        SCOPED_TRACE(type_name(type));
+        synth_spec s = spec_of(type);
+        s.arch = "gemma3";
+        s.n_layer = 6;
+        expect_batch_and_thread_invariant(s, std::string("batch-invariance-gemma3-") + type_name(type));
+    }
 }
 
 // Every KV cache type (heads of 64: whole blocks), and K and V of different types: a row's quantized

@@ -235,6 +235,11 @@ TEST_P(EveryArchitecture, LogitsNearTheF32Cache) {
     s.n_head_kv = GetParam() == "deepseek2" ? 4 : 2;  // latent attention: every head its own K and V
     s.n_ff = 128;
     s.head_dim = 64;
+    // qwen3moe renormalizes its top-2 of 4: a near tie between the 2nd and 3rd expert that the cache's
+    // rounding flips moves a row by up to 0.07 (q8_0) and such ties are common here, which measures the
+    // router, not the cache; with every expert used there is no choice to flip (the other mixtures keep
+    // their routing below)
+    if (GetParam() == "qwen3moe") s.n_expert = s.n_expert_used = 4;
     synth_file f("kv-types-" + GetParam(), s);
     auto m = model::load(f.path());
     // A mixture's router may pick another expert for a row when the cache rounds its input: that

@@ -76,8 +76,9 @@ TEST(Lora, ScaleZeroIsTheBaseBitForBit) {
 
 // The adapter at run time against the same adapter merged into the weights.
 TEST(Lora, RunTimeEqualsMergedOnEveryArchitecture) {
-    for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma", "gemma2", "phi2", "phi3", "granite",
-                                   "starcoder2", "olmo2", "command-r", "qwen2moe", "deepseek2"}) {
+    for (const std::string arch :
+         {"llama", "qwen2", "qwen3", "gemma", "gemma2", "phi2", "phi3", "granite", "starcoder2", "olmo2",
+          "command-r", "qwen2moe", "deepseek2", "qwen3moe", "gemma3"}) {
         SCOPED_TRACE(arch);
         synth_spec s = small_spec(arch);
         model_and_adapter ma(s);
@@ -91,10 +92,36 @@ TEST(Lora, RunTimeEqualsMergedOnEveryArchitecture) {
         const double e = nmse(runtime, expected);
         // GELU is the reference engine's f16 table (as in weft's CPU kernels): an input a last bit
         // away can land on the next f16 step, so a position now and then differs by that step
-        const bool f16_gelu = arch == "gemma" || arch == "gemma2" || arch == "phi2" || arch == "starcoder2";
+        const bool f16_gelu =
+            arch == "gemma" || arch == "gemma2" || arch == "gemma3" || arch == "phi2" || arch == "starcoder2";
         EXPECT_LE(e, f16_gelu ? 1e-8 : 1e-10);
         EXPECT_GT(nmse(logits_of(*ma.base, {}), expected), 1e-6);  // the adapter does change the logits
     }
+}
+
+// The scales are a graph input: changing them between non-zero values reuses the graph and gives the
+// bits of a context made with the new scales; a scale going to 0 (or from 0) builds a graph anew.
+TEST(Lora, ChangingScalesReusesTheGraph) {
+    model_and_adapter ma(small_spec());
+    const std::vector<token> toks = some_tokens(12, int32_t(ma.base->hparams().n_vocab));
+    inference_params ip = params_with(64, 64);
+    ip.type_k = ip.type_v = dtype::f32;
+    ip.loras = {{ma.adapter.get(), 1.0f}};
+    inference_context ctx(*ma.base, ip);
+    all_logits(ctx, toks);
+    const int64_t builds = ctx.perf().n_graph_builds;
+    for (const float scale : {0.5f, -2.0f}) {
+        ctx.kv_clear();
+        const float s[] = {scale};
+        ctx.set_lora_scales(s);
+        EXPECT_EQ(all_logits(ctx, toks), logits_of(*ma.base, {{ma.adapter.get(), scale}})) << scale;
+        EXPECT_EQ(ctx.perf().n_graph_builds, builds) << "scale " << scale << " built a graph";
+    }
+    ctx.kv_clear();
+    const float off[] = {0.0f};
+    ctx.set_lora_scales(off);
+    EXPECT_EQ(all_logits(ctx, toks), logits_of(*ma.base, {}));  // the base, bit for bit
+    EXPECT_EQ(ctx.perf().n_graph_builds, builds + 1);
 }
 
 TEST(Lora, TwoAdaptersWithScales) {

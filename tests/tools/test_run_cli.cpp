@@ -92,13 +92,13 @@ TEST(RunCli, UnknownArchitectureIsAnError) {
     synth_model m;
     temp_file broken("cli-arch");
     gguf_edits e;
-    e.set_strings["general.architecture"] = "mamba";
+    e.set_strings["general.architecture"] = "rwkv6";
     copy_gguf(m.path(), broken.path(), e);
     const run_result r = weft("run -m " + q(broken.path()) + " -p hi -n 2");
     EXPECT_EQ(r.status, 1);
     std::string list;
     for (const std::string &name : weft::supported_architectures()) list += (list.empty() ? "" : ", ") + name;
-    EXPECT_NE(r.err.find("unknown architecture 'mamba' (supported: " + list + ")"), std::string::npos)
+    EXPECT_NE(r.err.find("unknown architecture 'rwkv6' (supported: " + list + ")"), std::string::npos)
         << r.err;
 }
 

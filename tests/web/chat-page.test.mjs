@@ -377,6 +377,26 @@ async function main() {
   check(s5.input === 'This one fails', `the failed message is not back in the input: ${JSON.stringify(s5.input)}`);
   await page.fill('#max-tokens', '32');
 
+  step = 'an attached image';
+  // this server has no --mmproj: the image goes out as a data: URI part and comes back as a 400
+  await page.setInputFiles('#image-file', { name: 'pic.ppm', mimeType: 'image/x-portable-pixmap', buffer: Buffer.from('P6\n1 1\n255\n\x00\x00\x00', 'latin1') });
+  await until('#attached to name the image', async () => (await page.textContent('#attached')) === 'pic.ppm' || null, 5_000);
+  await page.fill('#input', 'What is this?');
+  await page.click('#send');
+  const s5b = await until("#error to show the server's image message", async () => {
+    const s = await state();
+    return s.error && /mmproj/.test(s.error) && idle(s) ? s : null;
+  }, 10_000);
+  const imageBody = chatBodies[chatBodies.length - 1];
+  const parts = imageBody.messages[imageBody.messages.length - 1].content;
+  check(Array.isArray(parts) && parts[0].type === 'text' && parts[0].text === 'What is this?' &&
+        parts[1].type === 'image_url' && /^data:image\/x-portable-pixmap;base64,/.test(parts[1].image_url.url),
+        `the image did not go out as a data: URI part: ${JSON.stringify(parts).slice(0, 200)}`);
+  check(s5b.input === 'What is this?' && (await page.textContent('#attached')) === 'pic.ppm',
+        'the failed turn did not give back its text and image');
+  await page.click('#new-chat');
+  check((await page.textContent('#attached')) === '', 'New chat kept the attached image');
+
   step = 'New chat, with an API key';
   await page.click('#new-chat');
   const s6 = await state();

@@ -61,6 +61,8 @@ double bytes_per_generated_token(const weft::model &m, const weft::inference_con
             for (const weft::tensor *t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
                 if (t) bytes -= unused * double(t->nbytes());
     }
+    // a recurrent model reads its sequence's fixed-size states instead, whatever the position
+    if (ctx.is_recurrent()) return bytes + double(ctx.kv_bytes());
     const double kv_row_bytes = double(ctx.kv_bytes()) / double(ctx.n_ctx());  // all layers, K and V
     return bytes + kv_row_bytes * pos;
 }
@@ -192,7 +194,7 @@ int bench_main(int argc, char **argv) {
         j["n_ubatch"] = ip.n_ubatch;
         j["type_k"] = weft::type_name(ip.type_k);
         j["type_v"] = weft::type_name(ip.type_v);
-        j["kv_bytes_per_token"] = double(ctx.kv_bytes()) / double(ctx.n_ctx());
+        j["kv_bytes_per_token"] = ctx.is_recurrent() ? 0.0 : double(ctx.kv_bytes()) / double(ctx.n_ctx());
         j["repetitions"] = reps;
         j["ranks"] = n_ranks;
         j["layers"] = {m->layers().begin, m->layers().end};  // this rank's blocks

@@ -24,6 +24,7 @@
 #include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
 #include "weft/speculative_options.h"
+#include "weft/vision_options.h"
 
 namespace {
 
@@ -96,6 +97,8 @@ int run_main(int argc, char **argv) {
         "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies for faster products)");
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);
+    weft::tool::vision_options vision;
+    weft::tool::add_vision_options(app, vision);
     try {
         app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -145,7 +148,10 @@ int run_main(int argc, char **argv) {
     const weft::inference_context &ctx = eng.context();
 
     const weft::vocab &vocab = model->vocab();
-    std::vector<weft::token> tokens = vocab.tokenize(prompt, true, true);
+    // with images: each where the prompt marks it, or all before the prompt text
+    weft::tool::image_prompt with_images = vision.encode(*model, prompt, ip.n_threads_batch, "run");
+    std::vector<weft::token> tokens =
+        vision.images.empty() ? vocab.tokenize(prompt, true, true) : std::move(with_images.tokens);
     if (tokens.empty()) {
         if (vocab.bos() == weft::token_null)
             throw weft::error("the prompt is empty and the vocabulary has no BOS token");
@@ -161,6 +167,7 @@ int run_main(int argc, char **argv) {
     }
     weft::serving::request req;
     req.prompt = tokens;
+    req.media = std::move(with_images.media);
     req.max_tokens = n_predict;
     req.sampling = sp;
     // the BOS always stays; -1 keeps the whole prompt
@@ -215,14 +222,17 @@ int run_main(int argc, char **argv) {
             n_generated > done.n_draft_accepted
                 ? double(n_generated) / double(n_generated - done.n_draft_accepted)
                 : 0.0);
-    std::fprintf(
-        stderr,
-        "weft run: graphs built %lld (%.2f ms), reused %lld; KV %.1f MiB (K %s, V %s), compute %.1f MiB, "
-        "threads %d/%d\n",
-        (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses,
-        double(ctx.kv_bytes()) / 1048576.0, weft::type_name(ctx.kv().type_k()),
-        weft::type_name(ctx.kv().type_v()), double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads,
-        ip.n_threads_batch);
+    char memory[96];  // a recurrent model keeps f32 states per sequence instead of a KV cache
+    if (ctx.is_recurrent())
+        std::snprintf(memory, sizeof memory, "recurrent states %.1f MiB (f32)",
+                      double(ctx.kv_bytes()) / 1048576.0);
+    else
+        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s)", double(ctx.kv_bytes()) / 1048576.0,
+                      weft::type_name(ctx.kv().type_k()), weft::type_name(ctx.kv().type_v()));
+    std::fprintf(stderr,
+                 "weft run: graphs built %lld (%.2f ms), reused %lld; %s, compute %.1f MiB, threads %d/%d\n",
+                 (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses, memory,
+                 double(ctx.compute_buffer_bytes()) / 1048576.0, ip.n_threads, ip.n_threads_batch);
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
 #include "weft/speculative_options.h"
+#include "weft/vision/clip.h"
 
 namespace weft::tool {
 namespace {
@@ -42,6 +43,7 @@ struct serve_options {
     speculative_options speculative;
     lora_options loras;
     rank_options ranks;  // under mpirun: the blocks of each rank
+    std::string mmproj;  // the vision projector: images in chat messages
 };
 
 // SIGINT and SIGTERM stop the server from a thread that waits for them (a signal handler may not
@@ -161,6 +163,10 @@ int serve_main(int argc, char **argv) {
     add_speculative_options(app, opt.speculative);
     add_lora_options(app, opt.loras);
     add_rank_options(app, opt.ranks);
+    app.add_option("--mmproj", opt.mmproj,
+                   "the vision projector of a multimodal model (mmproj GGUF): chat messages may then hold "
+                   "image_url parts with data: URIs")
+        ->check(CLI::ExistingFile);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -178,6 +184,12 @@ int serve_main(int argc, char **argv) {
     // a client that hangs up mid-stream makes the next write fail (EPIPE) instead of killing us
     std::signal(SIGPIPE, SIG_IGN);
     opt.http.model_id = opt.model_path.empty() ? "stories260K" : "";
+    std::unique_ptr<vision::clip_model> mmproj;
+    if (!opt.mmproj.empty()) {
+        mmproj = vision::clip_model::load(opt.mmproj);
+        opt.http.mmproj = mmproj.get();
+        std::fprintf(stderr, "weft serve: mmproj %s: %s\n", opt.mmproj.c_str(), mmproj->describe().c_str());
+    }
     server::openai_server svr(opt.http);
     signal_watcher watcher([&svr] { svr.stop(); }, [&svr] { svr.cancel_all(); });
     const int port = svr.listen();
@@ -192,6 +204,7 @@ int serve_main(int argc, char **argv) {
                                : load_model_or_default(opt.model_path);
         if (n_ranks() > 1 && loaded->hparams().encoder)
             throw error(opt.model_path + ": an embedding model is not served across ranks");
+        if (mmproj) mmproj->check_text_model(*loaded);
         const serving::template_choice chosen = serving::choose_chat_template(*loaded, opt.chat_template);
         const std::string template_source =
             chosen.fallback.empty() ? chosen.source : "fallback: " + chosen.fallback;

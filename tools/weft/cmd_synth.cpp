@@ -9,6 +9,7 @@
 #include "weft/core/type.h"
 #include "weft/model/synth.h"
 #include "weft/quant/quant.h"
+#include "weft/vision/clip_synth.h"
 
 namespace {
 
@@ -28,7 +29,8 @@ int synth_main(int argc, char **argv) {
     app.add_option("output", out, "the GGUF file to write")->required();
     app.add_option("--arch", s.arch,
                    "llama, qwen2, qwen3, qwen2moe, granite, starcoder2, gemma, gemma2, phi2, phi3, olmo2, "
-                   "command-r or deepseek2")
+                   "command-r, deepseek2 or mamba (a state-space model: --ssm-state, --ssm-conv); clip: a "
+                   "vision projector (mmproj) for --mmproj")
         ->capture_default_str();
     app.add_option("--embd", s.n_embd, "embedding length")
         ->capture_default_str()
@@ -73,6 +75,12 @@ int synth_main(int argc, char **argv) {
            "decoding benchmarks)")
         ->capture_default_str()
         ->check(CLI::Range(0.0f, 1.0f));
+    app.add_option("--ssm-state", s.ssm_d_state, "mamba: state values per channel (d_state)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(256)));
+    app.add_option("--ssm-conv", s.ssm_d_conv, "mamba: the causal convolution's width (d_conv)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(2), int64_t(16)));
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
     std::string lora_out;
     int64_t lora_rank = 8;
@@ -87,6 +95,23 @@ int synth_main(int argc, char **argv) {
     app.add_option("--lora-alpha", lora_alpha, "the adapter's adapter.lora.alpha")
         ->capture_default_str()
         ->check(CLI::Range(0.0f, 1e6f));
+    weft::vision::clip_synth_spec clip;
+    app.add_option("--image-size", clip.image_size, "clip: the square images are resized to")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(4096)));
+    app.add_option("--patch-size", clip.patch_size, "clip: the patch side (image size a multiple of it)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(512)));
+    app.add_option("--proj-embd", clip.n_output_embd,
+                   "clip: the projector's output width: the n_embd of the text model it serves")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(65536)));
+    app.add_option("--projector", clip.projector,
+                   "clip: mlp (LLaVA-1.5), mlp_norm (Yi-VL) or ldpv2 (MobileVLM V2)")
+        ->capture_default_str();
+    app.add_flag("--use-gelu", clip.use_gelu,
+                 "clip: GELU in the encoder's FFN (default: QuickGELU, as CLIP)");
+    app.add_flag("--post-ln", clip.post_ln, "clip: a final LayerNorm (v.post_ln; LLaVA's files have none)");
     CLI11_PARSE(app, argc, argv);
 
     const auto type = weft::type_from_name(type_text);
@@ -95,12 +120,40 @@ int synth_main(int argc, char **argv) {
         throw weft::error("--type '" + type_text + "' is not a weight type weft can write");
     s.type = *type;
 
+    if (s.arch == "clip") {
+        clip.n_embd = s.n_embd;
+        clip.n_layer = s.n_layer;
+        clip.n_head = s.n_head;
+        clip.n_ff = s.n_ff;
+        clip.type = s.type;
+        clip.seed = s.seed;
+        const int64_t n = weft::vision::clip_synth_write(clip, out);
+        std::fprintf(
+            stderr,
+            "weft synth: wrote %s: clip %s, image %lld (patch %lld), %lld layers, n_embd %lld, %lld heads, "
+            "n_ff %lld, output %lld, %.3f M params, %s\n",
+            out.c_str(), clip.projector.c_str(), (long long)clip.image_size, (long long)clip.patch_size,
+            (long long)clip.n_layer, (long long)clip.n_embd, (long long)clip.n_head, (long long)clip.n_ff,
+            (long long)clip.n_output_embd, double(n) / 1e6, weft::type_name(clip.type));
+        return 0;
+    }
+
     const int64_t n_params = weft::synth_write(s, out);
     if (!lora_out.empty()) {
         const int64_t n_pairs = weft::synth_lora_write(s, lora_rank, lora_alpha, lora_out);
         std::fprintf(stderr,
                      "weft synth: wrote %s: a LoRA adapter of rank %lld (alpha %g) for %lld matrices\n",
                      lora_out.c_str(), (long long)lora_rank, double(lora_alpha), (long long)n_pairs);
+    }
+    if (s.arch == "mamba") {
+        std::fprintf(
+            stderr,
+            "weft synth: wrote %s: mamba, %lld layers, n_embd %lld, d_inner %lld, d_state %lld, d_conv %lld, "
+            "vocab %lld, %.3f B params, %s\n",
+            out.c_str(), (long long)s.n_layer, (long long)s.n_embd, (long long)(2 * s.n_embd),
+            (long long)s.ssm_d_state, (long long)s.ssm_d_conv, (long long)s.n_vocab, double(n_params) / 1e9,
+            weft::type_name(s.type));
+        return 0;
     }
     const int64_t n_kv_heads = s.arch == "deepseek2" ? s.n_head : s.n_head_kv;  // latent attention: per head
     std::fprintf(

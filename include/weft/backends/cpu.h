@@ -34,6 +34,12 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 // `passes` passes. The ceiling that generating a token (which reads every weight once) can reach.
 double cpu_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int passes = 5);
 
+// GELU through the reference engine's f16 table (on, the default: its results, bit for bit) or its
+// tanh form computed in f32 for every input (off: for comparisons with float references, where an
+// input within an ulp of an f16 rounding boundary would otherwise step by a whole f16 ulp). Process-wide;
+// set it before computing.
+void cpu_set_gelu_table(bool on);
+
 // Registers the "CPU" device (weft/core/device.h) once; later calls do nothing. The runtime calls it
 // before it looks a device up.
 void register_cpu_device();

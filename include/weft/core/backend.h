@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "weft/core/graph.h"
@@ -45,6 +46,13 @@ class buffer_type {
     virtual size_t alloc_size(const tensor &t) const { return t.nbytes(); }  // optional
     virtual bool is_host() const { return false; }                           // optional
 };
+
+// The bytes one buffer of bt takes to hold every tensor of ts (null entries skipped), each at an
+// offset aligned to bt.alignment().
+size_t placed_size(const buffer_type &bt, std::span<tensor *const> ts);
+// Allocates that buffer, zeroed, and places the tensors in it in order (a cache's tensors). Throws
+// what bt.alloc throws.
+std::unique_ptr<backend_buffer> alloc_placed(buffer_type &bt, std::span<tensor *const> ts);
 
 enum class compute_status : int32_t { ok = 0, aborted = 2, failed = -2 };
 

@@ -109,6 +109,25 @@ std::span<const dtype> attention_kv_types();
 bool is_attention_kv_type(dtype t);
 std::string attention_kv_type_names();  // "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"
 
+// --- recurrent sequences (state-space models). Tokens are the columns of x; token t belongs to
+// sequence seq_of[t] (i32 [n_tokens], values in [0, n_seqs)), whose running state is column
+// seq_of[t] of states and advances token by token in column order: sequences of any lengths may
+// interleave in one call. The result is f32 1-d: y [n_ch, n_tokens] (the first n_ch * n_tokens
+// floats), then each sequence's state after its last token, laid out as states (states of
+// sequences without tokens are copied unchanged). Channels are independent: a kernel may split
+// them, never the sums over time or state.
+// Causal depthwise convolution: states f32 [d_conv - 1, n_ch, n_seqs] hold each channel's last
+// d_conv - 1 inputs (oldest first), weight f32 [d_conv, n_ch], x f32 [n_ch, n_tokens]:
+// y[c, t] = sum_k weight[k, c] * w[k] over the window w = (state of channel c, x[c, t]), and
+// x[c, t] then enters the state. src[] = {x, states, weight, seq_of}.
+tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of);
+// Selective scan: x, dt f32 [n_ch, n_tokens], A f32 [d_state, n_ch], B, C f32 [d_state, n_tokens]
+// (rows may be strided views), states f32 [d_state, n_ch, n_seqs]. Per channel c and token t:
+// delta = softplus(dt[c, t]) (dt itself above 20), h = h * exp(delta * A[:, c]) + B[:, t] * (delta *
+// x[c, t]), y[c, t] = sum_i C[i, t] * h[i]. src[] = {x, dt, A, B, C, states, seq_of}.
+tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
+                 tensor *seq_of);
+
 // --- copies and layout
 // cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)
 // with src[] = {src, dst}. Kernels write src[0], converted, into src[1] when it is set and into the

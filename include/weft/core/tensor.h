@@ -47,7 +47,12 @@ enum class op_kind : int32_t {
                  // n_tokens]
     top_k,  // src0 f32 [n, rows...] -> i32 [k, rows...]: indices of the k largest, descending; p.i[0] = k
     sigmoid,
-    view,  // no data of its own: view_src + view_offs
+    // recurrent (state-space) sequence ops, see ops.h
+    ssm_conv,  // src0 x [n_ch, n_tokens], src1 states [d_conv - 1, n_ch, n_seqs], src2 weight [d_conv, n_ch],
+               // src3 i32 token -> sequence [n_tokens] -> f32 1-d: y [n_ch, n_tokens], then the new states
+    ssm_scan,  // src0 x, src1 dt [n_ch, n_tokens], src2 A [d_state, n_ch], src3 B, src4 C [d_state, n_tok],
+               // src5 states [d_state, n_ch, n_seqs], src6 i32 token -> sequence -> f32 1-d: y, new states
+    view,      // no data of its own: view_src + view_offs
     reshape,
     permute,
     transpose,

@@ -103,13 +103,22 @@ bool grammar_matches(std::shared_ptr<const grammar> g, std::string_view text);
 // grammar can end, and tokens with no text never stay. accept() follows the grammar with the token's
 // bytes (an end-of-generation token changes nothing) and throws weft::error for a token the grammar
 // rejects. apply() throws weft::error when no candidate is left. The vocabulary must outlive it.
-std::unique_ptr<sampler> make_grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g);
+// `index` (make_grammar_vocab_index of the same vocabulary) spares it building its own on first use.
+class grammar_vocab_index;
+std::unique_ptr<sampler> make_grammar_sampler(const vocab &v, std::shared_ptr<const grammar> g,
+                                              std::shared_ptr<const grammar_vocab_index> index = {});
+
+// Every token's piece as a byte trie, what grammar samplers walk: 8-60 ms to build on a large
+// vocabulary, so a server builds it once per model and hands it to every request's sampler.
+// Immutable once built: shared across threads. The vocabulary must outlive it.
+std::shared_ptr<const grammar_vocab_index> make_grammar_vocab_index(const vocab &v);
 
 // make_sampler_chain(params) for every sampler but the grammar. With params.grammar set, the result
 // runs the grammar sampler first (so no later sampler can choose a token it removed) and that chain
 // after it. `history` (the prompt) is accepted by the inner chain only: penalties see it, the grammar
 // does not. Throws weft::error for bad parameters or a grammar that does not parse.
 std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params, const vocab &v,
-                                                  std::span<const token> history = {});
+                                                  std::span<const token> history = {},
+                                                  std::shared_ptr<const grammar_vocab_index> index = {});
 
 }  // namespace weft

@@ -49,6 +49,9 @@ struct model_hparams {
     // layers marked in swa_layers (by architecture; empty: none).
     int64_t n_swa = 0;  // <arch>.attention.sliding_window (0: none)
     std::vector<bool> swa_layers;
+    // The RoPE base of the swa_layers, unscaled (gemma3: 10000, <arch>.rope.freq_base_swa when the
+    // file has it); 0: they rotate as the other layers do.
+    float rope_freq_base_swa = 0.0f;
     // Soft caps (gemma2): cap · tanh(x / cap) of the attention scores and of the logits; 0: none.
     float attn_softcap = 0.0f;   // <arch>.attn_logit_softcapping
     float final_softcap = 0.0f;  // <arch>.final_logit_softcapping
@@ -82,6 +85,15 @@ struct model_hparams {
     int64_t n_layer_dense_lead = 0;  // <arch>.leading_dense_block_count: dense FFN layers before the MoE ones
     int64_t n_expert_shared = 0;     // <arch>.expert_shared_count
     float rope_yarn_log_mul = 0.0f;  // <arch>.rope.scaling.yarn_log_multiplier
+
+    // State-space models (mamba): a fixed-size recurrent state per sequence instead of attention
+    // and its KV cache; 0 where the model has none.
+    int64_t ssm_d_conv = 0;       // <arch>.ssm.conv_kernel: the causal convolution's width
+    int64_t ssm_d_inner = 0;      // <arch>.ssm.inner_size: channels of the mixer
+    int64_t ssm_d_state = 0;      // <arch>.ssm.state_size: state values per channel
+    int64_t ssm_dt_rank = 0;      // <arch>.ssm.time_step_rank
+    bool ssm_dt_b_c_rms = false;  // <arch>.ssm.dt_b_c_rms: dt, B and C RMS-normed (falcon-mamba)
+    bool recurrent() const { return ssm_d_state > 0; }
 
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }

@@ -106,6 +106,16 @@ struct layer_weights {
     tensor *wkv_a_mqa = nullptr;       // [n_embd, kv_lora_rank + n_rot]: the latent, then the rope key
     tensor *attn_kv_a_norm = nullptr;  // [kv_lora_rank]
     tensor *wkv_b = nullptr;           // [kv_lora_rank, n_head * (n_embd_head_k - n_rot + n_embd_head_v)]
+    // state-space mixer (mamba) in place of attention and FFN
+    tensor *ssm_in = nullptr;        // [n_embd, 2 d_inner]: x, then the gate z
+    tensor *ssm_conv1d = nullptr;    // [d_conv, d_inner]
+    tensor *ssm_conv1d_b = nullptr;  // [d_inner]
+    tensor *ssm_x = nullptr;         // [d_inner, dt_rank + 2 d_state]: dt, B, C
+    tensor *ssm_dt = nullptr;        // [dt_rank, d_inner]
+    tensor *ssm_dt_b = nullptr;      // [d_inner]
+    tensor *ssm_a = nullptr;         // [d_state, d_inner]: -exp(A_log)
+    tensor *ssm_d = nullptr;         // [d_inner]
+    tensor *ssm_out = nullptr;       // [d_inner, n_embd]
 };
 
 struct model_weights {
@@ -129,6 +139,7 @@ struct graph_shape {
     int64_t n_outputs = 0;    // rows of logits computed (>= 1)
     int64_t n_kv = 0;         // cache cells attended over: [0, n_kv)
     bool embd_input = false;  // embeddings instead of token ids
+    int64_t n_seqs = 0;       // recurrent models: the sequences whose states the ubatch advances
     bool operator==(const graph_shape &) const = default;
 };
 
@@ -139,10 +150,18 @@ struct kv_layer {
     tensor *v = nullptr;  // f16/f32 [n_embd_v_gqa, kv_size]
 };
 
+// The recurrent states of one layer of a state-space model, one row per sequence slot. The graph
+// gathers its sequences' rows, advances them and writes them back with set_rows.
+struct recurrent_layer {
+    tensor *conv = nullptr;  // f32 [(d_conv - 1) * d_inner, n_slots]: the last inputs of the convolution
+    tensor *ssm = nullptr;   // f32 [d_state * d_inner, n_slots]: the scan's state
+};
+
 struct graph_build_params {
     graph_shape shape;
-    std::span<const kv_layer> kv;     // one per layer
-    std::span<const lora_use> loras;  // adapters applied to the products of the weights they adapt
+    std::span<const kv_layer> kv;                // one per layer (empty for a recurrent model)
+    std::span<const recurrent_layer> recurrent;  // one per layer of a recurrent model
+    std::span<const lora_use> loras;             // adapters applied to the products of the weights they adapt
 };
 
 // The tensors of a built graph that the caller fills before each compute (all flagged as inputs)
@@ -154,9 +173,12 @@ struct graph_inputs {
     tensor *pos = nullptr;      // i32 [n_tokens]
     tensor *kv_idxs = nullptr;  // i64 [n_tokens]: the cache cell each token is written to
     tensor *kq_mask = nullptr;  // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
-    tensor *kq_mask_swa = nullptr;  // the same within hparams.n_swa positions (sliding-window layers)
-    tensor *kv_pos = nullptr;       // i32 [n_kv]: the position of each cache cell (-1: empty)
-    tensor *out_ids = nullptr;      // i32 [n_outputs]: rows of the ubatch whose logits are computed
+    tensor *kq_mask_swa = nullptr;   // the same within hparams.n_swa positions (sliding-window layers)
+    tensor *kv_pos = nullptr;        // i32 [n_kv]: the position of each cache cell (-1: empty)
+    tensor *out_ids = nullptr;       // i32 [n_outputs]: rows of the ubatch whose logits are computed
+    tensor *rs_slots = nullptr;      // i32 [n_seqs]: the state row of each sequence (recurrent models)
+    tensor *rs_token_seq = nullptr;  // i32 [n_tokens]: each token's sequence, an index into rs_slots
+    tensor *lora_scales = nullptr;   // f32 [n_adapters]: each LoRA adapter's scale (when one applies)
     // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]; a stage before the
     // last: its hidden states [n_embd, n_tokens], every token's, for the next stage
     tensor *logits = nullptr;

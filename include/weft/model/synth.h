@@ -34,6 +34,11 @@ struct synth_spec {
     // same seed with fewer layers predicts mostly what the whole one does (a draft that agrees, for
     // speculative decoding benchmarks).
     float block_scale = 1.0f;
+    // mamba: the state-space mixer's sizes (d_inner is 2 n_embd, dt_rank ceil(n_embd / 16), as the
+    // published models have them); n_head, n_head_kv and n_ff are not used.
+    int64_t ssm_d_state = 16;
+    int64_t ssm_d_conv = 4;
+    bool ssm_dt_b_c_rms = false;  // mamba.ssm.dt_b_c_rms (Falcon-Mamba's RMS-normed dt, B, C)
 };
 
 // Validates the spec (known arch, positive sizes, GQA divisibility, rows a multiple of the type's

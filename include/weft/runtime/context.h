@@ -31,6 +31,7 @@
 namespace weft {
 
 class kv_cache;
+class recurrent_memory;
 class op_profile;
 class pipeline_link;
 struct kv_cell;
@@ -129,7 +130,13 @@ class inference_context {
     const float *get_logits() const { return logits_.data(); }
     int32_t n_outputs() const { return int32_t(output_batch_index_.size()); }
 
-    // --- KV cache (p0 < 0: from 0; p1 < 0: to the end)
+    // --- KV cache (p0 < 0: from 0; p1 < 0: to the end). A recurrent model (mamba) has per-sequence
+    // states instead, behind the same calls with the reference engine's recurrent semantics: a state
+    // holds all of its sequence's positions at once, so kv_seq_rm of only part of them returns false
+    // and changes nothing (removing all of them, or none, succeeds), kv_seq_cp copies a whole state
+    // (throws weft::error for a part), positions cannot move (can_shift() is false), and the
+    // positions of all sequences together count against n_ctx as a KV cache's cells would.
+    bool is_recurrent() const { return rs_ != nullptr; }
     bool kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1);  // s < 0: every sequence
     void kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1);
     void kv_seq_keep(seq_id s);
@@ -137,7 +144,7 @@ class inference_context {
     llm_pos kv_seq_pos_min(seq_id s) const;  // -1 when empty
     void kv_clear();
     uint32_t kv_used_cells() const;
-    const kv_cache &kv() const { return *kv_; }
+    const kv_cache &kv() const;  // throws weft::error for a recurrent model, which has none
 
     // --- moving positions (a context shift: seq_rm the oldest tokens, seq_add -n to the rest).
     // kv_seq_add adds delta to the positions of s's cells in [p0, p1) (s < 0: every sequence's; a
@@ -221,6 +228,7 @@ class inference_context {
     template <class Command, class... Args>
     void forward(Command c, const Args &...args) const;  // context.cpp: its only user
     compute_status apply_kv_shift();
+    std::string cannot_shift_reason() const;  // why kv_seq_add and kv_seq_div refuse
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,
@@ -235,7 +243,8 @@ class inference_context {
     const weft::model &model_;
     inference_params params_;
     weft::device *device_ = nullptr;
-    std::unique_ptr<kv_cache> kv_;
+    std::unique_ptr<kv_cache> kv_;             // attention models
+    std::unique_ptr<recurrent_memory> rs_;     // recurrent models
     std::unique_ptr<runtime_state> state_;     // backend, scheduler, reusable graph
     std::vector<float> logits_;                // n_outputs x n_vocab
     std::vector<int32_t> output_batch_index_;  // output row -> batch index

@@ -13,6 +13,10 @@
 #include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
 
+namespace weft::vision {
+class clip_model;
+}  // namespace weft::vision
+
 namespace weft::server {
 
 struct server_options {
@@ -29,6 +33,9 @@ struct server_options {
     int32_t n_threads = 0;   // threads of an embedding model's context (0: the hardware's)
     std::string cors;        // non-empty: answer CORS preflights and allow this origin
     std::string model_id;    // the id /v1/models reports; empty: the model's name
+    // The vision projector (`--mmproj`) that encodes the images of chat messages; it must outlive the
+    // server. Null: a request with an image is a 400.
+    const vision::clip_model *mmproj = nullptr;
 };
 
 // One HTTP server. It listens before the model is loaded (/health says "loading model", every

@@ -41,6 +41,10 @@
 #include "weft/sampling/sampling.h"
 #include "weft/serving/speculative.h"
 
+namespace weft {
+class grammar_vocab_index;  // weft/grammar/grammar.h
+}  // namespace weft
+
 namespace weft::serving {
 
 enum class finish_reason {
@@ -52,9 +56,19 @@ enum class finish_reason {
 };
 const char *finish_reason_name(finish_reason r);  // "stop", "length", "cancelled", "error", "none"
 
+// Embedding rows that stand in the prompt in place of tokens (an image's, from weft/vision): the
+// prompt's positions [at, at + n_tokens) hold token_null placeholders, and embd holds n_tokens rows
+// of the model's n_embd floats, decoded at those positions as an embedding batch of their own.
+struct embd_chunk {
+    size_t at = 0;
+    int32_t n_tokens = 0;
+    std::vector<float> embd;
+};
+
 struct request {
-    std::vector<token> prompt;  // at least one token, fewer than the slot's context
-    int32_t max_tokens = 128;   // < 0: until end of generation or a full slot context
+    std::vector<token> prompt;      // at least one token, fewer than the slot's context
+    std::vector<embd_chunk> media;  // in prompt order, not overlapping; a slot reuses no cache past the first
+    int32_t max_tokens = 128;       // < 0: until end of generation or a full slot context
     sampling_params sampling;
     std::vector<std::string> stop;  // stop strings: generation ends before the first one found
     bool ignore_eos = false;        // end-of-generation tokens are generated like any other
@@ -267,6 +281,8 @@ class engine {
   private:
     struct slot;
     void assign_queued();
+    const embd_chunk *next_media(const slot &s) const;
+    bool decode_media();
     bool pick_slot(const request &r, int32_t &chosen, size_t &keep) const;
     void start_job(slot &s, std::shared_ptr<job> j, size_t keep);
     void after_decode(slot &s, int32_t batch_index);
@@ -293,8 +309,9 @@ class engine {
         request r;
         std::chrono::steady_clock::time_point submitted;
     };
-    std::deque<queued> pending_requests_;  // first in, first out
-    std::vector<float> lora_defaults_;     // scales of requests that give none
+    std::deque<queued> pending_requests_;                       // first in, first out
+    std::vector<float> lora_defaults_;                          // scales of requests that give none
+    std::shared_ptr<const grammar_vocab_index> grammar_index_;  // shared by the grammar samplers
     engine_stats stats_;
     uint64_t next_job_id_ = 1;
     uint64_t use_counter_ = 0;

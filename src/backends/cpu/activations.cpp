@@ -14,4 +14,12 @@ silu_row_fn best_silu_row() {
     return best_of({silu_row_scalar, silu_row_avx2, silu_row_avx512});
 }
 
+softplus_row_fn best_softplus_row() {
+    return best_of({softplus_row_scalar, softplus_row_avx2, softplus_row_avx512});
+}
+
+ssm_scan_step_fn best_ssm_scan_step() {
+    return best_of({ssm_scan_step_scalar, ssm_scan_step_avx2, ssm_scan_step_avx512});
+}
+
 }  // namespace weft::cpu

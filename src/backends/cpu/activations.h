@@ -19,8 +19,27 @@ void silu_row_scalar(const float *x, float *out, int64_t n);
 void silu_row_avx2(const float *x, float *out, int64_t n);
 void silu_row_avx512(const float *x, float *out, int64_t n);
 
+// out[i] = softplus(x[i]) = ln(1 + e^x[i]) (x[i] itself above 20)
+using softplus_row_fn = void (*)(const float *x, float *out, int64_t n);
+void softplus_row_scalar(const float *x, float *out, int64_t n);
+void softplus_row_avx2(const float *x, float *out, int64_t n);
+void softplus_row_avx512(const float *x, float *out, int64_t n);
+// One token of a selective scan over a channel's state h[0, n): h[i] = h[i] * e^(delta * a[i]) +
+// b[i] * x_delta; returns sum_i c[i] * h[i], summed in 8 lanes joined in a fixed tree (the same bits
+// in every build).
+using ssm_scan_step_fn = float (*)(float *h, const float *a, const float *b, const float *c, float delta,
+                                   float x_delta, int64_t n);
+float ssm_scan_step_scalar(float *h, const float *a, const float *b, const float *c, float delta,
+                           float x_delta, int64_t n);
+float ssm_scan_step_avx2(float *h, const float *a, const float *b, const float *c, float delta, float x_delta,
+                         int64_t n);
+float ssm_scan_step_avx512(float *h, const float *a, const float *b, const float *c, float delta,
+                           float x_delta, int64_t n);
+
 // The builds this CPU runs (scalar under WEFT_FORCE_SCALAR).
 swiglu_row_fn best_swiglu_row();
 silu_row_fn best_silu_row();
+softplus_row_fn best_softplus_row();
+ssm_scan_step_fn best_ssm_scan_step();
 
 }  // namespace weft::cpu

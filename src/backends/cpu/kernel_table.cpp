@@ -13,7 +13,7 @@ void compute_params::barrier() const {
 
 namespace {
 
-static_assert(size_t(op_kind::count) == 31, "op set changed: give the new op a CPU kernel below");
+static_assert(size_t(op_kind::count) == 33, "op set changed: give the new op a CPU kernel below");
 
 // A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
 constexpr op_kernel kernel_entry(op_kind op) {
@@ -72,6 +72,10 @@ constexpr op_kernel kernel_entry(op_kind op) {
             return {compute_top_k, supports_top_k, work_size_top_k};
         case op_kind::sigmoid:
             return {compute_sigmoid, supports_unary, work_size_row_scratch};
+        case op_kind::ssm_conv:
+            return {compute_ssm_conv, supports_ssm_conv, nullptr};
+        case op_kind::ssm_scan:
+            return {compute_ssm_scan, supports_ssm_scan, work_size_ssm_scan};
         // views share their source's memory: nothing to compute
         case op_kind::view:
         case op_kind::reshape:

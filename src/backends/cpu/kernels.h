@@ -227,6 +227,13 @@ void compute_top_k(const compute_params &p, tensor &dst);
 bool supports_top_k(const tensor &dst);
 size_t work_size_top_k(const tensor &dst, int n_threads);
 
+// ops_ssm.cpp
+void compute_ssm_conv(const compute_params &p, tensor &dst);
+void compute_ssm_scan(const compute_params &p, tensor &dst);
+bool supports_ssm_conv(const tensor &dst);
+bool supports_ssm_scan(const tensor &dst);
+size_t work_size_ssm_scan(const tensor &dst, int n_threads);
+
 // ops_reduce.cpp
 void compute_argmax(const compute_params &p, tensor &dst);
 void compute_sum_rows(const compute_params &p, tensor &dst);

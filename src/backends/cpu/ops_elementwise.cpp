@@ -1,10 +1,12 @@
 // src/backends/cpu/ops_elementwise.cpp — add/sub/mul/div with broadcasting, scale, silu, gelu, sigmoid, glu.
+#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
+#include "weft/backends/cpu.h"
 #include "weft/core/fp16.h"
 
 namespace weft::cpu {
@@ -19,14 +21,18 @@ float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * std::fma(coef_a * x, x, 1.0f)));
 }
 
+std::atomic<bool> gelu_through_table{true};
+
 // GELU as the reference engine's CPU backend computes it: 0 at or below -10, x at or above 10, and
-// between them gelu_tanh of x rounded to f16, rounded to f16 (its table of every f16 input).
+// between them gelu_tanh of x rounded to f16, rounded to f16 (its table of every f16 input); or,
+// after cpu_set_gelu_table(false), gelu_tanh of every x in f32.
 float gelu_f32(float x) {
     static const std::vector<fp16_t> table = [] {
         std::vector<fp16_t> t(size_t(1) << 16);
         for (size_t i = 0; i < t.size(); ++i) t[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp16_t(i))));
         return t;
     }();
+    if (!gelu_through_table.load(std::memory_order_relaxed)) return gelu_tanh(x);
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
     return fp16_to_fp32(table[fp32_to_fp16(x)]);
@@ -149,3 +155,11 @@ bool supports_glu(const tensor &dst) {
 }
 
 }  // namespace weft::cpu
+
+namespace weft {
+
+void cpu_set_gelu_table(bool on) {
+    cpu::gelu_through_table.store(on, std::memory_order_relaxed);
+}
+
+}  // namespace weft

@@ -1,0 +1,146 @@
+// src/backends/cpu/ops_ssm.cpp — the recurrent sequence ops of state-space models: ssm_conv (causal
+// depthwise convolution over time) and ssm_scan (selective scan), split over channels.
+//
+// Each thread owns whole channels: it copies their states into the result, then walks every token
+// in column order, advancing the state of the token's sequence. A channel's arithmetic is the same
+// whatever the split and whatever else the ubatch holds, so the results are bit for bit the same
+// for any thread count and any batching of a sequence's tokens.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/activations.h"
+#include "backends/cpu/kernels.h"
+#include "weft/core/ops.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// The pieces both ops share: x, the token -> sequence map, the states in and out, y.
+struct ssm_layout {
+    const tensor &x;
+    const tensor &states;
+    const int32_t *seq_of;
+    int64_t n_ch, n_tokens, n_seqs, state_len;
+    float *y;           // [n_ch, n_tokens]
+    float *new_states;  // states' layout
+
+    ssm_layout(tensor &dst, const tensor &x_, const tensor &states_, const tensor &seq_of_)
+        : x(x_),
+          states(states_),
+          seq_of(static_cast<const int32_t *>(seq_of_.data)),
+          n_ch(x_.ne[0]),
+          n_tokens(x_.ne[1]),
+          n_seqs(states_.ne[2]),
+          state_len(states_.ne[0]),
+          y(static_cast<float *>(dst.data)),
+          new_states(y + n_ch * n_tokens) {}
+
+    float x_at(int64_t c, int64_t t) const {
+        return *reinterpret_cast<const float *>(static_cast<const char *>(x.data) + t * int64_t(x.nb[1]) +
+                                                c * int64_t(sizeof(float)));
+    }
+    // Channel c's state of sequence s in the result (contiguous, state_len floats).
+    float *state_of(int64_t s, int64_t c) const { return new_states + (s * n_ch + c) * state_len; }
+
+    // Copies channel c's incoming states into the result.
+    void copy_states(int64_t c) const {
+        const auto *in = static_cast<const float *>(states.data);
+        for (int64_t s = 0; s < n_seqs; ++s)
+            std::memcpy(state_of(s, c), in + (s * n_ch + c) * state_len, size_t(state_len) * sizeof(float));
+    }
+
+    // Every token's sequence within [0, n_seqs); reports the first one outside.
+    bool check_sequences(const compute_params &p, const tensor &dst) const {
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (seq_of[t] < 0 || seq_of[t] >= n_seqs) {
+                p.fail(std::string("[") + op_name(dst.op) + "] token " + std::to_string(t) +
+                       " is of sequence " + std::to_string(seq_of[t]) + ", outside [0, " +
+                       std::to_string(n_seqs) + ")");
+                return false;
+            }
+        return true;
+    }
+};
+
+// The most channels split_range gives one thread.
+int64_t channels_per_thread(int64_t n_ch, int n_threads) {
+    return (n_ch + n_threads - 1) / n_threads;
+}
+
+const float *row_f32(const tensor &t, int64_t i1) {
+    return reinterpret_cast<const float *>(static_cast<const char *>(t.data) + i1 * int64_t(t.nb[1]));
+}
+
+bool supports_ssm_common(const tensor &dst, int n_src) {
+    if (dst.type != dtype::f32) return false;
+    for (int i = 0; i < n_src; ++i)
+        if (dst.src[i] == nullptr) return false;
+    const tensor &seq_of = *dst.src[n_src - 1];
+    for (int i = 0; i + 1 < n_src; ++i)
+        if (dst.src[i]->type != dtype::f32) return false;
+    return seq_of.type == dtype::i32;
+}
+
+}  // namespace
+
+void compute_ssm_conv(const compute_params &p, tensor &dst) {
+    const tensor &weight = *dst.src[2];
+    const ssm_layout l(dst, *dst.src[0], *dst.src[1], *dst.src[3]);
+    if (!l.check_sequences(p, dst)) return;
+    const int64_t d_conv = weight.ne[0];
+    const index_range channels = split_range(l.n_ch, p.ith, p.nth);
+    for (int64_t c = channels.begin; c < channels.end; ++c) {
+        l.copy_states(c);
+        const float *w = row_f32(weight, c);
+        for (int64_t t = 0; t < l.n_tokens; ++t) {
+            float *window = l.state_of(l.seq_of[t], c);  // the last d_conv - 1 inputs, oldest first
+            const float x = l.x_at(c, t);
+            float sum = 0.0f;
+            for (int64_t k = 0; k + 1 < d_conv; ++k) sum += w[k] * window[k];
+            sum += w[d_conv - 1] * x;
+            l.y[t * l.n_ch + c] = sum;
+            for (int64_t k = 0; k + 2 < d_conv; ++k) window[k] = window[k + 1];
+            if (d_conv > 1) window[d_conv - 2] = x;
+        }
+    }
+}
+
+bool supports_ssm_conv(const tensor &dst) {
+    return supports_ssm_common(dst, 4);
+}
+
+// Token by token over this thread's channels (each channel's state still advances in token order):
+// a token's steps, softplus(dt), are one vectorized row over the channels.
+void compute_ssm_scan(const compute_params &p, tensor &dst) {
+    const tensor &dt = *dst.src[1], &A = *dst.src[2], &B = *dst.src[3], &C = *dst.src[4];
+    const ssm_layout l(dst, *dst.src[0], *dst.src[5], *dst.src[6]);
+    if (!l.check_sequences(p, dst)) return;
+    const int64_t d_state = A.ne[0];
+    // the same bits in every ISA build
+    const softplus_row_fn softplus_row = best_softplus_row();
+    const ssm_scan_step_fn step = best_ssm_scan_step();
+    const index_range channels = split_range(l.n_ch, p.ith, p.nth);
+    float *delta = thread_scratch(p, channels_per_thread(l.n_ch, p.nth));
+    for (int64_t c = channels.begin; c < channels.end; ++c) l.copy_states(c);
+    for (int64_t t = 0; t < l.n_tokens; ++t) {
+        softplus_row(row_f32(dt, t) + channels.begin, delta, channels.end - channels.begin);
+        const float *b = row_f32(B, t), *cc = row_f32(C, t);
+        for (int64_t c = channels.begin; c < channels.end; ++c) {
+            const float d = delta[c - channels.begin];
+            l.y[t * l.n_ch + c] =
+                step(l.state_of(l.seq_of[t], c), row_f32(A, c), b, cc, d, l.x_at(c, t) * d, d_state);
+        }
+    }
+}
+
+size_t work_size_ssm_scan(const tensor &dst, int n_threads) {
+    return scratch_size(channels_per_thread(dst.src[0]->ne[0], n_threads), n_threads);
+}
+
+bool supports_ssm_scan(const tensor &dst) {
+    return supports_ssm_common(dst, 7);
+}
+
+}  // namespace weft::cpu
