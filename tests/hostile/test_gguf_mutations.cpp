@@ -6,8 +6,10 @@
 //
 // Bases: the built-in stories260K (models/), a q8_0 model from `weft synth`, a small byte-level BPE
 // vocabulary written by gguf_writer, and, when ../shared is there, a few fixture models.
-// Each command takes a share of the cases (see `selected`; WEFT_MUTATION_FULL=1: every case through
-// every command). WEFT_MUTATION_TIMEOUT sets the per-case timeout in seconds (default 30);
+// Each command takes a share of the cases (see `selected`). Three sizes: WEFT_MUTATION_SIZE=small (the
+// default of the test suite: a third of each share), standard (each share whole: `ctest -L fuzz`,
+// whose entries set WEFT_MUTATION_DEFAULT_SIZE=standard) and full (every case through every command;
+// WEFT_MUTATION_FULL=1 too). WEFT_MUTATION_TIMEOUT sets the per-case timeout in seconds (default 30);
 // WEFT_MUTATION_FILTER=TEXT keeps only the cases whose name contains TEXT.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -206,9 +208,21 @@ std::chrono::seconds case_timeout() {
     return std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 30);
 }
 
+enum class corpus_size { small, standard, full };
+
+corpus_size run_size() {
+    if (const char *full = std::getenv("WEFT_MUTATION_FULL"); full && std::string(full) == "1")
+        return corpus_size::full;
+    const char *env = std::getenv("WEFT_MUTATION_SIZE");
+    if (!env) env = std::getenv("WEFT_MUTATION_DEFAULT_SIZE");
+    const std::string size = env ? env : "small";
+    if (size == "full") return corpus_size::full;
+    if (size == "standard") return corpus_size::standard;
+    return corpus_size::small;
+}
+
 bool full_run() {
-    const char *env = std::getenv("WEFT_MUTATION_FULL");
-    return env && std::string(env) == "1";
+    return run_size() == corpus_size::full;
 }
 
 // Which cases a command takes. Structural cases (truncations, patched fields, bit flips) mostly
@@ -247,8 +261,11 @@ void run_corpus_through(const std::string &command) {
     std::map<std::string, std::map<outcome, size_t>> by_group;
     std::vector<std::string> failures;
     const auto t0 = std::chrono::steady_clock::now();
+    const bool small = run_size() == corpus_size::small;
+    size_t n_selected = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
         if (!selected(command, i, cases[i])) continue;
+        if (small && n_selected++ % 3 != 0) continue;  // the suite's size: every third of the share
         const std::vector<uint8_t> bytes = cases[i].bytes();
         write_file_bytes(file, bytes);
         const verdict v = run_one(command_args(command, file, out), err, case_timeout());
@@ -271,7 +288,8 @@ void run_corpus_through(const std::string &command) {
             std::printf("%s %s %zu", o == outcome::clean_error ? "" : ",", outcome_name(o), c[o]);
         std::printf("\n");
     };
-    std::printf("weft %s over %zu mutated files in %.1f s:", command.c_str(), total, seconds);
+    std::printf("weft %s over %zu mutated files (%s) in %.1f s:", command.c_str(), total,
+                small ? "the suite's third; ctest -L fuzz runs them all" : "the whole share", seconds);
     print_counts(counts);
     for (auto &[group, c] : by_group) {
         std::printf("  %-9s", group.c_str());
