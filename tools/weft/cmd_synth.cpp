@@ -27,10 +27,12 @@ int synth_main(int argc, char **argv) {
     s.n_vocab = 512;
     std::string out, type_text = "f32";
     app.add_option("output", out, "the GGUF file to write")->required();
-    app.add_option("--arch", s.arch,
-                   "llama, qwen2, qwen3, qwen2moe, granite, starcoder2, gemma, gemma2, phi2, phi3, olmo2, "
-                   "command-r, deepseek2 or mamba (a state-space model: --ssm-state, --ssm-conv); clip: a "
-                   "vision projector (mmproj) for --mmproj")
+    app.add_option(
+           "--arch", s.arch,
+           "llama, qwen2, qwen3, qwen2moe, qwen3moe, granite, starcoder2, gemma, gemma2, gemma3, phi2, "
+           "phi3, olmo2, command-r, deepseek2 or mamba (a state-space model: --ssm-state, --ssm-conv); "
+           "clip: a "
+           "vision projector (mmproj) for --mmproj")
         ->capture_default_str();
     app.add_option("--embd", s.n_embd, "embedding length")
         ->capture_default_str()
@@ -51,7 +53,7 @@ int synth_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(262144)));
     app.add_option("--experts", s.n_expert,
-                   "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, deepseek2: 0 is 4)")
+                   "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, qwen3moe, deepseek2: 0 is 4)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(0), int64_t(1024)));
     app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")

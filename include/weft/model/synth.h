@@ -11,8 +11,8 @@ namespace weft {
 class gguf_writer;
 
 struct synth_spec {
-    std::string arch =
-        "llama";  // any architecture weft runs but bert (llama, qwen2moe and deepseek2 take --experts)
+    std::string arch = "llama";  // any architecture weft runs but bert (llama, qwen2moe, qwen3moe and
+                                 // deepseek2 take --experts)
     int64_t n_embd = 64;
     int64_t n_layer = 2;
     int64_t n_head = 4;
@@ -24,7 +24,7 @@ struct synth_spec {
     dtype type = dtype::f32;  // of the matrices; norms and biases stay f32
     uint32_t seed = 42;
     bool tied = false;  // no output.weight
-    // Mixture of experts of n_ff rows each (llama: 0 experts is a dense FFN; qwen2moe and deepseek2:
+    // Mixture of experts of n_ff rows each (llama: 0 experts is a dense FFN; qwen2moe, qwen3moe, deepseek2:
     // 0 means 4, and the shared expert has n_ff rows too; deepseek2's first layer is dense); 0 used
     // means 2 (at most n_expert).
     int64_t n_expert = 0;
