@@ -24,15 +24,13 @@ float gelu_tanh(float x) {
 std::atomic<bool> gelu_through_table{true};
 
 // GELU as the reference engine's CPU backend computes it: 0 at or below -10, x at or above 10, and
-// between them gelu_tanh of x rounded to f16, rounded to f16 (its table of every f16 input); or,
-// after cpu_set_gelu_table(false), gelu_tanh of every x in f32.
-float gelu_f32(float x) {
+// between them gelu_tanh of x rounded to f16, rounded to f16 (its table of every f16 input).
+float gelu_table_f32(float x) {
     static const std::vector<fp16_t> table = [] {
         std::vector<fp16_t> t(size_t(1) << 16);
         for (size_t i = 0; i < t.size(); ++i) t[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp16_t(i))));
         return t;
     }();
-    if (!gelu_through_table.load(std::memory_order_relaxed)) return gelu_tanh(x);
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
     return fp16_to_fp32(table[fp32_to_fp16(x)]);
@@ -113,8 +111,18 @@ void compute_silu(const compute_params &p, tensor &dst) {
         silu_row(x, out, n);
     });
 }
+// Runs fn with the GELU in use (the table, or gelu_tanh after cpu_set_gelu_table(false)), chosen once
+// per op so that the loops call it directly.
+template <class Fn>
+void with_gelu(Fn &&fn) {
+    if (gelu_through_table.load(std::memory_order_relaxed))
+        fn([](float x) { return gelu_table_f32(x); });
+    else
+        fn([](float x) { return gelu_tanh(x); });
+}
+
 void compute_gelu(const compute_params &p, tensor &dst) {
-    unary_op(p, dst, gelu_f32);
+    with_gelu([&](auto gelu) { unary_op(p, dst, gelu); });
 }
 void compute_tanh(const compute_params &p, tensor &dst) {
     unary_op(p, dst, [](float x) { return std::tanh(x); });
@@ -127,8 +135,10 @@ void compute_glu(const compute_params &p, tensor &dst) {
     if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu) {
         glu_op(p, dst, best_swiglu_row());
     } else {
-        glu_op(p, dst, [](const float *g, const float *u, float *out, int64_t n) {
-            for (int64_t i = 0; i < n; ++i) out[i] = gelu_f32(g[i]) * u[i];
+        with_gelu([&](auto gelu) {
+            glu_op(p, dst, [gelu](const float *g, const float *u, float *out, int64_t n) {
+                for (int64_t i = 0; i < n; ++i) out[i] = gelu(g[i]) * u[i];
+            });
         });
     }
 }
