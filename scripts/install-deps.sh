@@ -18,6 +18,9 @@ install_missing build-essential cmake pkg-config libgtest-dev \
     libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libstb-dev python3
 # pipelines across processes and machines (mpirun -np R weft ...); weft builds without them
 install_missing openmpi-bin libopenmpi-dev || echo "install-deps.sh: could not install Open MPI; weft builds without pipelines across ranks" >&2
+# the Vulkan compute backend (headers, the shader compiler; lavapipe runs its tests on the CPU); weft
+# builds without them
+install_missing libvulkan-dev glslc mesa-vulkan-drivers || echo "install-deps.sh: could not install the Vulkan packages; weft builds without the Vulkan backend" >&2
 # the server's client and browser tests (they skip without these): chromium, and node + npm unless
 # the machine has them from elsewhere (NodeSource's node, which Debian's npm would conflict with)
 test_pkgs=(chromium)

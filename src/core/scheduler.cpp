@@ -137,19 +137,27 @@ struct scheduler::impl {
         return v;
     }
 
+    // Where a node computes: with memory of its own among its sources (weights, a cache it reads or
+    // writes), on the first backend that supports the op and reads all of that memory; with only
+    // planned sources (activations), on the backend of the node before it when that one supports
+    // the op, so a run of a model's blocks stays on the device holding their weights and the
+    // host's blocks stay on the host; otherwise on the first backend that supports it (its sources
+    // are copied).
     int choose_backend(const tensor &n, int current) const {
-        if (op_is_view(n.op) && current >= 0 && backends[size_t(current)]->supports_op(n)) return current;
-        // first choice: supports the op and reads every source that has memory of its own
+        auto supports = [&](int b) { return backends[size_t(b)]->supports_op(n); };
+        if (op_is_view(n.op) && current >= 0 && supports(current)) return current;
+        bool own_memory = false;
+        for (const tensor *s : n.src) own_memory = own_memory || (s && !planned(root_of(s)));
+        if (!own_memory && current >= 0 && supports(current)) return current;
         for (size_t b = 0; b < backends.size(); ++b) {
-            if (!backends[b]->supports_op(n)) continue;
+            if (!supports(int(b))) continue;
             bool reaches_all = true;
             for (const tensor *s : n.src)
                 if (s && !planned(root_of(s)) && !readable(int(b), root_of(s))) reaches_all = false;
             if (reaches_all) return int(b);
         }
-        // otherwise: supports the op; the sources are copied
         for (size_t b = 0; b < backends.size(); ++b)
-            if (backends[b]->supports_op(n)) return int(b);
+            if (supports(int(b))) return int(b);
         std::string names;
         for (const backend *be : backends) names += std::string(names.empty() ? "" : ", ") + be->name();
         throw error("[scheduler] no backend supports node '" + std::string(n.name) + "' (" + op_name(n.op) +
@@ -299,6 +307,17 @@ void scheduler::reserve(const graph &g) {
         impl_->allocators[b]->reserve(impl_->backend_graphs[b], impl_->keep[b]);
 }
 
+void scheduler::assign(graph &g) {
+    impl_->prepare(g);
+    count_placement();
+}
+
+void scheduler::count_placement() {
+    n_splits_ = int(impl_->splits.size());
+    n_copies_ = 0;
+    for (const auto &sp : impl_->splits) n_copies_ += int(sp.copies.size());
+}
+
 void scheduler::alloc_graph(graph &g) {
     impl &s = *impl_;
     s.prepare(g);
@@ -317,9 +336,7 @@ void scheduler::alloc_graph(graph &g) {
     for (tensor *n : g.nodes) follow(n);
     for (tensor *v : s.copy_views) follow(v);
 
-    n_splits_ = int(s.splits.size());
-    n_copies_ = 0;
-    for (const auto &sp : s.splits) n_copies_ += int(sp.copies.size());
+    count_placement();
     s.prepared_nodes = g.nodes;
     s.prepared = true;
 }

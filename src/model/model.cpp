@@ -11,6 +11,7 @@
 #include "model/tensor_loader.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/context.h"
+#include "weft/core/device.h"
 #include "weft/core/graph.h"
 #include "weft/gguf/gguf.h"
 
@@ -25,6 +26,12 @@ const architecture_entry *find_architecture(const std::string &name) {
     for (const auto &e : architecture_registry())
         if (name == e.name) return &e;
     return nullptr;
+}
+
+// The block a weight belongs to ("blk.<il>."), -1 for the others.
+int64_t block_of(const tensor &t) {
+    const std::string_view name = t.name;
+    return name.starts_with("blk.") ? std::strtoll(t.name + 4, nullptr, 10) : -1;
 }
 
 std::string join(const std::vector<std::string> &v) {
@@ -106,7 +113,8 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
                         " (--max-memory); split the model across ranks: mpirun -np R weft ...");
         }
     }
-    if (params.repack) {
+    if (params.offload_device && params.n_gpu_layers > 0) m->offload(params, f);
+    if (params.repack && !std::getenv("XNOREPACK")) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
@@ -115,8 +123,9 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
                  tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp,
                                l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp,
                                l.ffn_up_shexp, l.ffn_down_shexp, l.ssm_in, l.ssm_x, l.ssm_out})
-                matrices.push_back(t);
-        if (m->last_stage() && m->weights_.output != m->weights_.tok_embd)
+                if (t && t->buffer && t->buffer->is_host()) matrices.push_back(t);
+        const tensor *output = m->weights_.output;
+        if (m->last_stage() && output != m->weights_.tok_embd && output->buffer->is_host())
             matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done
         m->repacked_buffer_ =
@@ -130,6 +139,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         for (const tensor *t : ts) total += t->nbytes();
         volatile uint8_t sink = 0;
         for (const tensor *t : ts) {
+            if (t->buffer && !t->buffer->is_host()) continue;  // copied to its device already
             const uint8_t *p = static_cast<const uint8_t *>(t->data);
             for (size_t i = 0; i < t->nbytes(); i += 4096) sink = sink + p[i];
             done += t->nbytes();
@@ -141,6 +151,47 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     return m;
 }
 
+void model::offload(const model_params &params, const gguf_file &f) {
+    device &dev = *params.offload_device;
+    const int64_t n_blocks = layers_.end - layers_.begin;
+    offloaded_blocks_ = std::min<int64_t>(params.n_gpu_layers, n_blocks);
+    output_offloaded_ = last_stage() && params.n_gpu_layers > n_blocks;
+    offload_ = &dev;
+    // the groups, one buffer each: the offloaded blocks in order, then the output head
+    std::vector<std::vector<tensor *>> groups(size_t(offloaded_blocks_) + 1);
+    const int64_t first = layers_.end - offloaded_blocks_;
+    for (tensor *t : weights_ctx_->tensors()) {
+        if (t->data == nullptr) continue;
+        const int64_t il = block_of(*t);
+        if (il >= first && il < layers_.end)
+            groups[size_t(il - first)].push_back(t);
+        else if (output_offloaded_ && il < 0 && std::string_view(t->name).starts_with("output") &&
+                 t != weights_.tok_embd)
+            groups.back().push_back(t);
+    }
+    size_t moved = 0;
+    for (auto &group : groups) {
+        if (group.empty()) continue;
+        std::vector<const void *> from;
+        for (const tensor *t : group) from.push_back(t->data);
+        std::unique_ptr<backend_buffer> buffer;
+        try {
+            buffer = alloc_placed(dev.default_buffer_type(), group);
+        } catch (const error &e) {
+            throw error(path_ + ": offloading " + std::to_string(offloaded_blocks_) + " blocks" +
+                        (output_offloaded_ ? " and the output head" : "") + " to " + dev.name() +
+                        " failed after " + std::to_string(moved >> 20) + " MiB: " + e.what() +
+                        " (offload fewer layers with -ngl)");
+        }
+        for (size_t i = 0; i < group.size(); ++i) {
+            buffer->set_tensor(*group[i], from[i], 0, group[i]->nbytes());
+            f.release_pages(from[i], group[i]->nbytes());
+            moved += group[i]->nbytes();
+        }
+        offload_buffers_.push_back(std::move(buffer));
+    }
+}
+
 std::vector<const tensor *> model::stage_tensors() const {
     std::vector<const tensor *> out;
     if (!weights_ctx_) return out;
@@ -148,8 +199,7 @@ std::vector<const tensor *> model::stage_tensors() const {
     for (const tensor *t : weights_ctx_->tensors()) {
         const std::string_view name = t->name;
         bool used = true;  // small globals (rope frequencies, token types ...) every stage may read
-        if (name.starts_with("blk.")) {
-            const int64_t il = std::strtoll(t->name + 4, nullptr, 10);
+        if (const int64_t il = block_of(*t); il >= 0) {
             used = il >= layers_.begin && il < layers_.end;
         } else if (name.starts_with("output")) {
             used = last_stage();

@@ -13,6 +13,7 @@
 #include "runtime/pipeline_protocol.h"
 #include "runtime/recurrent_memory.h"
 #include "weft/backends/cpu.h"
+#include "weft/backends/vulkan.h"
 #include "weft/core/allocator.h"
 #include "weft/core/context.h"
 #include "weft/core/ops.h"
@@ -44,6 +45,26 @@ void read_output(const tensor *t, void *dst, size_t offset, size_t n) {
         t->buffer->get_tensor(*t, dst, offset, n);
     else
         std::memcpy(dst, static_cast<const uint8_t *>(t->data) + offset, n);
+}
+
+// Whether backend b stores rows of K and V of these types (set_rows) and attends over them: then an
+// offloaded block's cache may live in its memory.
+bool device_holds_cache(const backend &b, const model_hparams &hp, dtype type_k, dtype type_v) {
+    context ctx(context_params{context_overhead(16), true});
+    const int64_t head_k = hp.n_embd_head_k, head_v = hp.n_embd_head_v,
+                  n_head_kv = std::max<int64_t>(1, hp.n_head_kv(0));
+    const int64_t n_head = std::max<int64_t>(1, hp.n_head(0)), cells = 256;
+    tensor *k = ctx.new_tensor(type_k, {head_k * n_head_kv, cells});
+    tensor *v = ctx.new_tensor(type_v, {head_v * n_head_kv, cells});
+    tensor *ids = ctx.new_tensor(dtype::i32, {1});
+    tensor *k_row = ctx.new_tensor(dtype::f32, {head_k * n_head_kv, 1});
+    tensor *v_row = ctx.new_tensor(dtype::f32, {head_v * n_head_kv, 1});
+    tensor *q = ctx.new_tensor(dtype::f32, {head_k, 1, n_head});
+    tensor *mask = ctx.new_tensor(dtype::f32, {cells, 1});
+    tensor *kv = view_3d(ctx, k, head_k, cells, n_head_kv, k->nb[1], row_size(type_k, head_k), 0);
+    tensor *vv = view_3d(ctx, v, head_v, cells, n_head_kv, v->nb[1], row_size(type_v, head_v), 0);
+    return b.supports_op(*set_rows(ctx, k, k_row, ids)) && b.supports_op(*set_rows(ctx, v, v_row, ids)) &&
+           b.supports_op(*attention(ctx, q, kv, vv, mask, 1.0f));
 }
 
 // The KV cells a graph attends over are padded to a multiple of this, so consecutive decode steps
@@ -110,6 +131,7 @@ struct inference_context::shift_graph {
 
 struct inference_context::runtime_state {
     std::unique_ptr<backend> compute;  // the device's backend
+    std::unique_ptr<backend> offload;  // the model's offload device's (model::offload_device), if any
     std::unique_ptr<scheduler> sched;
     std::unique_ptr<built_graph> current;
     std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
@@ -118,12 +140,16 @@ struct inference_context::runtime_state {
 
 std::vector<device *> available_devices() {
     register_cpu_device();
+    register_vulkan_devices();  // none without a loader or a device (vulkan_status says why)
     return devices();
 }
 
 device &select_device(const std::string &name) {
     const std::vector<device *> all = available_devices();
-    return name.empty() ? *all.front() : device_by_name(name);
+    if (!name.empty()) return device_by_name(name);
+    for (device *d : all)  // the default: the first host device (the CPU; GPUs take offloaded blocks)
+        if (d->default_buffer_type().is_host()) return *d;
+    return *all.front();
 }
 
 inference_context::inference_context(const weft::model &m, const inference_params &params)
@@ -140,24 +166,40 @@ inference_context::inference_context(const weft::model &m, const inference_param
         params_.n_threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
     if (params_.n_threads_batch <= 0) params_.n_threads_batch = params_.n_threads;
 
-    // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
     device_ = &select_device(params_.device);
+    state_->compute = device_->make_backend(params_.n_threads);
+    // offloaded blocks compute on their device; the scheduler hands it every node it supports whose
+    // weights are there and gives the rest (and what the device lacks) to this context's device
+    if (weft::device *offload = m.offload_device()) {
+        if (!device_->default_buffer_type().is_host())
+            throw error(std::string("a model offloaded to ") + offload->name() +
+                        " computes the rest on the host: the context's device must be a host device, not " +
+                        device_->name());
+        state_->offload = offload->make_backend(params_.n_threads);
+    }
+    // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
+    const dtype type_k = hp.encoder ? dtype::f32 : params_.type_k;
+    const dtype type_v = hp.encoder ? dtype::f32 : params_.type_v;
     if (hp.recurrent()) {  // a state per sequence; n_ctx bounds the positions they hold together
         if (params_.n_ctx == 0) throw error("the context size must be positive");
         rs_ = std::make_unique<recurrent_memory>(m, params_.n_seq_max, device_);
     } else {
-        kv_ =
-            std::make_unique<kv_cache>(m, params_.n_ctx, hp.encoder ? dtype::f32 : params_.type_k,
-                                       hp.encoder ? dtype::f32 : params_.type_v, params_.n_seq_max, device_);
+        // offloaded blocks keep their cache on the device when it writes and reads the cache's types
+        // (else the host holds it and computes their attention)
+        const bool cache_on_device =
+            state_->offload && device_holds_cache(*state_->offload, hp, type_k, type_v);
+        kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, type_k, type_v, params_.n_seq_max, device_,
+                                         cache_on_device);
     }
 
-    state_->compute = device_->make_backend(params_.n_threads);
-    if (params_.abort_callback) state_->compute->set_abort_callback(params_.abort_callback);
-    if (const char *env = std::getenv("WEFT_PROFILE"); env && *env && std::string(env) != "0") {
-        state_->env_profile = std::make_unique<op_profile>();
-        state_->compute->set_profile(state_->env_profile.get());
+    const std::vector<backend *> backends = compute_backends();
+    const char *env = std::getenv("WEFT_PROFILE");
+    if (env && *env && std::string(env) != "0") state_->env_profile = std::make_unique<op_profile>();
+    for (backend *b : backends) {
+        if (params_.abort_callback) b->set_abort_callback(params_.abort_callback);
+        if (state_->env_profile) b->set_profile(state_->env_profile.get());
     }
-    state_->sched = std::make_unique<scheduler>(std::vector<backend *>{state_->compute.get()});
+    state_->sched = std::make_unique<scheduler>(backends);
     if (params_.cb_eval) state_->sched->set_eval_callback(params_.cb_eval);
 
     // Worst cases over every cell: a full ubatch with every row producing logits, the same with
@@ -198,7 +240,8 @@ inference_context::~inference_context() {
 }
 
 void inference_context::set_profile(op_profile *profile) {
-    state_->compute->set_profile(profile ? profile : state_->env_profile.get());
+    for (backend *b : {state_->compute.get(), state_->offload.get()})
+        if (b) b->set_profile(profile ? profile : state_->env_profile.get());
 }
 
 void inference_context::set_lora_scales(std::span<const float> scales) {
@@ -399,7 +442,7 @@ compute_status inference_context::apply_kv_shift() {
     state_->sched->alloc_graph(sg.g);
     write_input(sg.in.cells, cells.data(), cells.size() * sizeof(int32_t));
     write_input(sg.in.deltas, deltas.data(), deltas.size() * sizeof(int32_t));
-    state_->compute->set_n_threads(params_.n_threads_batch);
+    set_compute_threads(params_.n_threads_batch);
     // the decode graph's memory was handed to this one: it is placed again before its next use
     if (state_->current) state_->current->valid = false;
     const compute_status st = state_->sched->compute(sg.g);
@@ -643,7 +686,7 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
         owes_hidden_ = !model_.last_stage();
         set_inputs(*cur, fb, begin, nu, cells, out_local);
         if (cur->in.hidden) write_input(cur->in.hidden, hidden.data(), n_hidden * sizeof(float));
-        state_->compute->set_n_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
+        set_compute_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
 
         const compute_status st = state_->sched->compute(cur->g);
         if (st != compute_status::ok) {
@@ -799,6 +842,17 @@ void inference_context::visit_step_graph(int32_t n_tokens,
     fn(bg.g);
 }
 
+void inference_context::set_compute_threads(int n) {
+    for (backend *b : compute_backends()) b->set_n_threads(n);
+}
+
+std::vector<backend *> inference_context::compute_backends() const {
+    std::vector<backend *> out;
+    if (state_->offload) out.push_back(state_->offload.get());
+    out.push_back(state_->compute.get());
+    return out;
+}
+
 inference_context::graph_report inference_context::describe_graph(int32_t n_tokens, std::ostream *dot) const {
     graph_report r;
     visit_step_graph(n_tokens, [&](const graph &g) {
@@ -807,6 +861,11 @@ inference_context::graph_report inference_context::describe_graph(int32_t n_toke
         for (const auto &[op, count] : graph_op_counts(g)) r.ops.emplace_back(op_name(op), count);
         r.planned_bytes =
             graph_allocator::make_plan(g, device_->default_buffer_type().alignment()).peak_bytes;
+        scheduler placement(compute_backends());
+        placement.assign(const_cast<graph &>(g));
+        for (const tensor *n : g.nodes) r.node_backends.emplace_back(placement.backend_of(n)->name());
+        r.n_splits = placement.n_splits();
+        r.n_copies = placement.n_copies();
         if (dot) graph_dump_dot(g, *dot);
     });
     return r;

@@ -36,7 +36,7 @@ dtype kv_cache_type_from_name(std::string_view name) {
 }
 
 kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v, uint32_t n_seq_max,
-                   device *dev)
+                   device *dev, bool offload)
     : type_k_(type_k), type_v_(type_v), n_seq_max_(n_seq_max), cells_(kv_size) {
     const model_hparams &hp = m.hparams();
     // A block type quantizes each head's rows in whole blocks (attention reads a head's rows alone).
@@ -64,30 +64,37 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     ctx_ = std::make_unique<context>(cp);
 
     layers_.resize(size_t(hp.n_layer));
-    std::vector<tensor *> tensors;
+    std::vector<tensor *> local, offloaded;
     for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
         kv_layer &l = layers_[size_t(il)];
         l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
         l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});
         l.k->format_name("cache_k_l%lld", static_cast<long long>(il));
         l.v->format_name("cache_v_l%lld", static_cast<long long>(il));
-        tensors.insert(tensors.end(), {l.k, l.v});
+        std::vector<tensor *> &home = offload && m.layer_offloaded(il) ? offloaded : local;
+        home.insert(home.end(), {l.k, l.v});
     }
-    buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
-    try {
-        buffer_ = alloc_placed(memory, tensors);
-    } catch (const error &e) {
-        throw error("the KV cache of " + std::to_string(kv_size) + " cells (" + std::to_string(hp.n_layer) +
-                    " layers, " + std::string(type_name(type_k_)) + "/" + type_name(type_v_) + ") needs " +
-                    std::to_string(placed_size(memory, tensors) >> 20) +
-                    " MiB, which cannot be allocated (a smaller context size -c would fit): " + e.what());
-    }
+    auto allocate = [&](device &d, std::vector<tensor *> &tensors) -> std::unique_ptr<backend_buffer> {
+        if (tensors.empty()) return nullptr;
+        buffer_type &memory = d.default_buffer_type();
+        try {
+            return alloc_placed(memory, tensors);
+        } catch (const error &e) {
+            throw error("the KV cache of " + std::to_string(kv_size) + " cells (" +
+                        std::to_string(tensors.size() / 2) + " layers on " + d.name() + ", " +
+                        std::string(type_name(type_k_)) + "/" + type_name(type_v_) + ") needs " +
+                        std::to_string(placed_size(memory, tensors) >> 20) +
+                        " MiB, which cannot be allocated (a smaller context size -c would fit): " + e.what());
+        }
+    };
+    buffer_ = allocate(dev ? *dev : select_device(""), local);
+    if (!offloaded.empty()) offload_buffer_ = allocate(*m.offload_device(), offloaded);
 }
 
 kv_cache::~kv_cache() = default;
 
 size_t kv_cache::total_bytes() const {
-    return buffer_ ? buffer_->size() : 0;
+    return (buffer_ ? buffer_->size() : 0) + (offload_buffer_ ? offload_buffer_->size() : 0);
 }
 
 uint32_t kv_cache::used_cells() const {
@@ -246,26 +253,34 @@ void kv_cache::clear_shift() {
     for (kv_cell &c : cells_) c.delta = 0;
 }
 
-uint8_t *kv_cache::k_row(size_t il, uint32_t c) const {
-    const tensor &k = *layers_.at(il).k;
-    return static_cast<uint8_t *>(k.data) + size_t(c) * k.nb[1];
+void kv_cache::read_row(const tensor &t, uint32_t c, void *dst) {
+    if (t.buffer->is_host())
+        std::memcpy(dst, static_cast<const uint8_t *>(t.data) + size_t(c) * t.nb[1], t.nb[1]);
+    else
+        t.buffer->get_tensor(t, dst, size_t(c) * t.nb[1], t.nb[1]);
 }
 
-uint8_t *kv_cache::v_row(size_t il, uint32_t c) const {
-    const tensor &v = *layers_.at(il).v;
-    return static_cast<uint8_t *>(v.data) + size_t(c) * v.nb[1];
+void kv_cache::write_row(tensor &t, uint32_t c, const void *src) {
+    if (t.buffer->is_host())
+        std::memcpy(static_cast<uint8_t *>(t.data) + size_t(c) * t.nb[1], src, t.nb[1]);
+    else
+        t.buffer->set_tensor(t, src, size_t(c) * t.nb[1], t.nb[1]);
 }
 
 uint32_t kv_cache::defrag() {
     uint32_t moved = 0, to = 0;
+    std::vector<uint8_t> row;
     for (uint32_t from = 0; from < cells_.size(); ++from) {
         if (cells_[from].empty()) continue;
         if (from != to) {
             // to < from and every cell below `to` is already placed: the rows never overlap
             for (size_t il = 0; il < layers_.size(); ++il) {
                 if (!layers_[il].k) continue;  // a layer of another pipeline stage
-                std::memcpy(k_row(il, to), k_row(il, from), layers_[il].k->nb[1]);
-                std::memcpy(v_row(il, to), v_row(il, from), layers_[il].v->nb[1]);
+                for (tensor *t : {layers_[il].k, layers_[il].v}) {
+                    row.resize(t->nb[1]);
+                    read_row(*t, from, row.data());
+                    write_row(*t, to, row.data());
+                }
             }
             cells_[to] = cells_[from];
             cells_[from] = kv_cell{};

@@ -162,8 +162,15 @@ void save_kv(byte_writer &p, const kv_cache &kv, int32_t kind, seq_id s) {
         const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
         p.value(uint64_t(k_row));
         p.value(uint64_t(v_row));
-        for (uint32_t c : saved) p.bytes(kv.k_row(il, c), k_row);
-        for (uint32_t c : saved) p.bytes(kv.v_row(il, c), v_row);
+        std::vector<uint8_t> row(std::max(k_row, v_row));
+        for (uint32_t c : saved) {
+            kv.read_k_row(il, c, row.data());
+            p.bytes(row.data(), k_row);
+        }
+        for (uint32_t c : saved) {
+            kv.read_v_row(il, c, row.data());
+            p.bytes(row.data(), v_row);
+        }
     }
 }
 
@@ -320,8 +327,8 @@ void apply_kv(kv_cache &kv, const saved_kv &saved, int32_t kind, seq_id dst, uin
         kv.assign(slots[i], saved.cells[i].pos, seqs);
         for (size_t il = 0; il < saved.rows.size(); ++il) {
             const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
-            std::memcpy(kv.k_row(il, slots[i]), saved.rows[il].first + i * k_row, k_row);
-            std::memcpy(kv.v_row(il, slots[i]), saved.rows[il].second + i * v_row, v_row);
+            kv.write_k_row(il, slots[i], saved.rows[il].first + i * k_row);
+            kv.write_v_row(il, slots[i], saved.rows[il].second + i * v_row);
         }
     }
 }

@@ -21,6 +21,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
+#include "weft/device_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -70,12 +71,13 @@ double bytes_per_generated_token(const weft::model &m, const weft::inference_con
 int bench_main(int argc, char **argv) {
     CLI::App app{
         "Measure speed: prompt processing (one batch of P tokens) and generation (N tokens one at a "
-        "time), each repeated R times from an empty cache, with random token ids. Reports tokens/s "
+        "time), each repeated R times from an empty cache (or one first filled with D random tokens, "
+        "untimed, with -d), with random token ids. Reports tokens/s "
         "(mean ± stddev) and the memory bandwidth generation reaches against the machine's measured "
         "read bandwidth. Results to stdout (a table, or JSON with --json); progress to stderr.",
         "weft bench"};
     std::string model_path;
-    int n_prompt = 512, n_gen = 128, reps = 3,
+    int n_prompt = 512, n_gen = 128, n_depth = 0, reps = 3,
         n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
     uint32_t n_ubatch = 512;
     weft::tool::cache_type_options cache_types;
@@ -87,6 +89,11 @@ int bench_main(int argc, char **argv) {
     app.add_option("-n,--n-gen", n_gen, "tokens per generation run (0: skip)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 16));
+    app.add_option("-d,--n-depth", n_depth,
+                   "cache depth: before each run the cache is filled with this many random tokens, "
+                   "untimed, and the test is measured after them (named e.g. \"tg32 @ d512\")")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("-r,--repetitions", reps, "runs of each test")
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
@@ -104,6 +111,8 @@ int bench_main(int argc, char **argv) {
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);
+    weft::tool::device_options devices;
+    weft::tool::add_device_options(app, devices);
     try {
         app.parse(weft::tool::cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -114,17 +123,21 @@ int bench_main(int argc, char **argv) {
     auto t_load = clock_type::now();
     weft::model_params mp;
     mp.repack = !no_repack;
-    auto m = weft::tool::load_stage_model(model_path, mp, ranks);
+    auto m = devices.load(
+        mp, [&](const weft::model_params &p) { return weft::tool::load_stage_model(model_path, p, ranks); });
     std::fprintf(stderr, "weft bench: loaded %s in %.0f ms\n", m->describe().c_str(),
                  seconds_since(t_load) * 1e3);
 
     weft::inference_params ip;
-    ip.n_ctx = uint32_t(std::max(n_prompt + n_gen, 16));
-    ip.n_batch = uint32_t(std::max(n_prompt, 1));
+    ip.n_ctx = uint32_t(std::max(n_depth + n_prompt + n_gen, 16));
+    // the depth goes in in batches of up to a ubatch (n_batch only bounds a decode call's tokens)
+    ip.n_batch = uint32_t(std::max({n_prompt, std::min(n_depth, int(n_ubatch)), 1}));
     ip.n_ubatch = std::min<uint32_t>(n_ubatch, ip.n_batch);
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads;
     cache_types.apply(ip);
+    devices.apply(ip);
+    if (m->offload_device()) weft::tool::report_placement(*m, ip, "bench");
     if (weft::tool::follow_rank_zero(*m, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::inference_context ctx(*m, ip);
 
@@ -147,26 +160,42 @@ int bench_main(int argc, char **argv) {
         ctx.kv_clear();
     }
 
+    // a run's start: an empty cache, then the depth's random tokens (untimed, not profiled)
+    const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";
+    auto start_run = [&](weft::op_profile *prof) {
+        ctx.kv_clear();
+        if (n_depth == 0) return;
+        ctx.set_profile(nullptr);
+        for (int done = 0; done < n_depth;) {
+            const int n = std::min(n_depth - done, int(ip.n_batch));
+            check(ctx.decode(weft::batch::from_tokens(random_tokens(n))));
+            done += n;
+        }
+        if (prof) ctx.set_profile(prof);
+    };
+
     weft::op_profile pp_profile, tg_profile;
     std::vector<double> pp_tps, tg_tps, tg_seconds;
     if (profile) ctx.set_profile(&pp_profile);
     for (int r = 0; r < reps && n_prompt > 0; ++r) {
-        ctx.kv_clear();
+        start_run(profile ? &pp_profile : nullptr);
         const auto toks = random_tokens(n_prompt);
         const auto t0 = clock_type::now();
         check(ctx.decode(weft::batch::from_tokens(toks)));
         pp_tps.push_back(n_prompt / seconds_since(t0));
-        std::fprintf(stderr, "weft bench: pp%d run %d: %.2f t/s\n", n_prompt, r + 1, pp_tps.back());
+        std::fprintf(stderr, "weft bench: pp%d%s run %d: %.2f t/s\n", n_prompt, at_depth.c_str(), r + 1,
+                     pp_tps.back());
     }
     if (profile) ctx.set_profile(&tg_profile);
     for (int r = 0; r < reps && n_gen > 0; ++r) {
-        ctx.kv_clear();
+        start_run(profile ? &tg_profile : nullptr);
         const auto t0 = clock_type::now();
         for (int i = 0; i < n_gen; ++i) check(ctx.decode(weft::batch::from_tokens({pick(rng)})));
         const double s = seconds_since(t0);
         tg_seconds.push_back(s);
         tg_tps.push_back(n_gen / s);
-        std::fprintf(stderr, "weft bench: tg%d run %d: %.2f t/s\n", n_gen, r + 1, tg_tps.back());
+        std::fprintf(stderr, "weft bench: tg%d%s run %d: %.2f t/s\n", n_gen, at_depth.c_str(), r + 1,
+                     tg_tps.back());
     }
     const auto perf = ctx.perf();
     ctx.set_profile(nullptr);
@@ -179,8 +208,9 @@ int bench_main(int argc, char **argv) {
         machine_bw = weft::cpu_read_bandwidth(n_threads);
     }
     const stats pp = summarize(pp_tps), tg = summarize(tg_tps);
-    // generation reads the weights once per token, plus on average half the generated KV rows
-    const double tg_bytes_per_token = bytes_per_generated_token(*m, ctx, 0.5 * n_gen);
+    // generation reads the weights once per token, plus the depth's and on average half the
+    // generated KV rows
+    const double tg_bytes_per_token = bytes_per_generated_token(*m, ctx, n_depth + 0.5 * n_gen);
     const double tg_bw = n_gen > 0 ? tg_bytes_per_token * tg.mean : 0.0;
     const double fraction = machine_bw > 0 ? tg_bw / machine_bw : 0.0;
 
@@ -196,14 +226,21 @@ int bench_main(int argc, char **argv) {
         j["type_v"] = weft::type_name(ip.type_v);
         j["kv_bytes_per_token"] = ctx.is_recurrent() ? 0.0 : double(ctx.kv_bytes()) / double(ctx.n_ctx());
         j["repetitions"] = reps;
+        j["n_depth"] = n_depth;
         j["ranks"] = n_ranks;
         j["layers"] = {m->layers().begin, m->layers().end};  // this rank's blocks
+        j["device"] = m->offload_device() ? m->offload_device()->name() : ctx.device().name();
+        j["n_gpu_layers"] = m->n_offloaded_layers() + (m->output_offloaded() ? 1 : 0);
         j["peak_resident_mib"] = double(weft::tool::peak_resident_bytes()) / double(1 << 20);
         if (n_prompt > 0)
-            j["pp"] = {
-                {"n_tokens", n_prompt}, {"tokens_per_s", pp.mean}, {"stddev", pp.stddev}, {"runs", pp_tps}};
+            j["pp"] = {{"n_tokens", n_prompt},
+                       {"n_depth", n_depth},
+                       {"tokens_per_s", pp.mean},
+                       {"stddev", pp.stddev},
+                       {"runs", pp_tps}};
         if (n_gen > 0)
             j["tg"] = {{"n_tokens", n_gen},
+                       {"n_depth", n_depth},
                        {"tokens_per_s", tg.mean},
                        {"stddev", tg.stddev},
                        {"runs", tg_tps},
@@ -246,9 +283,9 @@ int bench_main(int argc, char **argv) {
     else
         std::snprintf(count, sizeof count, "%.2f M", params / 1e6);
     const auto row = [&](const char *test, int n, const stats &st) {
-        std::printf("| %s | %s | %s | %d | %s | %s | %s%d | %.2f ± %.2f |\n", m->name().c_str(), size, count,
-                    n_threads, weft::type_name(ip.type_k), weft::type_name(ip.type_v), test, n, st.mean,
-                    st.stddev);
+        std::printf("| %s | %s | %s | %d | %s | %s | %s%d%s | %.2f ± %.2f |\n", m->name().c_str(), size,
+                    count, n_threads, weft::type_name(ip.type_k), weft::type_name(ip.type_v), test, n,
+                    at_depth.c_str(), st.mean, st.stddev);
     };
     if (n_prompt > 0) row("pp", n_prompt, pp);
     if (n_gen > 0) row("tg", n_gen, tg);
@@ -268,9 +305,9 @@ int bench_main(int argc, char **argv) {
             n_ranks, (long long)m->layers().begin, (long long)m->layers().end,
             (long long)m->hparams().n_layer, double(weft::tool::peak_resident_bytes()) / double(1 << 20));
     if (profile && n_prompt > 0)
-        std::printf("\n%s", pp_profile.format("profile of pp" + std::to_string(n_prompt)).c_str());
+        std::printf("\n%s", pp_profile.format("profile of pp" + std::to_string(n_prompt) + at_depth).c_str());
     if (profile && n_gen > 0)
-        std::printf("\n%s", tg_profile.format("profile of tg" + std::to_string(n_gen)).c_str());
+        std::printf("\n%s", tg_profile.format("profile of tg" + std::to_string(n_gen) + at_depth).c_str());
     return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/device_options.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
@@ -47,6 +48,7 @@ struct chat_options {
     std::string save_path, load_path;
     tool::sampling_options sampling;
     cache_type_options cache_types;
+    device_options devices;
     speculative_options speculative;
     lora_options loras;
 };
@@ -324,6 +326,7 @@ int chat_main(int argc, char **argv) {
     app.add_option("--load", opt.load_path,
                    "continue the conversation saved in this file (by --save, with the same model)");
     add_cache_type_options(app, opt.cache_types);
+    add_device_options(app, opt.devices);
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     try {
         app.parse(cli_args(argc, argv));
@@ -335,7 +338,8 @@ int chat_main(int argc, char **argv) {
     opt.sampling.params.grammar = resolve_grammar(constrain);
     sampling_params &s = opt.sampling.params;
 
-    const auto model = model::load(opt.model_path);
+    const auto model = opt.devices.load(
+        model_params{}, [&](const model_params &p) { return model::load(opt.model_path, p); });
     const serving::template_choice chosen = serving::choose_chat_template(*model, opt.chat_template);
     if (!chosen.fallback.empty())
         std::fprintf(stderr, "weft chat: warning: %s (choose one with --chat-template)\n",
@@ -344,6 +348,8 @@ int chat_main(int argc, char **argv) {
 
     inference_params ip = serving::conversation_params(*model, opt.n_ctx, opt.n_batch, opt.n_threads);
     opt.cache_types.apply(ip);
+    opt.devices.apply(ip);
+    if (opt.verbose || model->offload_device()) report_placement(*model, ip, "chat");
     opt.loras.apply(*model, ip, "chat");
     opt.speculative.load_draft(*model, "chat");
     serving::engine_params ep;

@@ -15,6 +15,7 @@
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
 #include "weft/core/safe_file.h"
+#include "weft/device_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -32,6 +33,7 @@ struct graph_options {
     int64_t n_tokens = 8;
     std::string split;  // --split-layers: the placement of that many ranks, and rank `rank`'s graph
     int rank = 0;
+    device_options devices;  // -m: --device / -ngl, the blocks offloaded to a GPU
 };
 
 constexpr size_t planner_alignment = 64;
@@ -97,9 +99,24 @@ int graph_demo(const graph_options &opt) {
     return 0;
 }
 
+// Where the nodes of a step compute when blocks are offloaded: the runs of consecutive nodes on one
+// backend (the scheduler's splits), the nodes of offloaded blocks the device leaves to the host, and
+// the copies between them.
+void report_placement_runs(const graph &g, const inference_context::graph_report &r) {
+    std::cout << "\nplacement: " << r.n_splits << " runs of nodes on one backend, " << r.n_copies
+              << " tensors copied between backends per step\n";
+    for (size_t i = 0; i < g.nodes.size();) {
+        size_t j = i;
+        while (j < g.nodes.size() && r.node_backends[j] == r.node_backends[i]) ++j;
+        std::cout << "  #" << i << " - #" << (j - 1) << "  " << r.node_backends[i] << "  ("
+                  << g.nodes[i]->name << " ... " << g.nodes[j - 1]->name << ")\n";
+        i = j;
+    }
+}
+
 // -m MODEL: the graph of one decode step of --tokens tokens, built as decode would build it (KV
 // cache views, mask, output row) but not computed.
-int graph_model(const graph_options &opt) {
+int graph_model(graph_options &opt) {
     // the placement: which blocks each rank holds (one process: all of them), on which device
     const int64_t n_layer = block_count_of(opt.model_path);
     const std::vector<double> weights = parse_split_layers(opt.split);
@@ -110,8 +127,11 @@ int graph_model(const graph_options &opt) {
                     std::to_string(plan.size()) + " ranks");
     model_params mp;
     mp.layers = plan[size_t(opt.rank)];
-    auto m = model::load(opt.model_path, mp);
-    const device &dev = select_device("");
+    device_options &devices = opt.devices;
+    auto m = devices.load(mp, [&](const model_params &p) { return model::load(opt.model_path, p); });
+    inference_params ip;
+    devices.apply(ip);
+    const device &dev = select_device(ip.device);
     std::cout << "placement (" << plan.size() << (plan.size() == 1 ? " process" : " ranks: mpirun -np ")
               << (plan.size() == 1 ? "" : std::to_string(plan.size())) << "):\n";
     for (size_t r = 0; r < plan.size(); ++r)
@@ -119,7 +139,11 @@ int graph_model(const graph_options &opt) {
                   << plan[r].begin << ", " << plan[r].end << ")" << (r == 0 ? " + token embedding" : "")
                   << (r + 1 == plan.size() ? " + output" : "") << ": weights, KV cache and computation on "
                   << dev.name() << (int(r) == opt.rank ? "  <- the graph below" : "") << "\n";
-    inference_params ip;
+    if (const device *gpu = m->offload_device())
+        std::cout << "  of which blocks [" << (m->layers().end - m->n_offloaded_layers()) << ", "
+                  << m->layers().end << ")" << (m->output_offloaded() ? " + output" : "") << " on "
+                  << gpu->name() << " (" << gpu->description()
+                  << "): their weights, KV cache and the ops it supports\n";
     ip.n_ctx = uint32_t((opt.n_tokens + 255) / 256 * 256);
     ip.n_batch = ip.n_ubatch = uint32_t(opt.n_tokens);
     ip.n_threads = ip.n_threads_batch = 1;
@@ -127,6 +151,10 @@ int graph_model(const graph_options &opt) {
     std::cout << "model: " << m->describe() << "\none decode step of " << opt.n_tokens
               << " tokens, KV cache of " << ctx.n_ctx() << " cells\n\n";
     ctx.visit_step_graph(int32_t(opt.n_tokens), [&](const graph &g) { report_graph(g, opt); });
+    if (m->offload_device()) {
+        const inference_context::graph_report r = ctx.describe_graph(int32_t(opt.n_tokens));
+        ctx.visit_step_graph(int32_t(opt.n_tokens), [&](const graph &g) { report_placement_runs(g, r); });
+    }
     return 0;
 }
 
@@ -158,7 +186,12 @@ int graph_main(int argc, char **argv) {
     app.add_option("--tokens", opt.n_tokens, "tokens in the step (--demo and -m)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-    CLI11_PARSE(app, argc, argv);
+    add_device_options(app, opt.devices);
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
 
     if (opt.demo) return graph_demo(opt);
     if (!opt.model_path.empty()) return graph_model(opt);

@@ -10,6 +10,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/device_options.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -65,9 +66,17 @@ int logits_main(int argc, char **argv) {
     weft::tool::add_rank_options(app, ranks);
     weft::tool::lora_options loras;
     weft::tool::add_lora_options(app, loras);
-    CLI11_PARSE(app, argc, argv);
+    weft::tool::device_options devices;
+    weft::tool::add_device_options(app, devices);
+    try {
+        app.parse(weft::tool::cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
 
-    auto model = weft::tool::load_stage_model(model_path, {}, ranks);
+    auto model = devices.load(weft::model_params{}, [&](const weft::model_params &p) {
+        return weft::tool::load_stage_model(model_path, p, ranks);
+    });
     const weft::vocab &vocab = model->vocab();
     std::vector<weft::token> prompt_tokens = vocab.tokenize(prompt, true, true);
     if (prompt_tokens.empty()) {
@@ -85,6 +94,8 @@ int logits_main(int argc, char **argv) {
                           std::to_string(ip.n_ctx));
     ip.n_batch = std::max<uint32_t>(ip.n_ctx, 1);
     ip.n_threads = ip.n_threads_batch = n_threads;
+    devices.apply(ip);
+    if (model->offload_device()) weft::tool::report_placement(*model, ip, "logits");
     loras.apply(*model, ip, "logits");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     weft::inference_context ctx(*model, ip);

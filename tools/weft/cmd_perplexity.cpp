@@ -20,6 +20,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
+#include "weft/device_options.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -212,6 +213,8 @@ int perplexity_main(int argc, char **argv) {
     weft::tool::add_rank_options(app, ranks);
     weft::tool::lora_options loras;
     weft::tool::add_lora_options(app, loras);
+    weft::tool::device_options devices;
+    weft::tool::add_device_options(app, devices);
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {
@@ -221,7 +224,9 @@ int perplexity_main(int argc, char **argv) {
         throw error("--kl-divergence-base and --kl-divergence: one or the other");
 
     const std::string text = read_input_file(file);
-    auto model = weft::tool::load_stage_model(model_path, {}, ranks);
+    auto model = devices.load(model_params{}, [&](const model_params &p) {
+        return weft::tool::load_stage_model(model_path, p, ranks);
+    });
     if (model->hparams().encoder)
         throw error(model_path + ": an embedding model has no next-token probabilities");
     const weft::vocab &vocab = model->vocab();
@@ -238,6 +243,8 @@ int perplexity_main(int argc, char **argv) {
     ip.n_batch = std::min(n_batch, n_ctx);
     ip.n_ubatch = std::min<uint32_t>(ip.n_batch, 512);
     ip.n_threads = ip.n_threads_batch = n_threads;
+    devices.apply(ip);
+    if (model->offload_device()) weft::tool::report_placement(*model, ip, "perplexity");
     cache_types.apply(ip);
     loras.apply(*model, ip, "perplexity");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only

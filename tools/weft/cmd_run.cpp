@@ -14,6 +14,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/type.h"
+#include "weft/device_options.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
@@ -43,7 +44,7 @@ int run_main(int argc, char **argv) {
     int n_threads = default_threads(), n_threads_batch = 0;
     uint32_t n_ctx = 0, n_batch = 2048, n_ubatch = 512;
     bool no_mmap = false, no_repack = false, list_devices = false, no_context_shift = false;
-    std::string device_name;
+    weft::tool::device_options devices;
     int32_t n_keep = 0;
     std::string prompt_cache;
     weft::tool::sampling_options sampling;
@@ -76,9 +77,9 @@ int run_main(int argc, char **argv) {
     weft::tool::add_speculative_options(app, speculative);
     weft::tool::lora_options loras;
     weft::tool::add_lora_options(app, loras);
-    app.add_option("--device", device_name,
-                   "the device to compute on (see --list-devices; default: the first)");
-    app.add_flag("--list-devices", list_devices, "print the devices weft can compute on, and exit");
+    weft::tool::add_device_options(app, devices);
+    app.add_flag("--list-devices", list_devices,
+                 "print the devices weft can compute on, and exit (as `weft devices`)");
     app.add_option("--keep", n_keep,
                    "prompt tokens a context shift keeps, after the BOS (-1: the whole prompt; at most half "
                    "the context)")
@@ -105,15 +106,10 @@ int run_main(int argc, char **argv) {
         return app.exit(e);
     }
     if (list_devices) {
-        for (weft::device *d : weft::available_devices()) {
-            const weft::device_memory mem = d->memory();
-            std::printf("%s: %s (%s), %.1f GiB memory, %.1f GiB free\n", d->name(), d->description().c_str(),
-                        weft::device_kind_name(d->kind()), double(mem.total) / double(1 << 30),
-                        double(mem.free) / double(1 << 30));
-        }
+        weft::tool::print_device_table();
         return 0;
     }
-    weft::device &device = weft::select_device(device_name);  // an unknown name fails before loading
+    devices.offload_device();  // an unknown device name fails before loading
     weft::tool::finish_sampling_options(sampling);
     sampling.params.grammar = weft::tool::resolve_grammar(constrain);
     const weft::sampling_params &sp = sampling.params;
@@ -121,8 +117,10 @@ int run_main(int argc, char **argv) {
     weft::model_params mp;
     mp.use_mmap = !no_mmap;
     mp.repack = !no_repack;
-    auto model = model_path.empty() ? weft::tool::load_model_or_default(model_path, mp)
-                                    : weft::tool::load_stage_model(model_path, mp, ranks);
+    auto model = devices.load(mp, [&](const weft::model_params &p) {
+        return model_path.empty() ? weft::tool::load_model_or_default(model_path, p)
+                                  : weft::tool::load_stage_model(model_path, p, ranks);
+    });
     std::fprintf(stderr, "weft run: loaded %s in %.1f ms: %s\n", model->path().c_str(), model->load_ms(),
                  model->describe().c_str());
 
@@ -133,9 +131,8 @@ int run_main(int argc, char **argv) {
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads_batch ? n_threads_batch : n_threads;
     cache_types.apply(ip);
-    ip.device = device.name();
-    std::fprintf(stderr, "weft run: device %s (%s): every layer's weights, KV cache and computation\n",
-                 device.name(), device.description().c_str());
+    devices.apply(ip);
+    weft::tool::report_placement(*model, ip, "run");
     loras.apply(*model, ip, "run");
     if (weft::tool::follow_rank_zero(*model, ip)) return 0;  // a rank > 0 of mpirun: its blocks only
     speculative.load_draft(*model, "run");

@@ -18,6 +18,7 @@
 #include "weft/cache_types.h"
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/device_options.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -40,6 +41,7 @@ struct serve_options {
     std::string chat_template;  // a family name or Jinja text; empty: the model's own
     bool no_context_shift = false;
     cache_type_options cache_types;
+    device_options devices;
     speculative_options speculative;
     lora_options loras;
     rank_options ranks;  // under mpirun: the blocks of each rank
@@ -160,6 +162,7 @@ int serve_main(int argc, char **argv) {
         "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
         "of the tokens after the request's n_keep and going on");
     add_cache_type_options(app, opt.cache_types);
+    add_device_options(app, opt.devices);
     add_speculative_options(app, opt.speculative);
     add_lora_options(app, opt.loras);
     add_rank_options(app, opt.ranks);
@@ -200,8 +203,10 @@ int serve_main(int argc, char **argv) {
     std::unique_ptr<model> loaded;
     std::unique_ptr<serving::engine> eng;
     try {
-        loaded = n_ranks() > 1 ? load_stage_model(opt.model_path, {}, opt.ranks)
-                               : load_model_or_default(opt.model_path);
+        loaded = opt.devices.load(model_params{}, [&](const model_params &p) {
+            return n_ranks() > 1 ? load_stage_model(opt.model_path, p, opt.ranks)
+                                 : load_model_or_default(opt.model_path, p);
+        });
         if (n_ranks() > 1 && loaded->hparams().encoder)
             throw error(opt.model_path + ": an embedding model is not served across ranks");
         if (mmproj) mmproj->check_text_model(*loaded);
@@ -220,6 +225,8 @@ int serve_main(int argc, char **argv) {
         ep.context.n_batch = std::min(opt.n_batch, ep.context.n_ctx);
         ep.context.n_ubatch = std::min<uint32_t>(512, ep.context.n_batch);
         opt.cache_types.apply(ep.context);
+        opt.devices.apply(ep.context);
+        report_placement(*loaded, ep.context, "serve");
         opt.loras.apply(*loaded, ep.context, "serve");
         opt.speculative.load_draft(*loaded, "serve");
         ep.speculative = opt.speculative.params;

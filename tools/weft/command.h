@@ -21,8 +21,8 @@ bool register_command(command c);
 const std::vector<command> &commands();
 
 // The arguments of a command for CLI11, with the established multi-letter short spellings (-ub,
-// -tb, -np, -ctk, -ctv, -md, which CLI11 cannot declare) rewritten to their long forms. CLI11's vector form
-// takes the arguments reversed, and this returns them so.
+// -tb, -np, -ctk, -ctv, -md, -ngl, -dev, which CLI11 cannot declare) rewritten to their long forms. CLI11's
+// vector form takes the arguments reversed, and this returns them so.
 inline std::vector<std::string> cli_args(int argc, char **argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     for (auto &a : args) {
@@ -38,6 +38,10 @@ inline std::vector<std::string> cli_args(int argc, char **argv) {
             a = "--cache-type-v";
         else if (a == "-md")
             a = "--draft-model";
+        else if (a == "-ngl")
+            a = "--n-gpu-layers";
+        else if (a == "-dev")
+            a = "--device";
     }
     return {args.rbegin(), args.rend()};
 }

@@ -18,6 +18,9 @@ class scheduler {
     ~scheduler();
 
     void reserve(const graph &g);  // worst-case compute buffers, once
+    // Assigns every node a backend and splits the graph (as alloc_graph does) without allocating:
+    // backend_of, n_splits and n_copies then describe the placement (weft graph shows it).
+    void assign(graph &g);
     // Assigns every node a backend (the first that supports it and can read its weights' buffers),
     // splits the graph into runs per backend with copies for inputs living elsewhere, allocates.
     void alloc_graph(graph &g);
@@ -32,6 +35,7 @@ class scheduler {
     int grow_count() const;
 
   private:
+    void count_placement();
     struct impl;
     std::unique_ptr<impl> impl_;
     eval_callback cb_;

@@ -19,6 +19,7 @@
 namespace weft {
 
 class context;
+class device;
 class gguf_file;
 class backend_buffer;
 struct graph;
@@ -58,6 +59,13 @@ struct model_params {
     // Non-zero: the most bytes this process's weights (its stage's tensors) may take; a larger
     // model or stage fails to load with an error saying what it needs (split it across ranks).
     size_t max_weight_bytes = 0;
+    // Offload (the reference engine's -ngl): the weights of the stage's last n_gpu_layers blocks go
+    // into memory of offload_device (one buffer per block), and so do the KV cache rows of those
+    // blocks; n_gpu_layers beyond the stage's blocks offloads the output head too (its norm and
+    // matrix, unless the matrix is the token embedding). The token embedding stays in host memory.
+    // Offloaded weights are not repacked (the repacked layouts are the CPU kernels' own).
+    device *offload_device = nullptr;
+    int32_t n_gpu_layers = 0;
 };
 
 // The weights of one block (layer). Optional tensors are null when the architecture or the file
@@ -231,6 +239,14 @@ class model {
     bool last_stage() const { return layers_.end == hparams_.n_layer; }
     // The weights this stage reads: its blocks', and the embedding / output ones where it has them.
     std::vector<const tensor *> stage_tensors() const;
+    // Offload (model_params::offload_device): the device (null: everything in host memory), whether
+    // block il's weights (and so its KV cache) / the output head are there, the blocks offloaded.
+    device *offload_device() const { return offloaded_blocks_ > 0 || output_offloaded_ ? offload_ : nullptr; }
+    bool layer_offloaded(int64_t il) const {
+        return offloaded_blocks_ > 0 && il >= layers_.end - offloaded_blocks_ && il < layers_.end;
+    }
+    bool output_offloaded() const { return output_offloaded_; }
+    int64_t n_offloaded_layers() const { return offloaded_blocks_; }
 
     // Records the graph of one ubatch into ctx (a no_alloc arena) and g; returns its inputs.
     // Every intermediate is named "<what>-<layer>".
@@ -250,6 +266,7 @@ class model {
 
   private:
     model();
+    void offload(const model_params &params, const gguf_file &f);
     std::string path_;
     model_hparams hparams_;
     std::unique_ptr<gguf_file> file_;
@@ -257,6 +274,10 @@ class model {
     std::unique_ptr<context> weights_ctx_;
     std::unique_ptr<backend_buffer> weights_buffer_;   // host buffer over the mapping's data section
     std::unique_ptr<backend_buffer> repacked_buffer_;  // weights repacked at load (model_params::repack)
+    std::vector<std::unique_ptr<backend_buffer>> offload_buffers_;  // one per offloaded block (+ output)
+    device *offload_ = nullptr;
+    int64_t offloaded_blocks_ = 0;
+    bool output_offloaded_ = false;
     model_weights weights_;
     std::unique_ptr<architecture> arch_;
     bool vocab_only_ = false;

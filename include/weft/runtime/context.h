@@ -63,8 +63,8 @@ struct inference_params {
 // The devices weft computes on, the built-in backends' registered first (the CPU is always the
 // first one).
 std::vector<device *> available_devices();
-// The device named `name` (case-insensitive; empty: the first one). Throws weft::error naming an
-// unknown device and listing the available ones.
+// The device named `name` (case-insensitive; empty: the first host device, the CPU). Throws weft::error
+// naming an unknown device and listing the available ones.
 device &select_device(const std::string &name);
 
 // Timings since creation or the last perf_reset. A decode call of more than one token counts as
@@ -209,6 +209,11 @@ class inference_context {
         size_t n_leafs = 0;
         std::vector<std::pair<std::string, int>> ops;  // op name, nodes
         size_t planned_bytes = 0;
+        // where each node computes (g.nodes' order): its backend's name; and the runs of nodes on
+        // one backend the graph splits into (1 without an offload device)
+        std::vector<std::string> node_backends;
+        int n_splits = 1;
+        int n_copies = 0;
     };
     graph_report describe_graph(int32_t n_tokens, std::ostream *dot = nullptr) const;
 
@@ -228,7 +233,9 @@ class inference_context {
     template <class Command, class... Args>
     void forward(Command c, const Args &...args) const;  // context.cpp: its only user
     compute_status apply_kv_shift();
-    std::string cannot_shift_reason() const;  // why kv_seq_add and kv_seq_div refuse
+    void set_compute_threads(int n);
+    std::vector<backend *> compute_backends() const;  // the scheduler's, in its order
+    std::string cannot_shift_reason() const;          // why kv_seq_add and kv_seq_div refuse
     bool validate_and_fill(const batch &b, filled_batch &fb);
     void build_graph(built_graph &bg, const graph_shape &shape) const;
     void set_inputs(built_graph &bg, const filled_batch &fb, int32_t begin, int32_t n,

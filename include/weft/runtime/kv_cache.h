@@ -41,9 +41,11 @@ class kv_cache {
     // kv_size cells for every layer of m, K of type_k and V of type_v: one of attention_kv_types
     // (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1), a block type only where the model's K (V)
     // head size is a multiple of its block size (else weft::error). Memory comes from one buffer
-    // of the device (null: the first device, the CPU), zeroed.
+    // of the device (null: the first device, the CPU), zeroed; the layers the model offloads
+    // (model::layer_offloaded) keep theirs in a buffer of its offload device unless `offload` is
+    // false (a device that cannot write or attend over these types: the host keeps every row).
     kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v, uint32_t n_seq_max,
-             device *dev = nullptr);
+             device *dev = nullptr, bool offload = true);
     // One type for K and V.
     kv_cache(const model &m, uint32_t kv_size, dtype type, uint32_t n_seq_max)
         : kv_cache(m, kv_size, type, type, n_seq_max) {}
@@ -104,9 +106,12 @@ class kv_cache {
     std::vector<kv_cell> snapshot() const { return cells_; }
     void restore(std::vector<kv_cell> cells) { cells_ = std::move(cells); }
 
-    // The bytes of cell c's K (V) row in layer il, in the cache's type (state save and load).
-    uint8_t *k_row(size_t il, uint32_t c) const;
-    uint8_t *v_row(size_t il, uint32_t c) const;
+    // Cell c's K (V) row of layer il, in the cache's type (state save and load): copied out of /
+    // into the cache's memory, wherever the layer keeps it (host or an offload device).
+    void read_k_row(size_t il, uint32_t c, void *dst) const { read_row(*layers_.at(il).k, c, dst); }
+    void read_v_row(size_t il, uint32_t c, void *dst) const { read_row(*layers_.at(il).v, c, dst); }
+    void write_k_row(size_t il, uint32_t c, const void *src) { write_row(*layers_.at(il).k, c, src); }
+    void write_v_row(size_t il, uint32_t c, const void *src) { write_row(*layers_.at(il).v, c, src); }
 
     // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
     // (shares one of its sequences and holds a position <= its position), -INF elsewhere. A window
@@ -116,11 +121,15 @@ class kv_cache {
                    std::span<const std::vector<seq_id>> seqs, int64_t window = 0, bool causal = true) const;
 
   private:
+    static void read_row(const tensor &t, uint32_t c, void *dst);
+    static void write_row(tensor &t, uint32_t c, const void *src);
+
     dtype type_k_, type_v_;
     uint32_t n_seq_max_;
     std::vector<kv_cell> cells_;
     std::unique_ptr<context> ctx_;
-    std::unique_ptr<backend_buffer> buffer_;
+    std::unique_ptr<backend_buffer> buffer_;          // the layers computed on the context's device
+    std::unique_ptr<backend_buffer> offload_buffer_;  // the model's offloaded layers (model::offload_device)
     std::vector<kv_layer> layers_;
 };
 
