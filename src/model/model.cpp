@@ -114,7 +114,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         }
     }
     if (params.offload_device && params.n_gpu_layers > 0) m->offload(params, f);
-    if (params.repack && !std::getenv("XNOREPACK")) {
+    if (params.repack) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
@@ -125,7 +125,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
                                l.ffn_up_shexp, l.ffn_down_shexp, l.ssm_in, l.ssm_x, l.ssm_out})
                 if (t && t->buffer && t->buffer->is_host()) matrices.push_back(t);
         const tensor *output = m->weights_.output;
-        if (m->last_stage() && output != m->weights_.tok_embd && output->buffer->is_host())
+        if (m->last_stage() && output && output != m->weights_.tok_embd && output->buffer->is_host())
             matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done
         m->repacked_buffer_ =

@@ -322,36 +322,39 @@ TEST(CpuAttention, SequencesSideBySideMatchTheirSoloResults) {
     }
 }
 
-// K and V of every cache type, alone and mixed (K and V may differ): against the softmax of the
-// widened values, and the same bits in the scalar, AVX2 and best builds.
+// K and V of every cache type, alone and mixed (K and V may differ), for a block of tokens and for
+// one: against the softmax of the widened values, and the same bits in the scalar, AVX2 and best
+// builds.
 TEST(CpuAttention, EveryCacheTypeMatchesTheReference) {
     std::vector<std::pair<dtype, dtype>> pairs;
     for (dtype t : attention_kv_types()) pairs.emplace_back(t, t);
     pairs.emplace_back(dtype::q8_0, dtype::q4_0);
     pairs.emplace_back(dtype::f16, dtype::q5_1);
     pairs.emplace_back(dtype::bf16, dtype::f32);
-    for (const auto &[k_type, v_type] : pairs) {
-        SCOPED_TRACE(std::string("K ") + type_name(k_type) + ", V " + type_name(v_type));
-        auto ctx = data_context();
-        // head_k 96 (three blocks), head_v 32; grouped heads
-        const attention_case c = make_case(*ctx, 96, 32, 7, 6, 2, 23, 5, 0.0f, k_type, v_type);
-        const std::vector<float> best = expect_matches_reference(
-            c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
-        force_scalar(true);
-        const std::vector<float> scalar = run(c.out);
-        force_scalar(false);
-        EXPECT_EQ(best, scalar) << "the scalar build differs from the best build";
-        limit_to_avx2(true);
-        const std::vector<float> avx2 = run(c.out);
-        limit_to_avx2(false);
-        EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
-    }
+    for (const auto &[k_type, v_type] : pairs)
+        for (int64_t n_tokens : {7, 1}) {  // one token: K and V read from the rows where the build can
+            SCOPED_TRACE(std::string("K ") + type_name(k_type) + ", V " + type_name(v_type) + ", " +
+                         std::to_string(n_tokens) + " tokens");
+            auto ctx = data_context();
+            // head_k 96 (three blocks), head_v 32; grouped heads
+            const attention_case c = make_case(*ctx, 96, 32, n_tokens, 6, 2, 23, 5, 0.0f, k_type, v_type);
+            const std::vector<float> best = expect_matches_reference(
+                c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
+            force_scalar(true);
+            const std::vector<float> scalar = run(c.out);
+            force_scalar(false);
+            EXPECT_EQ(best, scalar) << "the scalar build differs from the best build";
+            limit_to_avx2(true);
+            const std::vector<float> avx2 = run(c.out);
+            limit_to_avx2(false);
+            EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
+        }
 }
 
 // Every build computes exactly the canonical order written out above: cells in cache order and
 // shuffled (positions decide), sliding windows, cells far apart and positions shared (slots by
-// rank), heads not a multiple of 16, a soft cap, one token (its scores read from the f16 rows), prompts
-// of several 64-token blocks, other cache types.
+// rank), heads not a multiple of 16, a soft cap, one token (its scores and weighted sum read from the
+// f16, q8_0 or q4_0 rows), prompts of several 64-token blocks, other cache types.
 TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
     struct variant {
         const char *name;
@@ -372,6 +375,12 @@ TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
         {"decode", 128, 64, 1, 90, 0.0f, dtype::f16, 1},
         {"f32 cache", 64, 64, 9, 40, 0.0f, dtype::f32, 1},
         {"q8_0 cache", 64, 64, 9, 40, 0.0f, dtype::q8_0, 2},
+        // one token over K and V read from the q8_0 and q4_0 rows (several blocks of slots)
+        {"decode q8_0", 128, 64, 1, 300, 0.0f, dtype::q8_0, 1},
+        {"decode q4_0", 64, 128, 1, 200, 0.0f, dtype::q4_0, 0},
+        {"decode q8_0, window", 64, 64, 1, 90, 0.0f, dtype::q8_0, 2},
+        {"decode f16, far apart", 64, 32, 1, 90, 0.0f, dtype::f16, 3},
+        {"q4_0 cache", 32, 64, 12, 70, 0.0f, dtype::q4_0, 1},
     };
     for (const variant &vr : variants) {
         SCOPED_TRACE(vr.name);

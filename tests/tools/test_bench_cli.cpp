@@ -51,6 +51,21 @@ TEST_F(weft_bench, TableNamesTheTests) {
     EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
 }
 
+// -d N (llama-bench's --n-depth): each test runs after N cached tokens, and says so
+TEST_F(weft_bench, DepthFillsTheCacheFirst) {
+    const auto table =
+        run_weft({"bench", "-m", model_, "-p", "8", "-n", "4", "-d", "40", "-r", "1", "--no-bandwidth"});
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("| pp8 @ d40 |"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("| tg4 @ d40 |"), std::string::npos) << table.out;
+    const auto r = run_weft(
+        {"bench", "-m", model_, "-p", "0", "-n", "4", "-d", "40", "-r", "1", "--json", "--no-bandwidth"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["n_depth"], 40);
+    EXPECT_EQ(j["tg"]["n_depth"], 40);
+}
+
 // --profile: per op type and weight type, for each test; the shares of a test add up to one and
 // the products dominate; the table form names its columns.
 TEST_F(weft_bench, ProfileTablesPerTest) {

@@ -88,12 +88,17 @@ constexpr int attention_heads_per_pass = 4;
 //                                    chunks c of p[h][16c + l] * vcols[d * stride + 16c + l]
 //   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
 //   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
-//   dots_f16_rows(q, nh, k, row_bytes, cells, head_k, slots, out)
-//                                    dots from the f16 K rows themselves (cell c's at k + c * row_bytes;
-//                                    cells[s] < 0: an empty slot, any value), where can_read_f16_rows
-//   transpose16(rows, row_bytes, type, out, stride)
-//                                    16 f16 K or V rows (row i at rows + i * row_bytes), widened,
-//                                    transposed: value d of row i to out[d * stride + i]
+//   dots_rows(q, nh, k, row_bytes, type, cells, head_k, slots, out)
+//                                    dots from the K rows themselves (cell c's at k + c * row_bytes;
+//                                    cells[s] < 0: an empty slot, any value), where can_read_rows
+//   weighted_rows(p, nh, v, row_bytes, type, cells, slots, head_v, acc, out)
+//                                    weighted from the V rows themselves (as dots_rows; acc: scratch of
+//                                    attention_heads_per_pass * head_v * 16 floats), where
+//                                    can_weight_rows
+//   transpose16(rows, row_bytes, type, d0, out, stride)
+//                                    values [d0, d0 + 16) of 16 K or V rows (row i at rows + i *
+//                                    row_bytes), widened, transposed: value d0 + d of row i to
+//                                    out[d * stride + i], where can_transpose16
 // (slots a multiple of 16). Skipping the fma of a zero-padded lane would leave a lane as it is: a
 // lane never holds -0 (it starts at +0, and +0 + -0 = +0), so the padding changes nothing.
 inline void widen_row(const char *src, dtype t, int64_t n, float *out) {
@@ -145,11 +150,14 @@ struct attention_loops_plain {
     static void round_f16(float *x, int64_t n) {
         for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
     }
-    static constexpr bool can_transpose16 = false;
-    static void transpose16(const char *, int64_t, dtype, float *, int64_t) {}
-    static constexpr bool can_read_f16_rows = false;
-    static void dots_f16_rows(const float *const *, int, const char *, int64_t, const int32_t *, int64_t,
-                              int64_t, float *const *) {}
+    static constexpr bool can_transpose16(dtype, int64_t) { return false; }
+    static void transpose16(const char *, int64_t, dtype, int64_t, float *, int64_t) {}
+    static constexpr bool can_read_rows(dtype, int64_t) { return false; }
+    static constexpr bool can_weight_rows(dtype, int64_t) { return false; }
+    static void weighted_rows(const float *const *, int, const char *, int64_t, dtype, const int32_t *,
+                              int64_t, int64_t, float *, float *const *) {}
+    static void dots_rows(const float *const *, int, const char *, int64_t, dtype, const int32_t *, int64_t,
+                          int64_t, float *const *) {}
 };
 
 // How many cells of a mask row are not hidden, without listing them (vectorizable).
@@ -259,19 +267,23 @@ void run_attention_task(const attention_task &a) {
     auto position = [&](int64_t cell) { return cell_positions ? int64_t(cell_positions[cell]) : cell; };
     auto mask_row = [&](int64_t t) { return static_cast<const float *>(mask.data) + t * mask.ne[0]; };
 
-    // One token's scores read K from the f16 cache rows themselves (direct_k) where the ISA build can:
-    // no transposed copy to make for a single use; the same operations, so the same bits.
-    const bool can_direct_k =
-        Loops::can_read_f16_rows && k.type == dtype::f16 && head_k % attention_lanes == 0;
+    // One token's scores read K from the cache rows themselves (direct_k) where the ISA build can
+    // (f16, q8_0, q4_0 widened in registers): no transposed copy to make for a single use; the same
+    // operations, so the same bits.
+    const bool can_direct_k = Loops::can_read_rows(k.type, head_k) && head_k % attention_lanes == 0;
+    // and its weighted sum reads V from the rows (direct_v) the same way; the accumulators of
+    // weighted_rows go where the transposed V would be
+    const bool can_direct_v = Loops::can_weight_rows(v.type, head_v) && head_v % attention_lanes == 0 &&
+                              a.max_slots >= attention_heads_per_pass * attention_lanes;
     // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols
     // (empty slots: zeros)
     auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols) {
         const int32_t *cells = a.slot_cell + s0;
         bool run = cells[0] >= 0;  // 16 consecutive cells
         for (int l = 1; l < attention_lanes && run; ++l) run = cells[l] == cells[0] + l;
-        if (run && Loops::can_transpose16 && t.type == dtype::f16 && n % attention_lanes == 0) {
+        if (run && Loops::can_transpose16(t.type, n) && n % attention_lanes == 0) {
             for (int64_t d0 = 0; d0 < n; d0 += attention_lanes)
-                Loops::transpose16(rows + cells[0] * int64_t(t.nb[1]) + d0 * 2, int64_t(t.nb[1]), t.type,
+                Loops::transpose16(rows + cells[0] * int64_t(t.nb[1]), int64_t(t.nb[1]), t.type, d0,
                                    cols + d0 * a.max_slots + s0, a.max_slots);
             return;
         }
@@ -284,15 +296,15 @@ void run_attention_task(const attention_task &a) {
             for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = a.row[d];
         }
     };
-    auto fill_slots = [&](int64_t slots, bool direct_k) {
+    auto fill_slots = [&](int64_t slots, bool direct_k, bool direct_v) {
         for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
             if (!direct_k) fill_chunk(k, k_head, head_k, s0, a.kcols);
-            fill_chunk(v, v_head, head_v, s0, a.vcols);
+            if (!direct_v) fill_chunk(v, v_head, head_v, s0, a.vcols);
         }
     };
 
     // the query heads of token t over the slots [lo, hi) of the filled ones
-    auto attend = [&](int64_t t, int64_t lo, int64_t hi, bool direct_k) {
+    auto attend = [&](int64_t t, int64_t lo, int64_t hi, bool direct_k, bool direct_v) {
         const float *m = mask_row(t);
         const int64_t n = hi - lo;
         bool any = false;
@@ -320,7 +332,7 @@ void run_attention_task(const attention_task &a) {
                 continue;
             }
             if (direct_k)
-                Loops::dots_f16_rows(qs, nh, k_head, int64_t(k.nb[1]), a.slot_cell + lo, head_k, n, xs);
+                Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else
                 Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
             for (int i = 0; i < nh; ++i) {
@@ -343,7 +355,11 @@ void run_attention_task(const attention_task &a) {
                 for (int64_t s = 0; s < n; ++s) x[s] *= inv;
                 if (v.type == dtype::f16) Loops::round_f16(x, n);
             }
-            Loops::weighted(xs, nh, a.vcols + lo, a.max_slots, n, head_v, outs);
+            if (direct_v)
+                Loops::weighted_rows(xs, nh, v_head, int64_t(v.nb[1]), v.type, a.slot_cell + lo, n, head_v,
+                                     a.vcols, outs);
+            else
+                Loops::weighted(xs, nh, a.vcols + lo, a.max_slots, n, head_v, outs);
         }
     };
 
@@ -359,8 +375,8 @@ void run_attention_task(const attention_task &a) {
         const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
         const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
         const int64_t slots = assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
-        fill_slots(slots, can_direct_k);
-        attend(t, 0, slots, can_direct_k);
+        fill_slots(slots, can_direct_k, can_direct_v);
+        attend(t, 0, slots, can_direct_k, can_direct_v);
     };
 
     // the cells any token of the block sees
@@ -411,10 +427,10 @@ void run_attention_task(const attention_task &a) {
         hi_of[t - a.t0] = hi;
         own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
     }
-    const bool direct_k = can_direct_k && a.t1 - a.t0 == 1;
-    fill_slots(slots, direct_k);
+    const bool direct_k = can_direct_k && a.t1 - a.t0 == 1, direct_v = can_direct_v && a.t1 - a.t0 == 1;
+    fill_slots(slots, direct_k, direct_v);
     for (int64_t t = a.t0; t < a.t1; ++t)
-        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], direct_k);
+        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], direct_k, direct_v);
     // the rare token whose cells lie far apart within the union: by itself (refills the slots)
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (!own[t - a.t0]) attend_alone(t, needed);

@@ -1,15 +1,18 @@
 // src/backends/cpu/attention_simd.h — the loops of attention_impl.h with vectors, written once over
-// a vector type V (the ISA files give V: width, load, store, fma, set1, zero, conversions to and
-// from fp16, and where the ISA has 16 lanes, reduce16 and transpose16). The results equal the plain
-// loops' bit for bit: the same fma per lane, the same lane tree.
+// a vector type V (the ISA files give V: width, load, store, fma, mul, set1, zero, conversions to
+// and from fp16, and where the ISA has 16 lanes, reduce16, transpose16 and the widening of int8 and
+// nibbles). The results equal the plain loops' bit for bit: the same fma per lane, the same lane
+// tree, and K and V values widened to the floats their type's to_float gives.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/attention_impl.h"
+#include "weft/quant/blocks.h"
 
 namespace weft::cpu {
 namespace {  // internal linkage: one copy per ISA build
@@ -28,7 +31,82 @@ struct simd_attention_loops {
         for (; h < nh; ++h) fn(std::integral_constant<int, 1>{}, h);
     }
 
+    // Whether the vector loops widen a row of n values of type t 16 at a time in registers: f16, and
+    // q8_0 and q4_0 (whole blocks), to the values of their to_float (float(q) * d, one rounding).
+    static constexpr bool widens(dtype t, int64_t n) {
+        if constexpr (w != attention_lanes) return false;
+        if (t == dtype::f16) return n % attention_lanes == 0;
+        if (t == dtype::q8_0) return n % qk8_0 == 0;
+        if (t == dtype::q4_0) return n % qk4_0 == 0;
+        return false;
+    }
+    template <dtype T>
+    using type_c = std::integral_constant<dtype, T>;
+    // fn(type_c<t>) for a type that widens
+    template <class Fn>
+    static void with_type(dtype t, Fn fn) {
+        if (t == dtype::f16)
+            fn(type_c<dtype::f16>{});
+        else if (t == dtype::q8_0)
+            fn(type_c<dtype::q8_0>{});
+        else
+            fn(type_c<dtype::q4_0>{});
+    }
+    static float fp16_at(const char *p) {
+        uint16_t h;
+        std::memcpy(&h, p, sizeof h);
+        return V::fp16_to_float(h);
+    }
+    // values [d0, d0 + 16) of a row of type T (d0 a multiple of 16)
+    template <dtype T>
+    static vec widen16(const char *row, int64_t d0) {
+        if constexpr (T == dtype::f16) {
+            return V::widen_fp16(row + 2 * d0);
+        } else if constexpr (T == dtype::q8_0) {
+            const char *b = row + d0 / qk8_0 * int64_t(sizeof(block_q8_0));
+            return V::mul(V::widen_i8(b + offsetof(block_q8_0, qs) + d0 % qk8_0), V::set1(fp16_at(b)));
+        } else {
+            static_assert(T == dtype::q4_0);
+            // values 0-15 of a block are the low nibbles of its 16 bytes, 16-31 the high ones
+            const char *b = row + d0 / qk4_0 * int64_t(sizeof(block_q4_0));
+            return V::mul(V::widen_nibbles(b + offsetof(block_q4_0, qs), d0 % qk4_0 != 0),
+                          V::set1(fp16_at(b)));
+        }
+    }
+
+    // The 16-value chunks a step of the row loops widens: one for f16, a whole block (two) for q8_0
+    // and q4_0, its scale widened once.
+    template <dtype T>
+    static constexpr int step_chunks = T == dtype::f16 ? 1 : 2;
+    // the step_chunks<T> chunks from value d0 of a row of type T (d0 a multiple of 16 * step_chunks<T>)
+    template <dtype T>
+    static void widen_step(const char *row, int64_t d0, vec *out) {
+        if constexpr (T == dtype::f16) {
+            out[0] = V::widen_fp16(row + 2 * d0);
+        } else if constexpr (T == dtype::q8_0) {
+            const char *b = row + d0 / qk8_0 * int64_t(sizeof(block_q8_0));
+            const vec d = V::set1(fp16_at(b));
+            out[0] = V::mul(V::widen_i8(b + offsetof(block_q8_0, qs)), d);
+            out[1] = V::mul(V::widen_i8(b + offsetof(block_q8_0, qs) + attention_lanes), d);
+        } else {
+            static_assert(T == dtype::q4_0);
+            const char *b = row + d0 / qk4_0 * int64_t(sizeof(block_q4_0));
+            const vec d = V::set1(fp16_at(b));
+            out[0] = V::mul(V::widen_nibbles(b + offsetof(block_q4_0, qs), false), d);
+            out[1] = V::mul(V::widen_nibbles(b + offsetof(block_q4_0, qs), true), d);
+        }
+    }
+
     static void convert(const char *src, dtype t, int64_t n, float *out) {
+        if constexpr (w == attention_lanes) {
+            if (t != dtype::f16 && widens(t, n)) {
+                with_type(t, [&](auto type) {
+                    for (int64_t d0 = 0; d0 < n; d0 += attention_lanes)
+                        V::store(out + d0, widen16<decltype(type)::value>(src, d0));
+                });
+                return;
+            }
+        }
         if (t != dtype::f16) return attention_loops_plain::convert(src, t, n, out);
         int64_t i = 0;
         for (; i + w <= n; i += w) V::store(out + i, V::widen_fp16(src + 2 * i));
@@ -155,24 +233,31 @@ struct simd_attention_loops {
             });
     }
 
-    // NH heads x 16 / NH slots at a time from the f16 K rows: accumulator i = (head i / per, slot
-    // i % per) over the head's 16-value chunks (its lanes the canonical lanes), then one lane tree
-    // for all 16 (reduce16); each K row read serves NH heads.
-    template <int NH>
-    [[gnu::noinline]] static void dots_f16_rows_nh(const float *const *q, const char *k, int64_t row_bytes,
-                                                   const int32_t *cells, int64_t head_k, int64_t slots,
-                                                   float *const *out) {
-        constexpr int per = attention_lanes / NH;
+    // NH heads x 16 / NH slots at a time from the K rows (of type T, widened in registers):
+    // accumulator i = (head i / per, slot i % per) over the head's 16-value chunks (its lanes the
+    // canonical lanes), then one lane tree for all 16 (reduce16); each K row read serves NH heads.
+    template <int NH, dtype T>
+    [[gnu::noinline]] static void dots_rows_nh(const float *const *q, const char *k, int64_t row_bytes,
+                                               const int32_t *cells, int64_t head_k, int64_t slots,
+                                               float *const *out) {
+        constexpr int per = attention_lanes / NH, m = step_chunks<T>;
         for (int64_t s0 = 0; s0 < slots; s0 += per) {
             vec acc[attention_lanes];
             for (auto &x : acc) x = V::zero();
-            for (int64_t d0 = 0; d0 < head_k; d0 += attention_lanes) {
-                vec qv[NH];
-                for (int h = 0; h < NH; ++h) qv[h] = V::load(q[h] + d0);
+            for (int64_t d0 = 0; d0 < head_k; d0 += m * attention_lanes) {
+                vec qv[m][NH];
+                for (int i = 0; i < m; ++i)
+                    for (int h = 0; h < NH; ++h) qv[i][h] = V::load(q[h] + d0 + i * attention_lanes);
                 for (int j = 0; j < per; ++j) {
                     const int32_t cell = cells[s0 + j];
-                    const vec kv = cell < 0 ? V::zero() : V::widen_fp16(k + cell * row_bytes + d0 * 2);
-                    for (int h = 0; h < NH; ++h) acc[h * per + j] = V::fma(qv[h], kv, acc[h * per + j]);
+                    vec kv[m];
+                    if (cell < 0)
+                        for (auto &x : kv) x = V::zero();
+                    else
+                        widen_step<T>(k + cell * row_bytes, d0, kv);
+                    for (int i = 0; i < m; ++i)  // chunk d0 before d0 + 16: the lane's order
+                        for (int h = 0; h < NH; ++h)
+                            acc[h * per + j] = V::fma(qv[i][h], kv[i], acc[h * per + j]);
                 }
             }
             float sums[attention_lanes];
@@ -182,18 +267,93 @@ struct simd_attention_loops {
         }
     }
 
-    static constexpr bool can_read_f16_rows = w == attention_lanes;
-    static void dots_f16_rows(const float *const *q, int nh, const char *k, int64_t row_bytes,
-                              const int32_t *cells, int64_t head_k, int64_t slots, float *const *out) {
+    static constexpr bool can_read_rows(dtype t, int64_t head_k) { return widens(t, head_k); }
+    static void dots_rows(const float *const *q, int nh, const char *k, int64_t row_bytes, dtype t,
+                          const int32_t *cells, int64_t head_k, int64_t slots, float *const *out) {
         if constexpr (w == attention_lanes)
-            in_head_groups(nh, [&](auto n, int h) {
-                dots_f16_rows_nh<decltype(n)::value>(q + h, k, row_bytes, cells, head_k, slots, out + h);
+            with_type(t, [&](auto type) {
+                in_head_groups(nh, [&](auto n, int h) {
+                    dots_rows_nh<decltype(n)::value, decltype(type)::value>(q + h, k, row_bytes, cells,
+                                                                            head_k, slots, out + h);
+                });
             });
     }
 
-    static constexpr bool can_transpose16 = V::can_transpose16;
-    static void transpose16(const char *rows, int64_t row_bytes, dtype, float *out, int64_t stride) {
-        V::transpose16(rows, row_bytes, out, stride);
+    // NH heads from the V rows (of type T, widened in registers): accumulator (head h, value chunk
+    // dc, lane l), a vector over the chunk's 16 values, takes the fma of p[h][s] * row s for the
+    // slots s = 16c + l, c in order (the canonical lanes, transposed); then the lane tree adds whole
+    // vectors. The accumulators live in `acc` (NH * head_v * 16 floats); 16 of them in registers at
+    // a time (per lanes of NH heads and the m chunks of a step) over a block of slots, whose rows stay
+    // in the cache for all the value chunks. Each V value widened serves NH heads.
+    template <int NH, dtype T>
+    [[gnu::noinline]] static void weighted_rows_nh(const float *const *p, const char *v, int64_t row_bytes,
+                                                   const int32_t *cells, int64_t slots, int64_t head_v,
+                                                   float *acc, float *const *out) {
+        constexpr int m = step_chunks<T>, per = attention_lanes / (NH * m);
+        constexpr int64_t block = 128;  // slots
+        const int64_t n_dc = head_v / attention_lanes;
+        auto at = [&](int64_t dc, int h, int l) { return acc + ((dc * NH + h) * attention_lanes + l) * w; };
+        std::fill(acc, acc + NH * head_v * attention_lanes, 0.0f);
+        for (int64_t b0 = 0; b0 < slots; b0 += block) {
+            const int64_t b1 = std::min(slots, b0 + block);
+            for (int64_t dc = 0; dc < n_dc; dc += m)
+                for (int l0 = 0; l0 < attention_lanes; l0 += per) {
+                    vec a[m][NH][per];
+                    for (int i = 0; i < m; ++i)
+                        for (int h = 0; h < NH; ++h)
+                            for (int j = 0; j < per; ++j) a[i][h][j] = V::load(at(dc + i, h, l0 + j));
+                    for (int64_t c = b0; c < b1; c += attention_lanes)
+                        for (int j = 0; j < per; ++j) {
+                            const int64_t s = c + l0 + j;
+                            const int32_t cell = cells[s];
+                            vec vv[m];
+                            if (cell < 0)
+                                for (auto &x : vv) x = V::zero();
+                            else
+                                widen_step<T>(v + cell * row_bytes, dc * attention_lanes, vv);
+                            for (int h = 0; h < NH; ++h) {
+                                const vec ph = V::set1(p[h][s]);
+                                for (int i = 0; i < m; ++i) a[i][h][j] = V::fma(ph, vv[i], a[i][h][j]);
+                            }
+                        }
+                    for (int i = 0; i < m; ++i)
+                        for (int h = 0; h < NH; ++h)
+                            for (int j = 0; j < per; ++j) V::store(at(dc + i, h, l0 + j), a[i][h][j]);
+                }
+        }
+        // the lane tree of sum_lanes_16, value by value
+        for (int64_t dc = 0; dc < n_dc; ++dc)
+            for (int h = 0; h < NH; ++h) {
+                vec s8[8], s4[4];
+                for (int l = 0; l < 8; ++l) s8[l] = V::add(V::load(at(dc, h, l)), V::load(at(dc, h, l + 8)));
+                for (int l = 0; l < 4; ++l) s4[l] = V::add(s8[l], s8[l + 4]);
+                V::store(out[h] + dc * w, V::add(V::add(s4[0], s4[2]), V::add(s4[1], s4[3])));
+            }
+    }
+
+    static constexpr bool can_weight_rows(dtype t, int64_t head_v) { return widens(t, head_v); }
+    static void weighted_rows(const float *const *p, int nh, const char *v, int64_t row_bytes, dtype t,
+                              const int32_t *cells, int64_t slots, int64_t head_v, float *acc,
+                              float *const *out) {
+        if constexpr (w == attention_lanes)
+            with_type(t, [&](auto type) {
+                in_head_groups(nh, [&](auto n, int h) {
+                    weighted_rows_nh<decltype(n)::value, decltype(type)::value>(p + h, v, row_bytes, cells,
+                                                                                slots, head_v, acc, out + h);
+                });
+            });
+    }
+
+    static constexpr bool can_transpose16(dtype t, int64_t n) { return V::can_transpose16 && widens(t, n); }
+    static void transpose16(const char *rows, int64_t row_bytes, dtype t, int64_t d0, float *out,
+                            int64_t stride) {
+        if constexpr (V::can_transpose16)
+            with_type(t, [&](auto type) {
+                vec r[attention_lanes];
+                for (int i = 0; i < attention_lanes; ++i)
+                    r[i] = widen16<decltype(type)::value>(rows + i * row_bytes, d0);
+                V::transpose16(r, out, stride);
+            });
     }
 };
 

@@ -15,13 +15,14 @@ struct ymm {
     static type set1(float x) { return _mm256_set1_ps(x); }
     static type zero() { return _mm256_setzero_ps(); }
     static type add(type a, type b) { return _mm256_add_ps(a, b); }
+    static type mul(type a, type b) { return _mm256_mul_ps(a, b); }
     static type round_f16(type x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
     static constexpr bool can_transpose16 = false;
-    static void transpose16(const char *, int64_t, float *, int64_t) {}
+    static void transpose16(const type *, float *, int64_t) {}
 };
 }  // namespace
 

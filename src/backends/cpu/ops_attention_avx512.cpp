@@ -15,9 +15,22 @@ struct zmm {
     static type set1(float x) { return _mm512_set1_ps(x); }
     static type zero() { return _mm512_setzero_ps(); }
     static type add(type a, type b) { return _mm512_add_ps(a, b); }
+    static type mul(type a, type b) { return _mm512_mul_ps(a, b); }
     static type round_f16(type x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    }
+    // 16 int8 values to floats (exact)
+    static type widen_i8(const char *p) {
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))));
+    }
+    // the low (or high) nibbles of 16 bytes, less 8, to floats (exact)
+    static type widen_nibbles(const char *p, bool high) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+        if (high) b = _mm_srli_epi16(b, 4);
+        b = _mm_sub_epi8(_mm_and_si128(b, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
     }
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
     // Lane i of the result: the lane tree of canonical_math.h (sum_lanes_16) over the lanes of
@@ -39,14 +52,11 @@ struct zmm {
         return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
                                      sums);
     }
-    // 16 rows of 16 fp16 values (row i at src + i * row_bytes) to floats, transposed: value d of row
-    // i to dst[d * stride + i].
+    // 16 vectors of 16 values (the rows), transposed: value d of row i to dst[d * stride + i].
     static constexpr bool can_transpose16 = true;
-    static void transpose16(const char *src, int64_t row_bytes, float *dst, int64_t stride) {
+    static void transpose16(const type rows[16], float *dst, int64_t stride) {
         __m512 r[16], t[16];
-        for (int i = 0; i < 16; ++i)
-            r[i] =
-                _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i * row_bytes)));
+        for (int i = 0; i < 16; ++i) r[i] = rows[i];
         // 32-bit interleave of row pairs, then 64-bit interleave of pair pairs: u[4k + m], 128-bit lane
         // L, holds value 4L + m of rows 4k .. 4k + 3
         for (int k = 0; k < 8; ++k) {
