@@ -126,10 +126,36 @@ TEST_P(SimdFromFloat, ProducesTheReferenceBytes) {
         if (n > 64)
             for (int64_t i = n - 32; i < n; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
         std::vector<uint8_t> ref(row_size(t, n));
-        tr.from_float_ref(x.data(), ref.data(), n);
+        // q8_0 / q8_1 activations: the backend's scalar activation quantizer (ties to even, 127 / amax),
+        // not the file quantizer; the others: the reference
+        cpu::row_traits_at(t, simd_level::scalar).from_float(x.data(), ref.data(), n);
         std::vector<uint8_t> fast(row_size(t, n));
         from_float(x.data(), fast.data(), n);
         EXPECT_EQ(fast, ref) << type_name(t) << ", " << blocks << " blocks";
+    }
+}
+
+// The activation quantizer of q8_0 / q8_1 at every level rounds as the reference engine's x86 kernel:
+// x * (127 / amax) to nearest, ties to even (the file quantizer, from_float_ref, rounds them away
+// from zero); a block whose maximum is 127 has the multiplier 1, so k + 0.5 is a tie.
+TEST(ActivationQuantizer, RoundsTiesToEvenAsTheReferenceEngine) {
+    for (simd_level level : {simd_level::scalar, simd_level::avx2}) {
+        if (!cpu::simd_level_supported(level)) continue;
+        for (dtype t : {dtype::q8_0, dtype::q8_1}) {
+            std::vector<float> x(32);
+            for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i % 2 ? i : -i) + 0.5f;
+            x[0] = 127.0f;
+            std::vector<uint8_t> q(row_size(t, 32));
+            cpu::row_traits_at(t, level).from_float(x.data(), q.data(), 32);
+            const auto *qs = reinterpret_cast<const int8_t *>(q.data() + (t == dtype::q8_0 ? 2 : 4));
+            EXPECT_EQ(qs[0], 127);
+            for (int i = 1; i < 32; ++i) {
+                const float v = x[size_t(i)];  // +-(k + 0.5): the even one of k and k + 1
+                const int want = int(std::nearbyint(v));
+                EXPECT_EQ(want % 2, 0);
+                EXPECT_EQ(qs[i], want) << type_name(t) << " level " << int(level) << " value " << v;
+            }
+        }
     }
 }
 
@@ -160,7 +186,8 @@ TEST(CpuRowKernels, ForceScalarSelectsTheReferenceKernels) {
     force_scalar(true);
     for (dtype t : weight_types()) {
         EXPECT_EQ(cpu::row_traits_of(t).vec_dot, cpu::row_traits_of(t).vec_dot_ref) << type_name(t);
-        EXPECT_EQ(cpu::row_traits_of(t).from_float, cpu::row_traits_of(t).from_float_ref) << type_name(t);
+        EXPECT_EQ(cpu::row_traits_of(t).from_float, cpu::row_traits_at(t, simd_level::scalar).from_float)
+            << type_name(t);
     }
     force_scalar(false);
     if (simd_available()) {

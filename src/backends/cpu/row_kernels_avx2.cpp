@@ -196,17 +196,6 @@ float vec_dot_k4_avx2(int64_t n, const void *vx, const void *vy, QuantsOf quants
     return hsum_f32x8(acc) - sum_mins;
 }
 
-// Round half away from zero (roundf), lane-wise: truncate, then step away from zero when the
-// dropped fraction is at least one half (v - trunc(v) is exact).
-__m256 round_half_away(__m256 v) {
-    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-    const __m256 truncated = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 fraction = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, truncated));
-    const __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign_bit), _mm256_set1_ps(1.0f));
-    const __m256 away = _mm256_cmp_ps(fraction, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    return _mm256_add_ps(truncated, _mm256_and_ps(away, step));
-}
-
 // 32 integral floats (|v| <= 127) to 32 int8 in order.
 __m256i pack_i8_32(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
     const __m256i a = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
@@ -225,13 +214,15 @@ float absmax_32(const float *x) {
     return _mm_cvtss_f32(r);
 }
 
-// q8_0 / q8_1 quants of one 32-value block, bit-identical to the scalar reference.
-__m256i quantize_32_round_away(const float *x, float id) {
+// q8_0 / q8_1 activation quants of one 32-value block: x * id rounded to nearest, ties to even (the
+// rounding mode of _mm256_round_ps), as the scalar activation quantizer (row_kernels.cpp).
+__m256i quantize_32_nearest(const float *x, float id) {
     const __m256 mul = _mm256_set1_ps(id);
-    return pack_i8_32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x), mul)),
-                      round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8), mul)),
-                      round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 16), mul)),
-                      round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 24), mul)));
+    auto q = [&](int k) {
+        return _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), mul),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    };
+    return pack_i8_32(q(0), q(8), q(16), q(24));
 }
 
 }  // namespace
@@ -342,20 +333,21 @@ void vec_dot_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
 void from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
     auto *y = static_cast<block_q8_0 *>(dst);
     for (int64_t i = 0; i < n / qk8_0; ++i, src += qk8_0) {
-        const float d = absmax_32(src) / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
+        const float amax = absmax_32(src);
+        const float d = amax / 127.0f;
         y[i].d = fp32_to_fp16(d);
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[i].qs), quantize_32_round_away(src, id));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[i].qs),
+                            quantize_32_nearest(src, amax != 0.0f ? 127.0f / amax : 0.0f));
     }
 }
 
 void from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
     auto *y = static_cast<block_q8_1 *>(dst);
     for (int64_t i = 0; i < n / qk8_1; ++i, src += qk8_1) {
-        const float d = absmax_32(src) / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
+        const float amax = absmax_32(src);
+        const float d = amax / 127.0f;
         y[i].d = fp32_to_fp16(d);
-        const __m256i q = quantize_32_round_away(src, id);
+        const __m256i q = quantize_32_nearest(src, amax != 0.0f ? 127.0f / amax : 0.0f);
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[i].qs), q);
         const int sum =
             hsum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
