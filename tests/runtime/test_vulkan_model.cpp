@@ -13,6 +13,7 @@
 #include "weft/core/device.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/kv_cache.h"
 
 namespace weft {
 namespace {
@@ -87,8 +88,7 @@ TEST(VulkanModel, TinyFixturesMatchTheCpu) {
     }
 }
 
-// A quantized cache the device does not attend over stays on the host, which computes the attention
-// of the offloaded blocks.
+// A q8_0 cache of offloaded blocks lives on the device too (it stores and attends over q8_0 rows).
 TEST(VulkanModel, QuantizedCacheWithOffloadedBlocks) {
     WEFT_REQUIRE_FIXTURES();
     REQUIRE_VULKAN_DEVICE();
@@ -96,6 +96,14 @@ TEST(VulkanModel, QuantizedCacheWithOffloadedBlocks) {
     const std::vector<std::vector<float>> cpu = logits_with(path, 0, dtype::q8_0);
     const std::vector<std::vector<float>> gpu = logits_with(path, 99, dtype::q8_0);
     ASSERT_EQ(gpu.size(), cpu.size());
+    model_params mp;
+    mp.offload_device = first_gpu();
+    mp.n_gpu_layers = 99;
+    auto m = model::load(path, mp);
+    inference_params ip = test::params_with(64, 512);
+    ip.type_k = ip.type_v = dtype::q8_0;
+    inference_context ctx(*m, ip);
+    EXPECT_FALSE(ctx.kv().layers()[0].k->buffer->is_host());
     EXPECT_LE(nmse(gpu, cpu), 1e-4);
 }
 

@@ -236,6 +236,31 @@ TEST(VulkanBuffer, StagingCopies) {
     vk::set_force_staging(false);
 }
 
+// copy_tensor_async between two buffers of one device: a copy on its queue; from host memory: declined.
+TEST(VulkanBuffer, CopyBetweenDeviceBuffers) {
+    REQUIRE_VULKAN();
+    for (device *d : vk_devices) {
+        context ctx(context_params{context_overhead(4), true});
+        tensor *a = ctx.new_tensor(dtype::f32, {1000, 3});
+        tensor *b = ctx.new_tensor(dtype::f32, {1000, 3});
+        tensor *one[] = {a}, *other[] = {b};
+        std::unique_ptr<backend_buffer> buf_a = alloc_placed(d->default_buffer_type(), one);
+        std::unique_ptr<backend_buffer> buf_b = alloc_placed(d->default_buffer_type(), other);
+        std::vector<float> x(3000), y(3000);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.75f - 9.0f;
+        a->buffer->set_tensor(*a, x.data(), 0, x.size() * sizeof(float));
+        buf_b->clear(0);
+        std::unique_ptr<backend> vk = d->make_backend(1);
+        EXPECT_TRUE(vk->copy_tensor_async(*vk, *a, *b));
+        EXPECT_EQ(vk->synchronize(), compute_status::ok);
+        b->buffer->get_tensor(*b, y.data(), 0, y.size() * sizeof(float));
+        EXPECT_EQ(x, y);
+        inputs in;
+        tensor *host = in.uniform(dtype::f32, {1000, 3}, 1);
+        EXPECT_FALSE(vk->copy_tensor_async(*vk, *host, *b));
+    }
+}
+
 TEST(VulkanBuffer, TooLargeAllocationIsAnError) {
     REQUIRE_VULKAN();
     for (device *d : vk_devices) {
@@ -262,8 +287,10 @@ double mul_mat_bound(dtype t) {  // as tests/backends/test_cpu_mul_mat.cpp: the 
     }
 }
 
+// The vector shader (one row of a against 8 columns), with subgroup reductions and without.
 TEST(VulkanOps, MulMat) {
     REQUIRE_VULKAN();
+    vk::set_mul_mat_path(vk::mul_mat_path::vector);
     for (device *d : vk_devices)
         for (bool subgroups : {true, false})
             for (dtype t : {dtype::f32, dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k}) {
@@ -291,6 +318,42 @@ TEST(VulkanOps, MulMat) {
                     mul_mat_bound(t), std::string("mul_mat broadcast ") + type_name(t));
                 vk::set_disable_subgroups(false);
             }
+    vk::set_mul_mat_path(vk::mul_mat_path::automatic);
+}
+
+// The tiled shader (64 x 64 tiles of d): rows and columns that do not fill a tile, a k that does not fill
+// a unit of 32, broadcasts and strided rows of b.
+TEST(VulkanOps, MulMatTiled) {
+    REQUIRE_VULKAN();
+    vk::set_mul_mat_path(vk::mul_mat_path::tiled);
+    for (device *d : vk_devices)
+        for (dtype t : {dtype::f32, dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k}) {
+            const int64_t k = type_traits(t).block_size > 1 ? 256 : 203;
+            inputs in;
+            std::vector<float> deq;
+            for (int64_t m : {67, 200}) {
+                tensor *a = make_weights(*in.ctx, t, k, m, 1, 1, 7 + uint32_t(m), deq);
+                for (int64_t n : {1, 8, 33, 100}) {
+                    if (m == 200 && n < 33) continue;
+                    tensor *b = in.uniform(dtype::f32, {k, n}, 11 + uint32_t(n));
+                    expect_on_device_matches(
+                        *d, [&](context &c, graph_inputs &I) { return mul_mat(c, I(a), I(b)); },
+                        mul_mat_bound(t),
+                        std::string("tiled mul_mat ") + type_name(t) + " m=" + std::to_string(m) +
+                            " n=" + std::to_string(n));
+                }
+            }
+            tensor *a3 = make_weights(*in.ctx, t, k, 70, 2, 1, 8, deq);
+            tensor *wide = in.uniform(dtype::f32, {k + 5, 9, 4, 3}, 99);
+            expect_on_device_matches(
+                *d,
+                [&](context &c, graph_inputs &I) {
+                    tensor *b = view_4d(c, I(wide), k, 9, 4, 3, wide->nb[1], wide->nb[2], wide->nb[3], 0);
+                    return mul_mat(c, I(a3), b);
+                },
+                mul_mat_bound(t), std::string("tiled mul_mat broadcast ") + type_name(t));
+        }
+    vk::set_mul_mat_path(vk::mul_mat_path::automatic);
 }
 
 // --- elementwise ----------------------------------------------------------------------------------
@@ -556,20 +619,70 @@ TEST(VulkanOps, CpyAndSetRowsIntoDeviceMemory) {
             }
 }
 
+// set_rows into a q8_0 / q4_0 cache quantizes as the CPU does: the same bytes. The rows of src have
+// blocks of zeros, of equal magnitudes and values that lie halfway between two steps.
+TEST(VulkanOps, SetRowsIntoQuantizedCache) {
+    REQUIRE_VULKAN();
+    for (device *d : vk_devices)
+        for (dtype cache_type : {dtype::q8_0, dtype::q4_0}) {
+            inputs in;
+            const int64_t ne0 = 96, rows = 10;  // three blocks a row: rows start off a word boundary
+            tensor *host = in.ctx->new_tensor(cache_type, {ne0, rows});
+            std::vector<uint8_t> init(host->nbytes());
+            for (size_t i = 0; i < init.size(); ++i) init[i] = uint8_t(i * 37 + 11);
+            std::memcpy(host->data, init.data(), init.size());
+            device_cache dev(*d, cache_type, {ne0, rows}, *host);
+            tensor *src = in.uniform(dtype::f32, {ne0, 6}, 7, -3.0f, 3.0f);
+            for (int64_t j = 0; j < 32; ++j) {
+                tensor_set_f32(*src, 0.0f, j, 0);                       // all zero
+                tensor_set_f32(*src, j % 2 ? 1.5f : -1.5f, 32 + j, 1);  // ties of magnitude
+                // q8_0: d = 1, values halfway between two steps
+                tensor_set_f32(*src, j == 0 ? 127.0f : float(j) - 15.5f, 64 + j, 2);
+            }
+            tensor *ids = in.ids({6}, {7, 0, 9, 3, 5, 1});
+            auto run = [&](tensor *cache, bool on_device) {
+                std::unique_ptr<backend> cpu = std::make_unique<cpu_backend>(1);
+                std::unique_ptr<backend> vk = d->make_backend(1);
+                std::vector<backend *> bs = {cpu.get()};
+                if (on_device) bs = {vk.get(), cpu.get()};
+                context c(context_params{context_overhead(64), true});
+                tensor *w = set_rows(c, cache, src, ids);
+                graph g;
+                build_forward_expand(g, w);
+                scheduler s(bs);
+                EXPECT_EQ(s.compute(g), compute_status::ok);
+                if (on_device) {
+                    EXPECT_EQ(s.backend_of(w), vk.get());
+                }
+                std::vector<uint8_t> bytes(cache->nbytes());
+                cache->buffer ? cache->buffer->get_tensor(*cache, bytes.data(), 0, bytes.size())
+                              : void(std::memcpy(bytes.data(), cache->data, bytes.size()));
+                return bytes;
+            };
+            const std::vector<uint8_t> want = run(host, false), got = run(dev.t, true);
+            EXPECT_EQ(got, want) << type_name(cache_type) << " cache";
+            EXPECT_NE(want, init);
+        }
+}
+
 // --- attention ----------------------------------------------------------------------------------
 
 TEST(VulkanOps, Attention) {
     REQUIRE_VULKAN();
     constexpr float hidden = -std::numeric_limits<float>::infinity();
     for (device *d : vk_devices)
-        for (dtype kv : {dtype::f16, dtype::f32})
+        for (dtype kv : {dtype::f16, dtype::f32, dtype::q8_0, dtype::q4_0})
             for (float softcap : {0.0f, 20.0f}) {
                 inputs in;
-                const int64_t head_k = 40, head_v = 24, n_tokens = 5, n_head = 4, n_head_kv = 2, n_cache = 80,
-                              n_kv = 70;
+                const bool blocks = type_traits(kv).block_size > 1;  // heads of whole blocks of 32
+                const int64_t head_k = blocks ? 64 : 40, head_v = blocks ? 32 : 24, n_tokens = 5, n_head = 4,
+                              n_head_kv = 2, n_cache = 80, n_kv = 70;
                 tensor *q = in.uniform(dtype::f32, {head_k, n_tokens, n_head}, 1);
-                tensor *k = in.uniform(kv, {head_k, n_cache, n_head_kv}, 2);
-                tensor *v = in.uniform(kv, {head_v, n_cache, n_head_kv}, 3);
+                std::vector<float> deq;
+                tensor *k = blocks ? make_weights(*in.ctx, kv, head_k, n_cache, n_head_kv, 1, 2, deq)
+                                   : in.uniform(kv, {head_k, n_cache, n_head_kv}, 2);
+                tensor *v = blocks ? make_weights(*in.ctx, kv, head_v, n_cache, n_head_kv, 1, 3, deq)
+                                   : in.uniform(kv, {head_v, n_cache, n_head_kv}, 3);
                 tensor *mask = in.ctx->new_tensor(dtype::f32, {n_kv, 8});
                 for (int64_t t = 0; t < 8; ++t)
                     for (int64_t j = 0; j < n_kv; ++j)

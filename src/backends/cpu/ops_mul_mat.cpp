@@ -359,6 +359,8 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     const int64_t ratio2 = b2 / a.ne[2];
     const int64_t ratio3 = b3 / a.ne[3];
     const int64_t b_rows = n * b2 * b3;
+    // q8_0 at the AVX2 level and above: register tiles with the row kernel's operations (same bits)
+    const bool q8_0_tiles = vec_dot == vec_dot_q8_0_avx2 && dst.nb[0] == sizeof(float);
     int64_t tile_rows_a = max_tile_rows_a, tile_rows_b = max_tile_rows_b;
     const int64_t wanted_tiles = min_tiles_per_thread * p.nth;
     while (ceil_div(m, tile_rows_a) * ceil_div(b_rows, tile_rows_b) < wanted_tiles &&
@@ -378,16 +380,34 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
         const int64_t a_end = std::min(m, a_begin + tile_rows_a);
         const int64_t b_begin = (tile / n_tiles_a) * tile_rows_b;
         const int64_t b_end = std::min(b_rows, b_begin + tile_rows_b);
-        for (int64_t rb = b_begin; rb < b_end; ++rb) {
-            int64_t i11, i12, i13;
-            unravel_row(rb, b.ne, i11, i12, i13);
-            const char *a_matrix = static_cast<const char *>(a.data) + size_t(i12 / ratio2) * a.nb[2] +
-                                   size_t(i13 / ratio3) * a.nb[3];
-            const char *y = y_base + size_t(i11) * y_nb1 + size_t(i12) * y_nb2 + size_t(i13) * y_nb3;
-            char *out = row_at(dst, i11, i12, i13);
-            for (int64_t ra = a_begin; ra < a_end; ++ra)
-                vec_dot(k, reinterpret_cast<float *>(out + size_t(ra) * dst.nb[0]),
-                        a_matrix + size_t(ra) * a.nb[1], y);
+        // the columns of the tile in runs that read the same matrix (dims 2 and 3 broadcast)
+        for (int64_t rb = b_begin; rb < b_end;) {
+            const char *a_matrix = nullptr;
+            const void *ys[max_tile_rows_b];
+            float *outs[max_tile_rows_b];
+            int64_t n_run = 0;
+            for (; rb < b_end; ++rb) {
+                int64_t i11, i12, i13;
+                unravel_row(rb, b.ne, i11, i12, i13);
+                const char *matrix = static_cast<const char *>(a.data) + size_t(i12 / ratio2) * a.nb[2] +
+                                     size_t(i13 / ratio3) * a.nb[3];
+                if (n_run > 0 && matrix != a_matrix) break;
+                a_matrix = matrix;
+                ys[n_run] = y_base + size_t(i11) * y_nb1 + size_t(i12) * y_nb2 + size_t(i13) * y_nb3;
+                outs[n_run++] =
+                    reinterpret_cast<float *>(row_at(dst, i11, i12, i13) + size_t(a_begin) * dst.nb[0]);
+            }
+            if (q8_0_tiles) {
+                dot_tile_q8_0_avx2(k, a_matrix + size_t(a_begin) * a.nb[1], a.nb[1], a_end - a_begin, ys,
+                                   n_run, outs);
+                continue;
+            }
+            for (int64_t j = 0; j < n_run; ++j)
+                for (int64_t ra = a_begin; ra < a_end; ++ra)
+                    vec_dot(k,
+                            reinterpret_cast<float *>(reinterpret_cast<char *>(outs[j]) +
+                                                      size_t(ra - a_begin) * dst.nb[0]),
+                            a_matrix + size_t(ra) * a.nb[1], ys[j]);
         }
     }
 }

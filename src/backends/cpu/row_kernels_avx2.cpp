@@ -330,6 +330,62 @@ void vec_dot_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     *s = vec_dot_signed_32_avx2<block_q8_0>(n, vx, vy, [](const block_q8_0 &b) { return load_32(b.qs); });
 }
 
+namespace {
+
+// A tile of R weight rows × C activation rows of q8_0 in registers: each dot the operations of
+// vec_dot_signed_32_avx2 for q8_0 (the same helpers), so the same bits.
+template <int R, int C>
+void q8_0_tile(int64_t nb, const block_q8_0 *const *x, const block_q8_0 *const *y, float *const *out,
+               int64_t i0) {
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i yq[C];
+        for (int c = 0; c < C; ++c) yq[c] = load_32(y[c][b].qs);
+        for (int r = 0; r < R; ++r) {
+            const __m256i xq = load_32(x[r][b].qs);
+            for (int c = 0; c < C; ++c) {
+                const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(xq, yq[c]));
+                acc[r][c] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(half(x[r][b].d) * half(y[c][b].d)), dots, acc[r][c]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) out[c][i0 + r] = hsum_f32x8(acc[r][c]);
+}
+
+template <int R>
+void q8_0_row_tiles(int64_t nb, const block_q8_0 *const *x, const block_q8_0 *const *y, int64_t cols,
+                    float *const *out, int64_t i0) {
+    int64_t j = 0;
+    for (; j + 4 <= cols; j += 4) q8_0_tile<R, 4>(nb, x, y + j, out + j, i0);
+    if (cols - j == 3) q8_0_tile<R, 3>(nb, x, y + j, out + j, i0);
+    if (cols - j == 2) q8_0_tile<R, 2>(nb, x, y + j, out + j, i0);
+    if (cols - j == 1) q8_0_tile<R, 1>(nb, x, y + j, out + j, i0);
+}
+
+}  // namespace
+
+void dot_tile_q8_0_avx2(int64_t k, const void *a, size_t a_stride, int64_t rows, const void *const *y,
+                        int64_t cols, float *const *out) {
+    const int64_t nb = k / qk8_0;
+    const auto *const *ys = reinterpret_cast<const block_q8_0 *const *>(y);
+    auto row = [&](int64_t i) {
+        return reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(a) + size_t(i) * a_stride);
+    };
+    int64_t i = 0;
+    for (; i + 2 <= rows; i += 2) {
+        const block_q8_0 *x[2] = {row(i), row(i + 1)};
+        q8_0_row_tiles<2>(nb, x, ys, cols, out, i);
+    }
+    if (i < rows) {
+        const block_q8_0 *x[1] = {row(i)};
+        q8_0_row_tiles<1>(nb, x, ys, cols, out, i);
+    }
+}
+
 void from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
     auto *y = static_cast<block_q8_0 *>(dst);
     for (int64_t i = 0; i < n / qk8_0; ++i, src += qk8_0) {

@@ -64,6 +64,7 @@ class device_context {
     size_t min_offset_alignment = 16;           // minStorageBufferOffsetAlignment
     size_t max_range = 0;                       // maxStorageBufferRange
     size_t max_alloc = 0;                       // maxMemoryAllocationSize
+    size_t max_shared = 0;                      // maxComputeSharedMemorySize
     bool subgroup_arithmetic = false;           // subgroupAdd in compute shaders
 
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;

@@ -53,6 +53,7 @@ device_context::device_context(VkPhysicalDevice p, int index) : phys(p) {
     has_memory_budget = has_extension(phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     min_offset_alignment = size_t(props.limits.minStorageBufferOffsetAlignment);
     max_range = size_t(props.limits.maxStorageBufferRange);
+    max_shared = size_t(props.limits.maxComputeSharedMemorySize);
     VkPhysicalDeviceMaintenance3Properties maint3{};
     maint3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
     props2.pNext = &maint3;

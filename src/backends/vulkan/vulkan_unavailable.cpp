@@ -21,5 +21,6 @@ namespace weft::vk {
 
 void set_force_staging(bool) {}
 void set_disable_subgroups(bool) {}
+void set_mul_mat_path(mul_mat_path) {}
 
 }  // namespace weft::vk

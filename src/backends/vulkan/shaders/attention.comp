@@ -1,6 +1,7 @@
 // attention.comp — the fused attention of ops.h: out[:, h, t] = softmax_j(q[:, t, h] . k[:, j, g] * scale
-// (capped by softcap) + mask[j, t]) v[:, j, g], g = h / group. K and V f32 or f16 (rows contiguous); q is
-// rounded to f16 against an f16 K and the weights against an f16 V, as the CPU does. One workgroup per
+// (capped by softcap) + mask[j, t]) v[:, j, g], g = h / group. K and V f32, f16, q8_0 or q4_0 (rows
+// contiguous; blocks widened to floats); q is rounded to f16 against an f16 K and the weights against an
+// f16 V, as the CPU does. One workgroup per
 // (token, head): a first pass over the cells finds the maximum and the sum (online), a second one
 // weighs the V rows a chunk of WG cells at a time. A token without a visible cell gets zeros.
 #version 450
@@ -20,7 +21,7 @@ layout(push_constant) uniform PC {
     uint q_nb1, q_nb2, k_nb1, k_nb2, v_nb1, v_nb2, m_nb1;  // bytes
     uint q_off, k_off, v_off, m_off;                       // bytes
     uint d_off;                                            // floats
-    uint k_type, v_type;
+    uint k_type, v_type;  // 0: f32, 1: f16, 2: q8_0, 3: q4_0
     float scale, softcap;
 } p;
 
@@ -35,8 +36,10 @@ float score(uint kbase, uint j, float m) {
     float dot = 0.0;
     if (p.k_type == 0u) {
         for (uint i = 0u; i < p.head_k; ++i) dot = fma(sq[i], LOAD_F32(kc, row + 4u * i), dot);
-    } else {
+    } else if (p.k_type == 1u) {
         for (uint i = 0u; i < p.head_k; ++i) dot = fma(sq[i], LOAD_F16(kc, row + 2u * i), dot);
+    } else {
+        for (uint i = 0u; i < p.head_k; ++i) dot = fma(sq[i], LOAD_KV(kc, row, i, p.k_type), dot);
     }
     const float s = p.softcap > 0.0 ? p.softcap * tanh_ref(dot * p.scale) : dot * p.scale;
     return s + m;
@@ -114,8 +117,7 @@ void main() {
             for (uint c = 0u; c < n; ++c) {
                 const float wc = weights[c];
                 if (wc == 0.0) continue;
-                const uint off = vbase + (c0 + c) * p.v_nb1;
-                a = fma(wc, p.v_type == 0u ? LOAD_F32(vc, off + 4u * i) : LOAD_F16(vc, off + 2u * i), a);
+                a = fma(wc, LOAD_KV(vc, vbase + (c0 + c) * p.v_nb1, i, p.v_type), a);
             }
             acc[r] = a;
         }

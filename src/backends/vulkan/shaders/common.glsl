@@ -17,6 +17,19 @@
 // four bytes at any offset (the second word is read only when they straddle two)
 #define LOAD_U32_ANY(buf, off) \
     (((off)&3u) == 0u ? buf[(off) >> 2] : ((buf[(off) >> 2] >> (((off)&3u) * 8u)) | (buf[((off) >> 2) + 1u] << (32u - ((off)&3u) * 8u))))
+// element i of a row of 32-value blocks at byte `row`: q8_0 {f16 d; i8 qs[32]}, q4_0 {f16 d; u8 qs[16]}
+// (elements j and j + 16 in the low and high nibble of qs[j])
+#define LOAD_Q8_0(buf, row, i)                                                  \
+    (unpackHalf2x16(LOAD_U16(buf, (row) + 34u * ((i) >> 5))).x *                \
+     float(int(LOAD_U8(buf, (row) + 34u * ((i) >> 5) + 2u + ((i)&31u)) << 24) >> 24))
+#define LOAD_Q4_0(buf, row, i)                                                                \
+    (unpackHalf2x16(LOAD_U16(buf, (row) + 18u * ((i) >> 5))).x *                              \
+     float(int((LOAD_U8(buf, (row) + 18u * ((i) >> 5) + 2u + ((i)&15u)) >> (((i)&16u) >> 2)) & 15u) - 8))
+// type 0: f32, 1: f16, 2: q8_0, 3: q4_0
+#define LOAD_KV(buf, row, i, ty)                                                                      \
+    ((ty) == 0u ? LOAD_F32(buf, (row) + 4u * (i))                                                     \
+                : (ty) == 1u ? LOAD_F16(buf, (row) + 2u * (i))                                        \
+                             : (ty) == 2u ? LOAD_Q8_0(buf, row, i) : LOAD_Q4_0(buf, row, i))
 #define STORE_F32(buf, off, v) buf[(off) >> 2] = floatBitsToUint(v)
 // the other half of the word may be written by another invocation at the same time: two atomics
 #define STORE_F16(buf, off, v)                                                   \
