@@ -90,8 +90,8 @@ TEST_F(KvShiftCells, DefragMovesRowsToTheFrontInOrder) {
         kv.assign(c, llm_pos(c), s0);
         for (size_t il = 0; il < kv.layers().size(); ++il) {
             std::vector<float> k(k_floats, float(100 * il + c)), v(v_floats, -float(100 * il + c));
-            std::memcpy(kv.k_row(il, c), k.data(), k.size() * sizeof(float));
-            std::memcpy(kv.v_row(il, c), v.data(), v.size() * sizeof(float));
+            kv.write_k_row(il, c, k.data());
+            kv.write_v_row(il, c, v.data());
         }
     }
     kv.seq_rm(0, 1, 3);
@@ -103,9 +103,10 @@ TEST_F(KvShiftCells, DefragMovesRowsToTheFrontInOrder) {
     const float source[] = {0, 3, 4, 6, 7};
     for (size_t il = 0; il < kv.layers().size(); ++il)
         for (uint32_t c = 0; c < 5; ++c) {
-            float k, v;
-            std::memcpy(&k, kv.k_row(il, c) + (k_floats - 1) * sizeof(float), sizeof k);
-            std::memcpy(&v, kv.v_row(il, c), sizeof v);
+            std::vector<float> k_row(k_floats), v_row(v_floats);
+            kv.read_k_row(il, c, k_row.data());
+            kv.read_v_row(il, c, v_row.data());
+            const float k = k_row.back(), v = v_row.front();
             EXPECT_EQ(k, float(100 * il) + source[c]) << "layer " << il << " cell " << c;
             EXPECT_EQ(v, -(float(100 * il) + source[c])) << "layer " << il << " cell " << c;
         }
