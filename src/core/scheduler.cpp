@@ -138,17 +138,18 @@ struct scheduler::impl {
     }
 
     // Where a node computes: with memory of its own among its sources (weights, a cache it reads or
-    // writes), on the first backend that supports the op and reads all of that memory; with only
-    // planned sources (activations), on the backend of the node before it when that one supports
-    // the op, so a run of a model's blocks stays on the device holding their weights and the
-    // host's blocks stay on the host; otherwise on the first backend that supports it (its sources
-    // are copied).
-    int choose_backend(const tensor &n, int current) const {
+    // writes), on the first backend that supports the op and reads all of that memory — the run it
+    // starts is anchored there; with only planned sources (activations), inside an anchored run on
+    // that run's backend when it supports the op, so a run of a model's blocks stays on the device
+    // holding their weights and the host's blocks stay on the host; otherwise on the first backend
+    // that supports it (its sources are copied). `anchored` is the run's state, updated here.
+    int choose_backend(const tensor &n, int current, bool &anchored) const {
         auto supports = [&](int b) { return backends[size_t(b)]->supports_op(n); };
         if (op_is_view(n.op) && current >= 0 && supports(current)) return current;
         bool own_memory = false;
         for (const tensor *s : n.src) own_memory = own_memory || (s && !planned(root_of(s)));
-        if (!own_memory && current >= 0 && supports(current)) return current;
+        if (!own_memory && anchored && current >= 0 && supports(current)) return current;
+        anchored = own_memory;
         for (size_t b = 0; b < backends.size(); ++b) {
             if (!supports(int(b))) continue;
             bool reaches_all = true;
@@ -167,8 +168,9 @@ struct scheduler::impl {
     void assign(const graph &g) {
         home.clear();
         int current = -1;
+        bool anchored = false;
         for (const tensor *n : g.nodes) {
-            const int b = choose_backend(*n, current);
+            const int b = choose_backend(*n, current, anchored);
             // a node that writes into memory of its own (cpy into a cache, set_rows) must reach it
             if (n->view_src && !op_is_view(n->op) && !planned(n->view_src) && !readable(b, n->view_src))
                 throw error("[scheduler] node '" + std::string(n->name) + "' (" + op_name(n->op) +

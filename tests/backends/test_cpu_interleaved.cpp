@@ -73,8 +73,9 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
     return q;
 }
 
-const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q8_0,
-                                   dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k, dtype::q6_k};
+const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0,   dtype::q5_1,
+                                   dtype::q8_0, dtype::q2_k, dtype::q3_k,   dtype::q4_k,
+                                   dtype::q5_k, dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
@@ -85,6 +86,10 @@ TEST(CpuInterleaved, WhichWeightsQualify) {
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q6_k, {512, 48})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q5_k, {256, 16})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q3_k, {256, 16})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::iq4_nl, {64, 32})));
+    EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::iq4_xs, {512, 16})));
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::iq4_nl, {64, 40})));   // rows not in 16s
+    EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::iq4_xs, {256, 24})));  // rows not in 16s
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::bf16, {256, 16})));
     EXPECT_FALSE(cpu::can_interleave(*ctx->new_tensor(dtype::f16, {64, 16})));
     EXPECT_TRUE(cpu::can_interleave(*ctx->new_tensor(dtype::q8_0, {64, 16, 2})));  // a stack (experts)
@@ -93,7 +98,7 @@ TEST(CpuInterleaved, WhichWeightsQualify) {
 }
 
 TEST(CpuInterleaved, LayoutRoundTrips) {
-    for (dtype type : {dtype::q4_0, dtype::q8_0}) {
+    for (dtype type : {dtype::q4_0, dtype::iq4_nl, dtype::q8_0}) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<uint8_t> plain;
@@ -238,6 +243,65 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
         EXPECT_EQ(computed_with(force_scalar), batched) << "the scalar path differs from the SIMD path";
         EXPECT_EQ(computed_with(limit_to_avx2), batched) << "the AVX2 path differs from the SIMD path";
         EXPECT_EQ(computed_with(limit_to_avxvnni), batched) << "the AVX-VNNI path differs from the SIMD path";
+    }
+}
+
+// The codebook types' repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs) bit for
+// bit: both take one exact integer sum and one fma per block, in block order. For several widths,
+// row counts in 16s and column counts (tile remainders and more than a pass of 16), at whatever
+// level the run allows (the ctest _scalar / _avx2 variants lower it: scalar kernel against
+// vec_dot_*_ref, the AVX2 builds against the AVX2 row kernels).
+TEST(CpuInterleaved, CodebookTypesEqualTheRowKernelsBitForBit) {
+    struct shape {
+        int64_t k, m;
+    };
+    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs}) {
+        for (const shape s : {shape{256, 16}, shape{512, 48}, shape{768, 80}, shape{2048, 32}}) {
+            const int64_t k = type == dtype::iq4_nl && s.k == 256 ? 96 : s.k;  // iq4_nl: any 32s
+            auto ctx = data_context();
+            std::vector<uint8_t> plain;
+            std::vector<float> w;
+            tensor *a = make_matrix(*ctx, type, k, s.m, uint32_t(31 + k + s.m), plain, w);
+            tensor *plain_a = ctx->new_tensor(type, {k, s.m});
+            std::memcpy(plain_a->data, plain.data(), plain.size());
+            const auto repacked = interleave_in_place(*a);
+            ASSERT_NE(cpu::interleaved_layout_of(*a), nullptr);
+            for (int64_t n : {1, 2, 3, 5, 8, 17, 37}) {
+                SCOPED_TRACE(std::string(type_name(type)) + " k " + std::to_string(k) + " m " +
+                             std::to_string(s.m) + " n " + std::to_string(n));
+                tensor *b = ctx->new_tensor(dtype::f32, {k, n});
+                fill_uniform(*b, uint32_t(40 + n));
+                auto computed = [&](tensor *weights) {
+                    tensor *out = mul_mat(*ctx, weights, b);
+                    graph g;
+                    build_forward_expand(g, out);
+                    cpu_backend backend(2);
+                    EXPECT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+                    return values_of(*out);
+                };
+                const std::vector<float> got = computed(a), want = computed(plain_a);
+                ASSERT_EQ(got.size(), want.size());
+                EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+            }
+        }
+    }
+}
+
+// Row counts not in 16s stay in the plain layout (and its per-row kernels) when a model is repacked.
+TEST(CpuInterleaved, CodebookTypesWithRowsNotIn16sStayPlain) {
+    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs}) {
+        SCOPED_TRACE(type_name(type));
+        auto ctx = data_context();
+        std::vector<uint8_t> plain;
+        std::vector<float> w;
+        tensor *odd = make_matrix(*ctx, type, 256, 17, 3, plain, w);
+        tensor *even = make_matrix(*ctx, type, 256, 32, 4, plain, w);
+        tensor *weights[] = {odd, even};
+        const void *odd_data = odd->data;
+        const auto buffer = cpu_repack_weights(weights, {});
+        EXPECT_EQ(odd->data, odd_data);
+        EXPECT_EQ(cpu::interleaved_layout_of(*odd), nullptr);
+        EXPECT_NE(cpu::interleaved_layout_of(*even), nullptr);
     }
 }
 

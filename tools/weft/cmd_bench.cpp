@@ -107,7 +107,7 @@ int bench_main(int argc, char **argv) {
                  "time every op during the measured runs and print a table per test: op, weight type, "
                  "calls, total ms, ms per graph, share, bytes read and written, GB/s, GFLOP/s");
     app.add_flag("--no-repack", no_repack,
-                 "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies)");
+                 "keep every weight in the file mapping (no interleaved copies of q4_0, q4_K, iq4_nl ...)");
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);

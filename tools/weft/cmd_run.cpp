@@ -93,9 +93,9 @@ int run_main(int argc, char **argv) {
                    "are not decoded again), written after a run that could not reuse it");
     weft::tool::add_cache_type_options(app, cache_types);
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
-    app.add_flag(
-        "--no-repack", no_repack,
-        "keep every weight in the file mapping (no interleaved q4_0/q8_0 copies for faster products)");
+    app.add_flag("--no-repack", no_repack,
+                 "keep every weight in the file mapping (no interleaved copies of q4_0, q4_K, iq4_nl ... for "
+                 "faster products)");
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);
     weft::tool::vision_options vision;

@@ -20,12 +20,14 @@ buffer_type &cpu_buffer_type();
 std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size);
 
 // Repacks, into one new host buffer, the weights that the CPU kernels read faster in an
-// interleaved layout (q4_0 and q8_0 matrices whose rows come in multiples of 16): their data then
-// points into that buffer and their layout is marked for the kernels. The others are left alone;
-// returns null when none qualifies. Only for tensors that nothing reads but mul_mat (2-D) or
-// mul_mat_id (stacks of experts), as their first operand (any other op refuses a repacked source). Same bytes
-// as the plain layout. released(old_data, bytes), when given, is called (from any thread) once a weight's old
-// bytes are no longer needed, so a caller can give the memory back while the rest is repacked.
+// interleaved layout (matrices of the legacy, K-quant and IQ4 types and of f16/bf16/f32 whose rows
+// come in multiples of 16; q8_0 stays plain: its row kernel keeps the reference engine's summation
+// order): their data then points into that buffer and their layout is marked for the kernels. The
+// others are left alone; returns null when none qualifies. Only for tensors that nothing reads but
+// mul_mat (2-D) or mul_mat_id (stacks of experts), as their first operand (any other op refuses a
+// repacked source). About the same bytes as the plain layout. released(old_data, bytes), when
+// given, is called (from any thread) once a weight's old bytes are no longer needed, so a caller can
+// give the memory back while the rest is repacked.
 std::unique_ptr<backend_buffer> cpu_repack_weights(
     std::span<tensor *const> weights, const std::function<void(const void *, size_t)> &released = {});
 

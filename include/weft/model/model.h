@@ -42,7 +42,7 @@ struct layer_span {
 struct model_params {
     bool use_mmap = true;     // false: read the data section into memory instead of mapping it
     bool vocab_only = false;  // vocabulary, hyper-parameters and metadata only; no weights
-    // Repack the matrices the CPU kernels read faster interleaved (q4_0, q8_0) into memory of
+    // Repack the matrices the CPU kernels read faster interleaved (q4_0, q4_K, iq4_nl ...) into memory of
     // their own at load (same size as in the file); false keeps every weight in the mapping.
     bool repack = true;
     // Called with the fraction loaded (0..1, reaching 1 at the end); returning false cancels

@@ -128,7 +128,29 @@ const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
                                      16,
                                      /*d_at*/ 48 * slot_bytes + 16 * interleave_rows};
 
+// iq4_nl: q4_0's layout, indices for quants
+const interleaved_layout layout_iq4_nl{interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32,
+                                       scales_bytes + 4 * slot_bytes, 128};
+// iq4_xs: 32 nibble slots (as q4_K's), 8 signed scales a byte per row, d, 32 bytes of padding (so
+// that every block starts on a cache line)
+const interleaved_layout layout_iq4_xs{interleaved_kind::iq4_xsx16,
+                                       dtype::iq4_xs,
+                                       256,
+                                       32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32,
+                                       128,
+                                       /*low_at*/ 0,
+                                       /*high_at*/ 0,
+                                       /*scales_at*/ 32 * slot_bytes,
+                                       /*mins_at*/ 0,
+                                       /*dmin_at*/ 0,
+                                       8,
+                                       /*d_at*/ 32 * slot_bytes + 8 * interleave_rows};
+
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
+static_assert(sizeof(block_iq4_nl) * interleave_rows == scales_bytes + 4 * slot_bytes);
+static_assert(sizeof(block_iq4_xs) * interleave_rows + 64 ==
+              32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32);
+static_assert((32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32) % 64 == 0);
 static_assert(sizeof(block_q8_0) * interleave_rows == scales_bytes + 8 * slot_bytes);
 static_assert(sizeof(block_q4_1) * interleave_rows == 2 * scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_q2_k) * interleave_rows ==
@@ -160,6 +182,10 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_q5_k;
         case dtype::q6_k:
             return &layout_q6_k;
+        case dtype::iq4_nl:
+            return &layout_iq4_nl;
+        case dtype::iq4_xs:
+            return &layout_iq4_xs;
         default:
             return nullptr;
     }
@@ -250,11 +276,19 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
     return slots[size_t(i / 4) * slot_bytes + size_t(r) * 4 + size_t(i % 4)];
 }
 
+// The unsigned value the integer dots take for quant i of row r: the stored quant, or for the
+// codebook types the level of the stored index plus 128 (the layout's offset comes off either way).
+int32_t stored_value(const interleaved_layout &l, const uint8_t *block, int r, int i) {
+    const uint8_t q = interleaved_quant(l, block, r, i);
+    return is_codebook_kind(l.kind) ? int32_t(iq4_levels_u8[q]) : int32_t(q);
+}
+
 }  // namespace
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
-    for (const interleaved_layout *l : {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0,
-                                        &layout_q2_k, &layout_q3_k, &layout_q4_k, &layout_q5_k, &layout_q6_k})
+    for (const interleaved_layout *l :
+         {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0, &layout_q2_k, &layout_q3_k,
+          &layout_q4_k, &layout_q5_k, &layout_q6_k, &layout_iq4_nl, &layout_iq4_xs})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -311,6 +345,29 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
     }
 }
 
+// One iq4_xs super-block of 16 rows into the interleaved block: the indices where q4_K's nibbles
+// go, the scales a signed byte per row.
+void interleave_iq4_xs_block(const interleaved_layout &l, const uint8_t *const rows[interleave_rows],
+                             uint8_t *block) {
+    std::memset(block, 0, l.block_bytes);
+    for (int r = 0; r < interleave_rows; ++r) {
+        block_iq4_xs x;
+        std::memcpy(&x, rows[r], sizeof x);
+        std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &x.d, sizeof(fp16_t));
+        for (int j = 0; j < l.n_sub; ++j)
+            block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] =
+                uint8_t(int8_t(scale_iq4_xs(j, x)));
+        for (int i = 0; i < 256; ++i) {
+            const int j = i / 32, e = i % 32;  // sub-block j: element e in qs[16 j + e % 16]
+            const uint8_t byte = x.qs[16 * j + e % 16];
+            const int index = e < 16 ? byte & 0x0F : byte >> 4;
+            const k_position &at = k_position_in(l, i);
+            block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
+                uint8_t(index << (at.high_nibble ? 4 : 0));
+        }
+    }
+}
+
 }  // namespace
 
 void interleave_tensor(tensor &t, const void *src, void *dst) {
@@ -327,7 +384,10 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
                 const uint8_t *rows[interleave_rows];
                 for (int r = 0; r < interleave_rows; ++r)
                     rows[r] = in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
-                interleave_k_block(l, rows, block);
+                if (l.kind == interleaved_kind::iq4_xsx16)
+                    interleave_iq4_xs_block(l, rows, block);
+                else
+                    interleave_k_block(l, rows, block);
                 continue;
             }
             // slot s of row r is bytes 4s..4s+3 of the row's quants as they are (q4_0: low nibbles
@@ -370,8 +430,10 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     const interleaved_layout *l = interleaved_layout_of(t);
     WEFT_ASSERT(l != nullptr &&
-                (l->kind == interleaved_kind::q4_0x16 || l->kind == interleaved_kind::q8_0x16) && row >= 0 &&
-                row < t.ne[1]);
+                (l->kind == interleaved_kind::q4_0x16 || l->kind == interleaved_kind::iq4_nlx16 ||
+                 l->kind == interleaved_kind::q8_0x16) &&
+                row >= 0 && row < t.ne[1]);
+    static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0));  // the same fields: d, 16 nibble bytes
     const int64_t nb = t.ne[0] / interleave_block;
     const int64_t g = row / interleave_rows;
     const int r = int(row % interleave_rows);
@@ -380,7 +442,7 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
         const uint8_t *block = base + (size_t(g) * size_t(nb) + size_t(b)) * l->block_bytes;
         fp16_t d;
         std::memcpy(&d, block + size_t(r) * sizeof(fp16_t), sizeof d);
-        if (l->kind == interleaved_kind::q4_0x16) {
+        if (l->kind != interleaved_kind::q8_0x16) {  // q4_0, iq4_nl
             auto &out = static_cast<block_q4_0 *>(dst_blocks)[b];
             out.d = d;
             for (int i = 0; i < 16; ++i)
@@ -408,7 +470,7 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
     const float dw = fp16_at(block + l.d_at + size_t(r) * sizeof(fp16_t));
     if (!l.k_quant()) {
         int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += int32_t(interleaved_quant(l, block, r, i)) * x[i];
+        for (int i = 0; i < 32; ++i) isum += stored_value(l, block, r, i) * x[i];
         isum -= l.offset * sums[0];
         acc = std::fma(float(isum), dw * da, acc);
         if (l.dmin_at)
@@ -420,8 +482,7 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
     int32_t isum = 0, msum = 0;
     for (int j = 0; j < l.n_sub; ++j) {
         int32_t dot = 0, xsum = 0;
-        for (int i = 0; i < sub; ++i)
-            dot += int32_t(interleaved_quant(l, block, r, j * sub + i)) * x[j * sub + i];
+        for (int i = 0; i < sub; ++i) dot += stored_value(l, block, r, j * sub + i) * x[j * sub + i];
         for (int s = 0; s < sums_per_sub; ++s) xsum += sums[j * sums_per_sub + s];
         const uint8_t scale_byte = block[l.scales_at + size_t(j) * interleave_rows + size_t(r)];
         const bool packed = l.kind == interleaved_kind::q2_kx16;  // scale | min << 4

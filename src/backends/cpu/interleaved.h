@@ -17,6 +17,14 @@
 // slots (slot u: chunk u + 16v in bits 2v, 2v + 1); q5_K its fifth bit in 8 slots (slot u: chunk
 // u + 8v in bit v); q2_K / q3_K their two low bits in 16 slots laid out as q6_K's high bits, and
 // q3_K its third bit in 8 slots laid out as q5_K's fifth bits.
+// The codebook types store 4-bit indices into kvalues_iq4nl where the others store quants: iq4_nl
+// is laid out as q4_0 (its 18-byte block has q4_0's shape); iq4_xs as q4_K's nibble plane (32 slots,
+// first in the block, so every slot is cache-line aligned), then its 8 signed six-bit scales a byte
+// per row (scale - 32, in [-32, 31]) and d, padded to whole cache lines (64 bytes more than the
+// plain layout per 16 rows and 256 values). Their kernels turn the indices into levels with a byte
+// shuffle: into level + 128 where a dot product takes the weights unsigned (vpdpbusd; the offset
+// 128 comes off through the activation sums), into the signed level where AVX2's maddubs takes them
+// by the sign trick (|w| against x with w's sign: |w|, |x| <= 127 cannot saturate).
 // So one 64-byte load gives four quants of each of 16 rows, in the lanes where a 16-lane integer
 // dot product (vpdpbusd) wants them, and no horizontal sums are needed. The size is the plain
 // layout's, except where byte-wide scales and cache-line alignment add a little (interleaved_size).
@@ -27,19 +35,23 @@
 //   then, for q4_1 / q5_1:  acc = fma(float(xsum_b), m_b * da_b, acc)
 //   and for q2_K / q4_K / q5_K:  acc = fma(float(msum_b), -(dmin_b * da_b), acc)
 // where isum_b is the exact integer dot product of the block's weight values (the stored unsigned
-// quant minus the type's offset; for the K-quants the sum over sub-blocks of the integer scale times
-// the sub-block's dot product), xsum_b the sum of the block's activation quants, msum_b the sum of
-// the integer mins times the sub-blocks' activation sums, dw_b / m_b / dmin_b the weight's fp16
-// scales widened to float and da_b the activation scale. Integer sums are exact in any order, so
-// the kernels are free to compute them however suits the ISA; the float steps are fixed.
+// quant minus the type's offset, or the codebook level of the stored index; for the K-quants the sum over
+// sub-blocks of the integer scale times the sub-block's dot product), xsum_b the sum of the block's
+// activation quants, msum_b the sum of the integer mins times the sub-blocks' activation sums, dw_b / m_b /
+// dmin_b the weight's fp16 scales widened to float and da_b the activation scale. Integer sums are exact in
+// any order, so the kernels are free to compute them however suits the ISA; the float steps are fixed. For
+// iq4_nl and iq4_xs these are also the per-row kernels' steps (vec_dot_iq4_*: one integer sum and one fma per
+// block, into one float sum in block order), so repacking them does not change a bit.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include "backends/cpu/simd_level.h"
 #include "weft/core/tensor.h"
+#include "weft/quant/blocks.h"
 
 namespace weft::cpu {
 
@@ -56,13 +68,28 @@ enum class interleaved_kind : uint8_t {
     q3_kx16,
     q4_kx16,
     q5_kx16,
-    q6_kx16
+    q6_kx16,
+    iq4_nlx16,
+    iq4_xsx16
 };
 
-// The 32-value types whose quants are nibbles in the slots (q5_0 / q5_1 add a fifth-bit plane).
+// The types whose stored 4-bit values are indices into the codebook kvalues_iq4nl.
+constexpr bool is_codebook_kind(interleaved_kind k) {
+    return k == interleaved_kind::iq4_nlx16 || k == interleaved_kind::iq4_xsx16;
+}
+// The codebook as the kernels' unsigned operands (level + 128; the layouts' offset is 128).
+inline constexpr std::array<uint8_t, 16> iq4_levels_u8 = [] {
+    std::array<uint8_t, 16> a{};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(kvalues_iq4nl[i] + 128);
+    return a;
+}();
+
+// The 32-value types whose quants are nibbles in the slots (q5_0 / q5_1 add a fifth-bit plane;
+// iq4_nl's are codebook indices).
 constexpr bool is_nibble_kind(interleaved_kind k) {
     return k == interleaved_kind::q4_0x16 || k == interleaved_kind::q4_1x16 ||
-           k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16;
+           k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16 ||
+           k == interleaved_kind::iq4_nlx16;
 }
 constexpr bool has_fifth_bit_plane(interleaved_kind k) {
     return k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16;
@@ -75,9 +102,9 @@ constexpr bool has_block_min(interleaved_kind k) {
 struct interleaved_layout {
     interleaved_kind kind;
     dtype type;          // the weight type it was repacked from
-    int64_t block;       // values per block: 32, or 256 for the K-quants' super-blocks
+    int64_t block;       // values per block: 32, or 256 for the K-quants' and iq4_xs' super-blocks
     size_t block_bytes;  // bytes of one block of one group (16 rows)
-    int32_t offset;      // the stored unsigned quant minus this is the weight value
+    int32_t offset;      // the stored unsigned quant (codebook types: level + 128) minus this is the value
     // byte offsets inside a block: the quant slots (low nibble plane for the K-quants) and, for
     // the K-quants, the high-bit plane, the sub-block scales and mins, dmin
     uint16_t low_at = 32, high_at = 0, scales_at = 0, mins_at = 0, dmin_at = 0;
@@ -88,11 +115,11 @@ struct interleaved_layout {
 
 // The layout of t, or null when t is in the plain GGUF layout.
 const interleaved_layout *interleaved_layout_of(const tensor &t);
-// Whether t (a contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q2_K ... q6_K matrix whose rows come
-// in 16s, or a stack of them [k, m, n], e.g. a mixture's experts: each matrix repacked after the
-// previous one, interleaved_size(t) / n bytes each) can be repacked, and the bytes it then takes
-// (the plain size, q4_K 64 bytes more per 16 rows and 256 values: its six-bit scales are stored a
-// byte each). A repacked stack is read only by mul_mat_id, one matrix at a time.
+// Whether t (a contiguous q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q2_K ... q6_K / iq4_nl / iq4_xs matrix
+// whose rows come in 16s, or a stack of them [k, m, n], e.g. a mixture's experts: each matrix repacked after
+// the previous one, interleaved_size(t) / n bytes each) can be repacked, and the bytes it then takes (the
+// plain size, q4_K 64 bytes more per 16 rows and 256 values: its six-bit scales are stored a byte each). A
+// repacked stack is read only by mul_mat_id, one matrix at a time.
 bool can_interleave(const tensor &t);
 size_t interleaved_size(const tensor &t);
 // Writes t's data (plain layout, at src) repacked to dst (interleaved_size(t) bytes) and marks t
@@ -103,8 +130,8 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
 // row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
-// For q4_0 / q8_0 weights they are q8_0's values (d_block = sum_block = 32); for the K-quants
-// q8_K's (d_block = 256, sum_block = 16).
+// For the 32-value types (q4_0 ... q8_0, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
+// for the K-quants and iq4_xs q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
@@ -162,11 +189,17 @@ void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
             return fn(std::integral_constant<k, k::q5_kx16>{});
         case k::q6_kx16:
             return fn(std::integral_constant<k, k::q6_kx16>{});
+        case k::iq4_nlx16:
+            return fn(std::integral_constant<k, k::iq4_nlx16>{});
+        case k::iq4_xsx16:
+            return fn(std::integral_constant<k, k::iq4_xsx16>{});
     }
 }
+// The kinds of 256-value super-blocks with integer sub-block scales (the K-quants and iq4_xs).
 constexpr bool is_k_kind(interleaved_kind k) {
     return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 ||
-           k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 || k == interleaved_kind::q6_kx16;
+           k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 ||
+           k == interleaved_kind::q6_kx16 || k == interleaved_kind::iq4_xsx16;
 }
 // The K-quants with 16 sub-blocks of 16 values (the others have 8 of 32).
 constexpr bool has_sub_blocks_of_16(interleaved_kind k) {

@@ -20,6 +20,11 @@ int32_t load_i32(const int8_t *p) {
     return v;
 }
 
+// The codebook types' levels + 128 in all four 128-bit lanes (the layouts' offset is 128).
+[[gnu::always_inline]] inline __m512i codebook_table() {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq4_levels_u8.data())));
+}
+
 // The 8 operand vectors of one block: w[j] holds elements 4j..4j+3 of every row (unsigned).
 template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_block(const interleaved_layout &l, const uint8_t *block,
@@ -31,6 +36,10 @@ template <interleaved_kind Kind>
             const __m512i v = _mm512_loadu_si512(slots + 64 * s);
             w[s] = _mm512_and_si512(v, low4);
             w[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+        if constexpr (is_codebook_kind(Kind)) {
+            const __m512i table = codebook_table();
+            for (int j = 0; j < 8; ++j) w[j] = _mm512_shuffle_epi8(table, w[j]);
         }
         if constexpr (has_fifth_bit_plane(Kind)) {
             // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
@@ -159,6 +168,10 @@ template <interleaved_kind Kind>
             for (int r = 0; r < 8; ++r)
                 w[r] =
                     _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
+            if constexpr (is_codebook_kind(Kind)) {
+                const __m512i table = codebook_table();
+                for (int r = 0; r < 8; ++r) w[r] = _mm512_shuffle_epi8(table, w[r]);
+            }
         }
     }
 }
@@ -198,6 +211,15 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                 for (int c = 0; c < C; ++c) {
                     const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot_chunks(w, x, 8), sc));
+                }
+            } else if constexpr (is_codebook_kind(Kind)) {  // iq4_xs: signed scales, levels + 128
+                const __m512i sc = bytes_to_i32(block + l.scales_at + 16 * t, true);
+                for (int c = 0; c < C; ++c) {
+                    const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
+                    const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
+                    const __m512i dot =
+                        _mm512_sub_epi32(dot_chunks(w, x, 8), _mm512_set1_epi32(l.offset * (xs[0] + xs[1])));
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, sc));
                 }
             } else {
                 __m512i sc0 =

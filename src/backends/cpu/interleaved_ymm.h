@@ -28,14 +28,18 @@ __m256i broadcast_4(const int8_t *p) {
 // s plus eight int32 sums of four products each: the stored unsigned weights w times signed x. VNNI
 // adds them in one instruction; AVX2's maddubs would saturate for q8_0 (stored as q + 128), so there
 // the signed weights q = w ^ 0x80 times x by the sign trick, and the sums need no offset correction
-// (uses_offset). Exact either way.
+// (uses_offset); the codebook types' w are the signed levels there already (codebook). Exact either way.
 template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline __m256i add_dot4(__m256i s, __m256i w, __m256i x) {
     if constexpr (Vnni) {
         return _mm256_dpbusd_avx_epi32(s, w, x);
     } else {
         const __m256i ones = _mm256_set1_epi16(1);
-        if constexpr (is_nibble_kind(Kind) || is_k_kind(Kind)) {
+        if constexpr (is_codebook_kind(Kind)) {
+            return _mm256_add_epi32(
+                s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)),
+                                     ones));
+        } else if constexpr (is_nibble_kind(Kind) || is_k_kind(Kind)) {
             return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
         } else {
             const __m256i q = _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80)));
@@ -47,10 +51,18 @@ template <bool Vnni, interleaved_kind Kind>
 }
 template <bool Vnni, interleaved_kind Kind>
 constexpr bool uses_offset() {
-    return Vnni || is_nibble_kind(Kind);
+    return Vnni || (is_nibble_kind(Kind) && !is_codebook_kind(Kind));
 }
 
-template <interleaved_kind Kind>
+// The codebook types' lookup table in both 128-bit lanes: the levels + 128 where the dot takes them
+// unsigned with the offset correction (VNNI), the signed levels for the sign trick (AVX2).
+template <bool Vnni>
+[[gnu::always_inline]] inline __m256i codebook_table() {
+    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(iq4_levels_u8.data()));
+    return _mm256_broadcastsi128_si256(Vnni ? u : _mm_xor_si128(u, _mm_set1_epi8(char(0x80))));
+}
+
+template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
                                              __m256i w[8]) {
     const uint8_t *slots = block + l.low_at + 32 * half;
@@ -60,6 +72,10 @@ template <interleaved_kind Kind>
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
             w[s] = _mm256_and_si256(v, low4);
             w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        if constexpr (is_codebook_kind(Kind)) {
+            const __m256i table = codebook_table<Vnni>();
+            for (int j = 0; j < 8; ++j) w[j] = _mm256_shuffle_epi8(table, w[j]);
         }
         if constexpr (has_fifth_bit_plane(Kind)) {
             // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
@@ -92,7 +108,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
             const __m256 dw =
                 _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
             __m256i w[8];
-            load_half<Kind>(l, block, half, w);
+            load_half<Vnni, Kind>(l, block, half, w);
             for (int c = 0; c < C; ++c) {
                 const int64_t col = c0 + c;
                 const int8_t *x = a.qs + col * a.k + b * 32;
@@ -123,7 +139,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
 constexpr int max_tile_cols_k = 2;
 
 // The 8 operand vectors of values 32t..32t+31 of a K super-block, rows 8 * half .. 8 * half + 7.
-template <interleaved_kind Kind>
+template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_k_unit(const interleaved_layout &l, const uint8_t *block, int half,
                                                int t, __m256i w[8]) {
     if constexpr (Kind == interleaved_kind::q2_kx16 || Kind == interleaved_kind::q3_kx16) {
@@ -155,6 +171,10 @@ template <interleaved_kind Kind>
             _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(low + 64 * r)),
                               4 * (t & 1)),
             low4);
+    if constexpr (is_codebook_kind(Kind)) {
+        const __m256i table = codebook_table<Vnni>();
+        for (int r = 0; r < 8; ++r) w[r] = _mm256_shuffle_epi8(table, w[r]);
+    }
     if constexpr (Kind == interleaved_kind::q6_kx16) {
         const uint8_t *high = block + l.high_at + 64 * 8 * (t & 1) + 32 * half;
         const __m256i low2 = _mm256_set1_epi8(0x03);
@@ -207,13 +227,24 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             for (int t = 0; t < 8; ++t) {
                 if (half == 0) prefetch_block_share(block, l.block_bytes, t, 8);
                 __m256i w[8];
-                load_k_unit<Kind>(l, block, half, t, w);
+                load_k_unit<Vnni, Kind>(l, block, half, t, w);
                 if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
                     const __m256i sc = bytes_to_i32(block + l.scales_at + 16 * t + 8 * half, false);
                     for (int c = 0; c < C; ++c) {
                         const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                         isum[c] = _mm256_add_epi32(isum[c],
                                                    _mm256_mullo_epi32(dot_chunks<Vnni, Kind>(w, x, 8), sc));
+                    }
+                } else if constexpr (is_codebook_kind(Kind)) {  // iq4_xs: signed scales, offset with VNNI
+                    const __m256i sc = bytes_to_i32(block + l.scales_at + 16 * t + 8 * half, true);
+                    for (int c = 0; c < C; ++c) {
+                        const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
+                        __m256i dot = dot_chunks<Vnni, Kind>(w, x, 8);
+                        if constexpr (uses_offset<Vnni, Kind>()) {
+                            const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
+                            dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(l.offset * (xs[0] + xs[1])));
+                        }
+                        isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(dot, sc));
                     }
                 } else {
                     constexpr bool packed = Kind == interleaved_kind::q2_kx16;  // scale | min << 4
