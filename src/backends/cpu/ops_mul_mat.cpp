@@ -359,8 +359,9 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     const int64_t ratio2 = b2 / a.ne[2];
     const int64_t ratio3 = b3 / a.ne[3];
     const int64_t b_rows = n * b2 * b3;
-    // q8_0 at the AVX2 level and above: register tiles with the row kernel's operations (same bits)
-    const bool q8_0_tiles = vec_dot == vec_dot_q8_0_avx2 && dst.nb[0] == sizeof(float);
+    // q8_0 at the AVX2 level and above, several columns: register tiles with the row kernel's operations
+    // (same bits); one column (decode) streams rows through the row kernel, which is faster there
+    const bool q8_0_tiles = vec_dot == vec_dot_q8_0_avx2 && dst.nb[0] == sizeof(float) && b_rows > 1;
     int64_t tile_rows_a = max_tile_rows_a, tile_rows_b = max_tile_rows_b;
     const int64_t wanted_tiles = min_tiles_per_thread * p.nth;
     while (ceil_div(m, tile_rows_a) * ceil_div(b_rows, tile_rows_b) < wanted_tiles &&
