@@ -55,8 +55,10 @@ struct quantized_columns {
 // n columns of k values quantized as the products of `type` want them.
 quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
     quantized_columns q;
-    const bool k_quant = type_traits(type).block_size == 256;
-    const int64_t nd = k / (k_quant ? 256 : 32), ns = k / (k_quant ? 16 : 32);
+    const cpu::q8_format format = type_traits(type).block_size == 256 ? cpu::q8_format::q8_k
+                                  : type == dtype::q8_0               ? cpu::q8_format::q8_0_slot_sums
+                                                                      : cpu::q8_format::q8_0_block_sums;
+    const int64_t nd = k / cpu::values_per_scale(format), ns = k / cpu::values_per_sum(format);
     q.qs.resize(size_t(k * n));
     q.d.resize(size_t(nd * n));
     q.sum.resize(size_t(ns * n));
@@ -66,10 +68,10 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (int64_t c = 0; c < n; ++c) {
         for (auto &v : x) v = dist(rng);
-        cpu::quantize_q8_row(x.data(), k, k_quant, &q.qs[size_t(c * k)], &q.d[size_t(c * nd)],
+        cpu::quantize_q8_row(x.data(), k, format, &q.qs[size_t(c * k)], &q.d[size_t(c * nd)],
                              &q.sum[size_t(c * ns)], blocks.data());
     }
-    q.rows = cpu::make_q8_rows(q.qs.data(), q.d.data(), q.sum.data(), k, k_quant);
+    q.rows = cpu::make_q8_rows(q.qs.data(), q.d.data(), q.sum.data(), k, format);
     return q;
 }
 
@@ -246,18 +248,19 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
     }
 }
 
-// The codebook types' repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs) bit for
-// bit: both take one exact integer sum and one fma per block, in block order. For several widths,
+// The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs:
+// one exact integer sum and one fma per block, in block order; vec_dot_q8_0: the reference engine's
+// eight lanes of four products) bit for bit. For several widths,
 // row counts in 16s and column counts (tile remainders and more than a pass of 16), at whatever
 // level the run allows (the ctest _scalar / _avx2 variants lower it: scalar kernel against
 // vec_dot_*_ref, the AVX2 builds against the AVX2 row kernels).
-TEST(CpuInterleaved, CodebookTypesEqualTheRowKernelsBitForBit) {
+TEST(CpuInterleaved, CodebookTypesAndQ8_0EqualTheRowKernelsBitForBit) {
     struct shape {
         int64_t k, m;
     };
-    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs}) {
+    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::q8_0}) {
         for (const shape s : {shape{256, 16}, shape{512, 48}, shape{768, 80}, shape{2048, 32}}) {
-            const int64_t k = type == dtype::iq4_nl && s.k == 256 ? 96 : s.k;  // iq4_nl: any 32s
+            const int64_t k = type != dtype::iq4_xs && s.k == 256 ? 96 : s.k;  // 32-value types: any 32s
             auto ctx = data_context();
             std::vector<uint8_t> plain;
             std::vector<float> w;

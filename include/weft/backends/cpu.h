@@ -21,7 +21,7 @@ std::unique_ptr<backend_buffer> cpu_buffer_from_host_ptr(void *ptr, size_t size)
 
 // Repacks, into one new host buffer, the weights that the CPU kernels read faster in an
 // interleaved layout (matrices of the legacy, K-quant and IQ4 types and of f16/bf16/f32 whose rows
-// come in multiples of 16; q8_0 stays plain: its row kernel keeps the reference engine's summation
+// come in multiples of 16; q8_0's kernels keep its row kernel's, the reference engine's, summation
 // order): their data then points into that buffer and their layout is marked for the kernels. The
 // others are left alone; returns null when none qualifies. Only for tensors that nothing reads but
 // mul_mat (2-D) or mul_mat_id (stacks of experts), as their first operand (any other op refuses a

@@ -499,11 +499,37 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
     return acc;
 }
 
+// Row r of a q8_0 group against one column, in the reference engine's order (interleaved.h): a
+// float lane per four-value slot, the lanes summed pairwise at the end. The integer dots take the
+// signed quants (stored - 128) and so do not read the activation sums.
+float q8_0_row_scalar(const interleaved_layout &l, const uint8_t *group, int r, const int8_t *x,
+                      const float *da, int64_t nb) {
+    float lane[8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block = group + size_t(b) * l.block_bytes;
+        const float scale = fp16_at(block + size_t(r) * sizeof(fp16_t)) * da[b];
+        for (int j = 0; j < 8; ++j) {
+            int32_t isum = 0;
+            for (int i = 4 * j; i < 4 * j + 4; ++i)
+                isum += (stored_value(l, block, r, i) - l.offset) * x[b * 32 + i];
+            lane[j] = std::fma(scale, float(isum), lane[j]);
+        }
+    }
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
 }  // namespace
 
 void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                          int64_t n_cols, float *dst, int64_t dst_stride) {
     const int64_t nb = a.nb(), ns = a.ns(), sums_per_block = l.block / a.sum_block;
+    if (l.kind == interleaved_kind::q8_0x16) {
+        for (int64_t c = 0; c < n_cols; ++c)
+            for (int r = 0; r < interleave_rows; ++r)
+                dst[c * dst_stride + r] =
+                    q8_0_row_scalar(l, group, r, a.qs + (c0 + c) * a.k, a.d + (c0 + c) * nb, nb);
+        return;
+    }
     for (int64_t c = 0; c < n_cols; ++c) {
         const int64_t col = c0 + c;
         for (int r = 0; r < interleave_rows; ++r) {
@@ -538,12 +564,6 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
     // the bytes a weight takes repacked, 0 when it stays where it is
     auto repacked_bytes = [](const tensor *t) -> size_t {
         if (!t) return 0;
-        // q8_0 stays in its plain layout: its row kernel (vec_dot_q8_0_avx2) sums each block in the
-        // reference engine's order (eight lanes of four products, each lane an fma per block, then
-        // the lanes pairwise), which the interleaved kernels' one fma per block does not; on a
-        // random-weight model that last-ulp difference flips the rounding of an activation now and
-        // then, and the logits of later positions drift from the reference by NMSE 1e-4.
-        if (t->type == dtype::q8_0) return 0;
         if (cpu::can_interleave(*t)) return cpu::pad_to_cache_line(cpu::interleaved_size(*t));
         if (cpu::can_group_float(*t)) return cpu::pad_to_cache_line(t->nbytes());
         return 0;
@@ -592,14 +612,36 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 
 namespace weft::cpu {
 
-void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float *d, int32_t *sum,
+q8_format activation_format(const interleaved_layout &layout) {
+    if (layout.k_quant()) return q8_format::q8_k;
+    return layout.kind == interleaved_kind::q8_0x16 ? q8_format::q8_0_slot_sums : q8_format::q8_0_block_sums;
+}
+
+int64_t values_per_scale(q8_format f) {
+    return f == q8_format::q8_k ? qk_k : interleave_block;
+}
+
+int64_t values_per_sum(q8_format f) {
+    return f == q8_format::q8_k ? 16 : f == q8_format::q8_0_slot_sums ? 4 : interleave_block;
+}
+
+void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, float *d, int32_t *sum,
                      void *block_scratch) {
-    if (!k_quant) {
+    if (format != q8_format::q8_k) {
         row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
+        const bool slots = format == q8_format::q8_0_slot_sums;
         for (int64_t b = 0; b < k / interleave_block; ++b) {
             std::memcpy(qs + b * 32, blocks[b].qs, 32);
             d[b] = fp16_to_fp32(blocks[b].d);
+            if (slots) {  // -128 x each four values' sum (see q8_rows)
+                for (int j = 0; j < 8; ++j) {
+                    int32_t s = 0;
+                    for (int i = 4 * j; i < 4 * j + 4; ++i) s += blocks[b].qs[i];
+                    sum[b * 8 + j] = -128 * s;
+                }
+                continue;
+            }
             int32_t s = 0;
             for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
             sum[b] = s;
@@ -615,12 +657,10 @@ void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float 
     }
 }
 
-q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, bool k_quant) {
+q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, q8_format format) {
     q8_rows a{qs, d, sum, k};
-    if (k_quant) {
-        a.d_block = qk_k;
-        a.sum_block = 16;
-    }
+    a.d_block = values_per_scale(format);
+    a.sum_block = values_per_sum(format);
     return a;
 }
 

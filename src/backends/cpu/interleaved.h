@@ -34,7 +34,12 @@
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
 //   then, for q4_1 / q5_1:  acc = fma(float(xsum_b), m_b * da_b, acc)
 //   and for q2_K / q4_K / q5_K:  acc = fma(float(msum_b), -(dmin_b * da_b), acc)
-// where isum_b is the exact integer dot product of the block's weight values (the stored unsigned
+// except q8_0, which keeps the reference engine's order (its x86 vec_dot: eight lanes, lane j the
+// exact dot of elements 4j..4j+3, each lane its own float sum):
+//   lane[j] = 0; for each block b in order: lane[j] = fma(dw_b * da_b, float(isum_bj), lane[j])
+//   then acc = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7)),
+// which is also the order of its row kernels (vec_dot_q8_0_*): repacked or not, the same bits.
+// Here isum_b is the exact integer dot product of the block's weight values (the stored unsigned
 // quant minus the type's offset, or the codebook level of the stored index; for the K-quants the sum over
 // sub-blocks of the integer scale times the sub-block's dot product), xsum_b the sum of the block's
 // activation quants, msum_b the sum of the integer mins times the sub-blocks' activation sums, dw_b / m_b /
@@ -128,10 +133,20 @@ void interleave_tensor(tensor &t, const void *src, void *dst);
 // The plain layout of row `row` of a repacked t, as blocks (for tests and for reading back).
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
+// How a product's activations are quantized: q8_0's values with a sum per block (q4_0 ... q5_1,
+// iq4_nl), q8_0's values with a sum per four values (q8_0: its dot takes each four-value slot on its
+// own), or q8_K's (the K-quants and iq4_xs).
+enum class q8_format : uint8_t { q8_0_block_sums, q8_0_slot_sums, q8_k };
+q8_format activation_format(const interleaved_layout &layout);
+int64_t values_per_scale(q8_format f);  // 32 or 256
+int64_t values_per_sum(q8_format f);    // 32, 4 or 16
+
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
 // row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
-// For the 32-value types (q4_0 ... q8_0, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
-// for the K-quants and iq4_xs q8_K's (d_block = 256, sum_block = 16).
+// For the 32-value types (q4_0 ... q5_1, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
+// for q8_0 the same values with, per four values, -128 times their sum (sum_block = 4: where an
+// unsigned dot product of the stored q + 128 starts, it ends at the dot of q); for the K-quants and
+// iq4_xs q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
@@ -229,10 +244,10 @@ void for_column_tiles(int64_t n_cols, Fn &&tile) {
 }
 
 // Quantizes one float row of k values into the split arrays, with the same values and scales as
-// the q8_0 quantizer (32 | k) or, for k_quant, q8_K's (256 | k). block_scratch: the row's blocks.
-void quantize_q8_row(const float *x, int64_t k, bool k_quant, int8_t *qs, float *d, int32_t *sum,
+// the activation quantizer of q8_0 (32 | k) or q8_K (256 | k). block_scratch: the row's blocks.
+void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, float *d, int32_t *sum,
                      void *block_scratch);
 // The q8_rows view of activations quantized that way.
-q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, bool k_quant);
+q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, q8_format format);
 
 }  // namespace weft::cpu

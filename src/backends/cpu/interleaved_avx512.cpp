@@ -103,6 +103,45 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
 }
 
+// --- q8_0: the reference engine's order (interleaved.h), a float accumulator per four-value slot ---
+
+constexpr int max_tile_cols_q8_0 = 3;  // 8 accumulators a column: 24 of the 32 registers
+
+template <int C>
+void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
+               int64_t dst_stride) {
+    const int64_t nb = a.nb(), ns = a.ns();
+    __m512 lane[C][8];
+    for (int c = 0; c < C; ++c)
+        for (int j = 0; j < 8; ++j) lane[c][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block = group + size_t(b) * l.block_bytes;
+        prefetch_block_share(block, l.block_bytes, 0, 1);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
+        __m512 scale[C];
+        for (int c = 0; c < C; ++c) scale[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[(c0 + c) * nb + b]));
+        const uint8_t *slots = block + l.low_at;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const __m512i w = _mm512_loadu_si512(slots + 64 * j);
+            for (int c = 0; c < C; ++c) {
+                // starting from -128 x the slot's activation sum, the dot of q + 128 ends at q's
+                const int32_t *bias = a.sum + (c0 + c) * ns + b * 8 + j;
+                const int8_t *x = a.qs + (c0 + c) * a.k + b * 32 + 4 * j;
+                const __m512i isum =
+                    _mm512_dpbusd_epi32(_mm512_set1_epi32(*bias), w, _mm512_set1_epi32(load_i32(x)));
+                lane[c][j] = _mm512_fmadd_ps(scale[c], _mm512_cvtepi32_ps(isum), lane[c][j]);
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        const __m512 sum = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(lane[c][0], lane[c][4]), _mm512_add_ps(lane[c][2], lane[c][6])),
+            _mm512_add_ps(_mm512_add_ps(lane[c][1], lane[c][5]), _mm512_add_ps(lane[c][3], lane[c][7])));
+        _mm512_storeu_ps(dst + c * dst_stride, sum);
+    }
+}
+
 // --- K-quants: 256-value super-blocks, integer sub-block scales (see interleaved.h) ---------------
 
 constexpr int max_tile_cols_k = 4;
@@ -300,6 +339,10 @@ void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, 
         constexpr interleaved_kind K = decltype(kind)::value;
         if constexpr (is_k_kind(K))
             columns_k<K>(l, group, a, c0, n_cols, dst, dst_stride);
+        else if constexpr (K == interleaved_kind::q8_0x16)
+            for_column_tiles<max_tile_cols_q8_0>(n_cols, [&](auto cols, int64_t c) {
+                tile_q8_0<decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
+            });
         else
             columns<K>(l, group, a, c0, n_cols, dst, dst_stride);
     });

@@ -134,6 +134,44 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     }
 }
 
+// --- q8_0: the reference engine's order (interleaved.h), a float accumulator per four-value slot ---
+
+// One column at a time: 8 accumulators and the operands of a slot fill the 16 registers.
+template <bool Vnni>
+void column_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t col,
+                 float *dst) {
+    const int64_t nb = a.nb(), ns = a.ns();
+    for (int half = 0; half < 2; ++half) {
+        __m256 lane[8];
+        for (int j = 0; j < 8; ++j) lane[j] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t *block = group + size_t(b) * l.block_bytes;
+            if (half == 0) prefetch_block_share(block, l.block_bytes, 0, 1);  // half 1 finds it in L2
+            const __m256 scale = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half))),
+                _mm256_set1_ps(a.d[col * nb + b]));
+            const uint8_t *slots = block + l.low_at + 32 * half;
+            const int8_t *x = a.qs + col * a.k + b * 32;
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * j));
+                __m256i isum;
+                if constexpr (Vnni)  // from -128 x the slot's activation sum, the dot of q + 128 ends at q's
+                    isum = _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(a.sum[col * ns + b * 8 + j]), w,
+                                                   broadcast_4(x + 4 * j));
+                else
+                    isum = add_dot4<false, interleaved_kind::q8_0x16>(_mm256_setzero_si256(), w,
+                                                                      broadcast_4(x + 4 * j));
+                lane[j] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), lane[j]);
+            }
+        }
+        const __m256 sum =
+            _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(lane[0], lane[4]), _mm256_add_ps(lane[2], lane[6])),
+                          _mm256_add_ps(_mm256_add_ps(lane[1], lane[5]), _mm256_add_ps(lane[3], lane[7])));
+        _mm256_storeu_ps(dst + 8 * half, sum);
+    }
+}
+
 // --- K-quants: 256-value super-blocks, integer sub-block scales (see interleaved.h) ---------------
 
 constexpr int max_tile_cols_k = 2;
@@ -327,6 +365,8 @@ void group_kernel_ymm(const interleaved_layout &l, const uint8_t *group, const q
         constexpr interleaved_kind K = decltype(kind)::value;
         if constexpr (is_k_kind(K))
             columns_k<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
+        else if constexpr (K == interleaved_kind::q8_0x16)
+            for (int64_t c = 0; c < n_cols; ++c) column_q8_0<Vnni>(l, group, a, c0 + c, dst + c * dst_stride);
         else
             columns<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
     });

@@ -82,12 +82,11 @@ struct interleaved_work {
     // byte offsets into the node's work memory
     size_t qs = 0, d = 0, sum = 0, threads = 0, thread_bytes = 0;
 
-    // k_quant: q8_K activations (a scale per 256 values, a sum per 16) rather than q8_0's
-    interleaved_work(int64_t k, int64_t n_rows, bool k_quant, int n_threads) {
+    interleaved_work(int64_t k, int64_t n_rows, q8_format format, int n_threads) {
         const size_t rows = size_t(n_rows);
-        const size_t n_d = size_t(k / (k_quant ? 256 : 32)), n_sums = size_t(k / (k_quant ? 16 : 32));
+        const size_t n_d = size_t(k / values_per_scale(format)), n_sums = size_t(k / values_per_sum(format));
         const size_t blocks =
-            k_quant ? n_d * type_traits(dtype::q8_k).type_size : n_d * type_traits(dtype::q8_0).type_size;
+            n_d * type_traits(format == q8_format::q8_k ? dtype::q8_k : dtype::q8_0).type_size;
         qs = chunk_dispenser::bytes(n_threads);  // the chunk counters come first
         d = qs + pad_to_cache_line(rows * size_t(k));
         sum = d + pad_to_cache_line(rows * n_d * sizeof(float));
@@ -99,7 +98,8 @@ struct interleaved_work {
 
 size_t work_size_interleaved(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
-    return interleaved_work(b.ne[0], b.nrows(), interleaved_layout_of(*dst.src[0])->k_quant(), n_threads)
+    return interleaved_work(b.ne[0], b.nrows(), activation_format(*interleaved_layout_of(*dst.src[0])),
+                            n_threads)
         .total(n_threads);
 }
 
@@ -113,10 +113,10 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     const tensor &b = *dst.src[1];  // [k, n, B2, B3] floats
     const int64_t k = a.ne[0], m = a.ne[1];
     const int64_t n_cols = b.nrows();
-    const bool k_quant = layout.k_quant();
-    const interleaved_work w(k, n_cols, k_quant, p.nth);
+    const q8_format format = activation_format(layout);
+    const interleaved_work w(k, n_cols, format, p.nth);
     const int64_t nb = k / layout.block;
-    const int64_t n_d = k / (k_quant ? 256 : 32), n_sums = k / (k_quant ? 16 : 32);
+    const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
     const int64_t n_groups = m / interleave_rows;
     const chunk_dispenser chunks(p.wdata, p.nth, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     auto *qs = reinterpret_cast<int8_t *>(p.wdata + w.qs);
@@ -133,7 +133,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
             int64_t i1, i2, i3;
             unravel_row(r, b.ne, i1, i2, i3);
             const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, scratch);
-            quantize_q8_row(x, k, k_quant, qs + r * k, d + r * n_d, sum + r * n_sums, blocks);
+            quantize_q8_row(x, k, format, qs + r * k, d + r * n_d, sum + r * n_sums, blocks);
         }
         if (p.ith == 0) chunks.reset();
         p.barrier();
@@ -141,7 +141,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
 
     // 2. chunks of groups (every element is computed by one kernel call in the fixed order, so who
     //    computes it does not change it)
-    const q8_rows act = make_q8_rows(qs, d, sum, k, k_quant);
+    const q8_rows act = make_q8_rows(qs, d, sum, k, format);
     const group_kernel_fn kernel = best_group_kernel();
     const auto *weights = static_cast<const uint8_t *>(a.data);
     const size_t group_bytes = size_t(nb) * layout.block_bytes;
