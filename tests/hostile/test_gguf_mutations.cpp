@@ -7,7 +7,7 @@
 // Bases: the built-in stories260K (models/), a q8_0 model from `weft synth`, a small byte-level BPE
 // vocabulary written by gguf_writer, and, when ../shared is there, a few fixture models.
 // Each command takes a share of the cases (see `selected`). Three sizes: WEFT_MUTATION_SIZE=small (the
-// default of the test suite: a third of each share), standard (each share whole: `ctest -L fuzz`,
+// default of the test suite: an eighth of each share), standard (each share whole: `ctest -L fuzz`,
 // whose entries set WEFT_MUTATION_DEFAULT_SIZE=standard) and full (every case through every command;
 // WEFT_MUTATION_FULL=1 too). WEFT_MUTATION_TIMEOUT sets the per-case timeout in seconds (default 30);
 // WEFT_MUTATION_FILTER=TEXT keeps only the cases whose name contains TEXT.
@@ -265,7 +265,7 @@ void run_corpus_through(const std::string &command) {
     size_t n_selected = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
         if (!selected(command, i, cases[i])) continue;
-        if (small && n_selected++ % 3 != 0) continue;  // the suite's size: every third of the share
+        if (small && n_selected++ % 8 != 0) continue;  // the suite's size: every eighth of the share
         const std::vector<uint8_t> bytes = cases[i].bytes();
         write_file_bytes(file, bytes);
         const verdict v = run_one(command_args(command, file, out), err, case_timeout());
@@ -289,7 +289,7 @@ void run_corpus_through(const std::string &command) {
         std::printf("\n");
     };
     std::printf("weft %s over %zu mutated files (%s) in %.1f s:", command.c_str(), total,
-                small ? "the suite's third; ctest -L fuzz runs them all" : "the whole share", seconds);
+                small ? "the suite's eighth; ctest -L fuzz runs them all" : "the whole share", seconds);
     print_counts(counts);
     for (auto &[group, c] : by_group) {
         std::printf("  %-9s", group.c_str());
