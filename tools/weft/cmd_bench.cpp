@@ -311,7 +311,7 @@ int bench_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = weft::tool::register_command(
+const bool registered_bench = weft::tool::register_command(
     {"bench", "measure prompt and generation tokens/s and memory bandwidth reached", &bench_main});
 
 }  // namespace

@@ -423,7 +423,7 @@ int chat_main(int argc, char **argv) {
     return 0;
 }
 
-[[maybe_unused]] const bool registered = register_command(
+[[maybe_unused]] const bool registered_chat = register_command(
     {"chat", "talk with a model, turn by turn, keeping the conversation in the KV cache", &chat_main});
 
 }  // namespace

@@ -52,7 +52,7 @@ int devices_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = register_command(
+const bool registered_devices = register_command(
     {"devices", "list the devices weft computes on (CPU, Vulkan GPUs) with their memory", &devices_main});
 
 }  // namespace

@@ -78,7 +78,7 @@ int embed_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered =
+const bool registered_embed =
     register_command({"embed", "an embedding model's vector for a text (bert)", &embed_main});
 
 }  // namespace

@@ -37,7 +37,7 @@ int export_lora_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = weft::tool::register_command(
+const bool registered_export_lora = weft::tool::register_command(
     {"export-lora", "merge LoRA adapters into a new model file", &export_lora_main});
 
 }  // namespace

@@ -198,7 +198,7 @@ int graph_main(int argc, char **argv) {
     throw error("no graph chosen: pass --demo or -m MODEL.gguf (see --help)");
 }
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool registered_graph =
     register_command({"graph", "build a compute graph, print it, plan its memory, write DOT", &graph_main});
 
 }  // namespace

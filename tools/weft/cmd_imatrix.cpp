@@ -183,7 +183,7 @@ int imatrix_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = register_command(
+const bool registered_imatrix = register_command(
     {"imatrix", "importance matrix of a model on a text, for quantize --imatrix", &imatrix_main});
 
 }  // namespace

@@ -286,7 +286,7 @@ int inspect_main(int argc, char **argv) {
     return 0;
 }
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool registered_inspect =
     register_command({"inspect", "show a GGUF file's metadata, tensors and totals", &inspect_main});
 
 }  // namespace

@@ -155,7 +155,7 @@ int logits_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = weft::tool::register_command(
+const bool registered_logits = weft::tool::register_command(
     {"logits", "prompt logits and greedy continuation (reference-fixture JSON with --json)", &logits_main});
 
 }  // namespace

@@ -371,7 +371,7 @@ int perplexity_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = register_command(
+const bool registered_perplexity = register_command(
     {"perplexity", "perplexity over chunks of a text, comparable with the reference engine's",
      &perplexity_main});
 

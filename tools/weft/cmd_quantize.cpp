@@ -638,7 +638,7 @@ int quantize_main(int argc, char **argv) {
     return 0;
 }
 
-[[maybe_unused]] const bool registered = register_command(
+[[maybe_unused]] const bool registered_quantize = register_command(
     {"quantize", "convert a GGUF model's weights to another type or K-quant mix", &quantize_main});
 
 }  // namespace

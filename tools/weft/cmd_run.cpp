@@ -233,7 +233,7 @@ int run_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = weft::tool::register_command(
+const bool registered_run = weft::tool::register_command(
     {"run", "generate text from a prompt with a model (streamed to stdout)", &run_main});
 
 }  // namespace

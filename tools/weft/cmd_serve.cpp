@@ -252,7 +252,7 @@ int serve_main(int argc, char **argv) {
     return 0;
 }
 
-[[maybe_unused]] const bool registered = register_command(
+[[maybe_unused]] const bool registered_serve = register_command(
     {"serve", "serve a model over HTTP: OpenAI-style completions and chat, with streaming", &serve_main});
 
 }  // namespace

@@ -168,7 +168,7 @@ int synth_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered = weft::tool::register_command(
+const bool registered_synth = weft::tool::register_command(
     {"synth", "write a random-weight model of a given shape (for tests and benchmarks)", &synth_main});
 
 }  // namespace

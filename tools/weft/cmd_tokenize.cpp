@@ -97,7 +97,7 @@ int tokenize_main(int argc, char **argv) {
     return 0;
 }
 
-const bool registered =
+const bool registered_tokenize =
     register_command({"tokenize", "text to token ids with a model's vocabulary", &tokenize_main});
 
 }  // namespace
