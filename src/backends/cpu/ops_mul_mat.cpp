@@ -76,12 +76,12 @@ class chunk_dispenser {
 
 // --- weights in the interleaved layout (interleaved.h) ---------------------------------------------
 
-// Products of at most this many columns (a decode step) skip the barrier between quantizing the
-// activations and the products: every thread quantizes the column into memory of its own and takes
-// a fixed share of the groups. On a small model a step is hundreds of short nodes, and a barrier
-// per product was a good part of it (8-layer embd-512 Q8_0 synth, tg64: ~1500 -> ~1750 t/s). With
-// 4 or 8 columns, quantizing every column in every thread measured slower than the barrier.
-constexpr int64_t few_columns = 1;
+// Products of at most this many columns (a decode step, or a few sequences' tokens) skip the
+// barrier between quantizing the activations and the products: every thread quantizes all the
+// columns into memory of its own and takes a fixed share of the groups. On a small model a step is
+// hundreds of short nodes, and a barrier per product was a good part of it (8-layer embd-512 Q8_0
+// synth: tg64 ~1500 -> ~1750 t/s, pp4 ~3300 -> ~3640 t/s, alternating runs).
+constexpr int64_t few_columns = 4;
 
 // Work memory of a product with interleaved weights: the chunk counters, the activations as q8
 // rows (values, scales, sums), and per thread a float row and a row of q8_0 blocks (with few
@@ -110,9 +110,12 @@ struct interleaved_work {
 
 size_t work_size_interleaved(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
-    return interleaved_work(b.ne[0], b.nrows(), activation_format(*interleaved_layout_of(*dst.src[0])),
-                            n_threads)
-        .total(n_threads);
+    const q8_format format = activation_format(*interleaved_layout_of(*dst.src[0]));
+    const size_t bytes = interleaved_work(b.ne[0], b.nrows(), format, n_threads).total(n_threads);
+    // mul_mat_id runs its experts' products, of fewer columns each, in memory sized for all of them:
+    // the few-column layout (a copy per thread) may need more than the shared one of more columns
+    if (b.nrows() <= few_columns) return bytes;
+    return std::max(bytes, interleaved_work(b.ne[0], few_columns, format, n_threads).total(n_threads));
 }
 
 // Groups of 16 rows handed out per chunk: a few, so no thread idles long at the end.
@@ -127,6 +130,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     const int64_t n_cols = b.nrows();
     const q8_format format = activation_format(layout);
     const interleaved_work w(k, n_cols, format, p.nth);
+    WEFT_ASSERT(w.total(p.nth) <= p.wsize);
     const int64_t nb = k / layout.block;
     const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
     const int64_t n_groups = m / interleave_rows;
