@@ -515,7 +515,7 @@ float q8_0_row_scalar(const interleaved_layout &l, const uint8_t *group, int r, 
             lane[j] = std::fma(scale, float(isum), lane[j]);
         }
     }
-    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    return sum_q8_0_lanes(lane);
 }
 
 }  // namespace

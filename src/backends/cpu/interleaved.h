@@ -178,6 +178,14 @@ void group_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *gr
 void group_kernel_avxvnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
                           int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
 
+// How a q8_0 product ends (interleaved.h's order, the reference engine's hsum of its eight lanes):
+// lanes l and l + 4, then pairwise. V: float, or a vector of them (one row per lane), whose +
+// adds lane by lane.
+template <class V>
+inline V sum_q8_0_lanes(const V lane[8]) {
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
 // Calls fn(std::integral_constant<interleaved_kind, K>{}) with K = kind, so an ISA file instantiates
 // its kernels once per kind.
 template <class Fn>

@@ -30,27 +30,24 @@ template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_block(const interleaved_layout &l, const uint8_t *block,
                                               __m512i w[8]) {
     const uint8_t *slots = block + l.low_at;
-    if constexpr (is_nibble_kind(Kind)) {
-        const __m512i low4 = _mm512_set1_epi8(0x0F);
-        for (int s = 0; s < 4; ++s) {
-            const __m512i v = _mm512_loadu_si512(slots + 64 * s);
-            w[s] = _mm512_and_si512(v, low4);
-            w[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        }
-        if constexpr (is_codebook_kind(Kind)) {
-            const __m512i table = codebook_table();
-            for (int j = 0; j < 8; ++j) w[j] = _mm512_shuffle_epi8(table, w[j]);
-        }
-        if constexpr (has_fifth_bit_plane(Kind)) {
-            // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
-            const __m512i h = _mm512_loadu_si512(block + l.high_at);
-            const __m512i one = _mm512_set1_epi8(0x01);
-            for (int j = 0; j < 8; ++j)
-                w[j] = _mm512_or_si512(w[j],
-                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
-        }
-    } else {
-        for (int s = 0; s < 8; ++s) w[s] = _mm512_loadu_si512(slots + 64 * s);
+    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (tile_q8_0)");
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int s = 0; s < 4; ++s) {
+        const __m512i v = _mm512_loadu_si512(slots + 64 * s);
+        w[s] = _mm512_and_si512(v, low4);
+        w[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+    if constexpr (is_codebook_kind(Kind)) {
+        const __m512i table = codebook_table();
+        for (int j = 0; j < 8; ++j) w[j] = _mm512_shuffle_epi8(table, w[j]);
+    }
+    if constexpr (has_fifth_bit_plane(Kind)) {
+        // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
+        const __m512i h = _mm512_loadu_si512(block + l.high_at);
+        const __m512i one = _mm512_set1_epi8(0x01);
+        for (int j = 0; j < 8; ++j)
+            w[j] =
+                _mm512_or_si512(w[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
     }
 }
 
@@ -134,12 +131,7 @@ void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows 
             }
         }
     }
-    for (int c = 0; c < C; ++c) {
-        const __m512 sum = _mm512_add_ps(
-            _mm512_add_ps(_mm512_add_ps(lane[c][0], lane[c][4]), _mm512_add_ps(lane[c][2], lane[c][6])),
-            _mm512_add_ps(_mm512_add_ps(lane[c][1], lane[c][5]), _mm512_add_ps(lane[c][3], lane[c][7])));
-        _mm512_storeu_ps(dst + c * dst_stride, sum);
-    }
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, sum_q8_0_lanes(lane[c]));
 }
 
 // --- K-quants: 256-value super-blocks, integer sub-block scales (see interleaved.h) ---------------

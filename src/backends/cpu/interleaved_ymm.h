@@ -66,29 +66,25 @@ template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
                                              __m256i w[8]) {
     const uint8_t *slots = block + l.low_at + 32 * half;
-    if constexpr (is_nibble_kind(Kind)) {
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
-        for (int s = 0; s < 4; ++s) {
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
-            w[s] = _mm256_and_si256(v, low4);
-            w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        }
-        if constexpr (is_codebook_kind(Kind)) {
-            const __m256i table = codebook_table<Vnni>();
-            for (int j = 0; j < 8; ++j) w[j] = _mm256_shuffle_epi8(table, w[j]);
-        }
-        if constexpr (has_fifth_bit_plane(Kind)) {
-            // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
-            const __m256i h =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.high_at + 32 * half));
-            const __m256i one = _mm256_set1_epi8(0x01);
-            for (int j = 0; j < 8; ++j)
-                w[j] = _mm256_or_si256(w[j],
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j), one), 4));
-        }
-    } else {
-        for (int s = 0; s < 8; ++s)
-            w[s] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
+    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (column_q8_0)");
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
+        w[s] = _mm256_and_si256(v, low4);
+        w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    if constexpr (is_codebook_kind(Kind)) {
+        const __m256i table = codebook_table<Vnni>();
+        for (int j = 0; j < 8; ++j) w[j] = _mm256_shuffle_epi8(table, w[j]);
+    }
+    if constexpr (has_fifth_bit_plane(Kind)) {
+        // the fifth bit of chunk j (elements 4j..4j+3): bit j of the plane's bytes
+        const __m256i h =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.high_at + 32 * half));
+        const __m256i one = _mm256_set1_epi8(0x01);
+        for (int j = 0; j < 8; ++j)
+            w[j] =
+                _mm256_or_si256(w[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, j), one), 4));
     }
 }
 
@@ -165,10 +161,7 @@ void column_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_row
                 lane[j] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), lane[j]);
             }
         }
-        const __m256 sum =
-            _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(lane[0], lane[4]), _mm256_add_ps(lane[2], lane[6])),
-                          _mm256_add_ps(_mm256_add_ps(lane[1], lane[5]), _mm256_add_ps(lane[3], lane[7])));
-        _mm256_storeu_ps(dst + 8 * half, sum);
+        _mm256_storeu_ps(dst + 8 * half, sum_q8_0_lanes(lane));
     }
 }
 
