@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "backends/cpu/canonical_math.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 #include "weft/core/fp16.h"
+#include "weft/quant/blocks.h"
+#include "weft/quant/quant.h"
 
 using namespace weft;
 using namespace weft::test;
@@ -94,6 +97,47 @@ float round_f16(float x) {
     return fp16_to_fp32(fp32_to_fp16(x));
 }
 
+// Whether the kernel dots K in integers against a q8_0 query (a q8_0 K of whole blocks).
+bool k_in_integers(const attention_case &c) {
+    return c.k->type == dtype::q8_0 && c.k->ne[0] % qk8_0 == 0;
+}
+
+// Token t's query head h quantized to q8_0 blocks as the kernel does (for a K in integers).
+std::vector<block_q8_0> quantized_query(const attention_case &c, int64_t t, int64_t h) {
+    const int64_t head_k = c.k->ne[0];
+    std::vector<float> q(static_cast<size_t>(head_k));
+    for (int64_t d = 0; d < head_k; ++d) q[size_t(d)] = float(at(*c.q, d, t, h));
+    std::vector<block_q8_0> blocks(size_t(head_k / qk8_0));
+    cpu::row_traits_of(dtype::q8_0).from_float(q.data(), blocks.data(), head_k);
+    return blocks;
+}
+
+// Token t's query head h as the kernel computes with it: a K in integers sees it quantized to q8_0.
+std::vector<double> query_row(const attention_case &c, int64_t t, int64_t h) {
+    const int64_t head_k = c.k->ne[0];
+    std::vector<double> q(static_cast<size_t>(head_k));
+    const std::vector<block_q8_0> q8 =
+        k_in_integers(c) ? quantized_query(c, t, h) : std::vector<block_q8_0>{};
+    for (int64_t d = 0; d < head_k; ++d) {
+        const block_q8_0 *b = q8.empty() ? nullptr : &q8[size_t(d / qk8_0)];
+        q[size_t(d)] = b ? double(fp16_to_fp32(b->d)) * b->qs[d % qk8_0] : at(*c.q, d, t, h);
+    }
+    return q;
+}
+
+// The integer dot of a q8_0 K row (cell j, KV head g) with a quantized query (attention_impl.h).
+float integer_dot(const attention_case &c, const std::vector<block_q8_0> &q, int64_t j, int64_t g) {
+    const auto *k = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(c.k->data) +
+                                                         g * int64_t(c.k->nb[2]) + j * int64_t(c.k->nb[1]));
+    float acc = 0.0f;
+    for (size_t b = 0; b < q.size(); ++b) {
+        int32_t sum = 0;
+        for (int i = 0; i < qk8_0; ++i) sum += int32_t(k[b].qs[i]) * q[b].qs[i];
+        acc = std::fma(float(sum), fp16_to_fp32(k[b].d) * fp16_to_fp32(q[b].d), acc);
+    }
+    return acc;
+}
+
 // The canonical order of attention_impl.h's header comment written out directly, token by token and
 // head by head (positions: each cell's, or null for the cell index).
 std::vector<float> canonical(const attention_case &c, const std::vector<int32_t> *positions) {
@@ -134,6 +178,8 @@ std::vector<float> canonical(const attention_case &c, const std::vector<int32_t>
                 if (c.k->type == dtype::f16) q[size_t(d)] = round_f16(q[size_t(d)]);
             }
             float max = hidden;
+            const std::vector<block_q8_0> q8 =
+                k_in_integers(c) ? quantized_query(c, t, h) : std::vector<block_q8_0>{};
             for (int64_t s = 0; s < n_slots; ++s) {
                 const int64_t j = cell[size_t(s)];
                 if (j < 0) continue;
@@ -141,7 +187,7 @@ std::vector<float> canonical(const attention_case &c, const std::vector<int32_t>
                 for (int64_t d = 0; d < padded; ++d)
                     lanes[d % 16] =
                         std::fma(q[size_t(d)], d < head_k ? c.k_at(d, j, g) : 0.0f, lanes[d % 16]);
-                const float dot = sum_lanes_16(lanes);
+                const float dot = k_in_integers(c) ? integer_dot(c, q8, j, g) : sum_lanes_16(lanes);
                 x[size_t(s)] = (c.softcap > 0.0f ? c.softcap * std::tanh(dot * scale) : dot * scale) + m[j];
                 max = std::max(max, x[size_t(s)]);
             }
@@ -167,16 +213,17 @@ std::vector<float> canonical(const attention_case &c, const std::vector<int32_t>
     return out;
 }
 
-// softmax(q k^T) v in double over the widened K and V values
+// softmax(q k^T) v in double over the widened K and V values (and q as the kernel sees it)
 double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
     const int64_t head_k = c.k->ne[0], n_kv = c.k->ne[1], g = h / (c.q->ne[2] / c.k->ne[2]);
     const auto *m = static_cast<const float *>(c.mask->data) + t * n_kv;
+    const std::vector<double> q = query_row(c, t, h);
     std::vector<double> s(size_t(n_kv), -INFINITY);
     double max = -INFINITY;
     for (int64_t j = 0; j < n_kv; ++j) {
         if (m[j] == hidden) continue;
         double dot = 0;
-        for (int64_t i = 0; i < head_k; ++i) dot += at(*c.q, i, t, h) * c.k_at(i, j, g);
+        for (int64_t i = 0; i < head_k; ++i) dot += q[size_t(i)] * c.k_at(i, j, g);
         s[size_t(j)] =
             (c.softcap > 0.0f ? c.softcap * std::tanh(dot * 0.125 / c.softcap) : dot * 0.125) + m[j];
         max = std::max(max, s[size_t(j)]);

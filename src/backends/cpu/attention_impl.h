@@ -17,8 +17,13 @@
 //   e_s = exp_reference(x_s - M), 0 in empty slots;  S = sum over chunks, in order, in double, of
 //   tree16(the chunk's 16 e);  p_s = e_s * float(1 / S), rounded to f16 when V is f16
 //   out_d = tree16(lane l: fma over the chunks, in order, of p_s * v_sd for the slot s of lane l)
-// A bf16 or block-quantized (q8_0, q4_0 ...) cache is widened to floats by its type's own to_float
-// and q and p stay f32: the same values in every ISA build, as one shared function widens them.
+// A q8_0 K (head_k a multiple of 32) is dotted in integers, as the reference engine's products do:
+// q is quantized to q8_0 as a product's activations are (row_traits_of(q8_0).from_float: d = amax /
+// 127, the values times 127 / amax to nearest, ties to even; q8_query), and for each 32-value block b
+//   dot_s = fma(float(sum_i qk_i * qq_i), dk_b * dq_b, dot_s)   (blocks in order, from 0)
+// with the block's integer sum exact, dk_b and dq_b the scales widened from f16.
+// Otherwise a bf16 or block-quantized (q8_0, q4_0 ...) K or V is widened to floats by its type's own
+// to_float and q and p stay f32: the same values in every ISA build, as one shared function widens them.
 #pragma once
 
 #include <algorithm>
@@ -28,8 +33,10 @@
 #include <limits>
 
 #include "backends/cpu/canonical_math.h"
+#include "backends/cpu/row_kernels.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
+#include "weft/quant/blocks.h"
 #include "weft/quant/quant.h"
 
 namespace weft::cpu {
@@ -63,13 +70,51 @@ struct attention_task {
     float *dots;         // max_slots per head of a pass: its scores, then its weights
     float *shown;        // max_slots: the token's mask value of each slot (-INF: hidden or empty)
     float *chunk_sum;    // max_slots / 16 + 16: the lane tree of each chunk of 16 weights
-    float *qround;       // head_k per head of a pass: q, rounded to f16 for an f16 K
+    float *qround;       // head_k per head of a pass: q, rounded to f16 for an f16 K, or its q8_query
+                         // (q8_query_bytes(head_k) <= 4 * head_k bytes) for a K in integers
     float *row;          // head_k + head_v floats: one widened row
     int32_t *order;      // n_kv: cells in slot order
     int64_t *cell_pos;   // n_kv: their positions
     int32_t *slot_cell;  // max_slots: the cell of each slot, -1 when empty
     int64_t max_slots = 0;
 };
+
+// A query head quantized to q8_0 as a q8_0 product's activations are: its blocks,
+// and per block b the scale widened (d[b]) and -128 times the sum of its quants (bias[b]: the start
+// of a sum of (qk + 128) * qq that ends at the sum of qk * qq, for kernels that take unsigned bytes).
+struct q8_query {
+    const block_q8_0 *blocks;
+    const float *d;
+    const int32_t *bias;
+};
+
+// Whether K is dotted in integers against a q8_0 query (see the top of the file).
+inline bool k_in_integers(const tensor &k) {
+    return k.type == dtype::q8_0 && k.ne[0] % qk8_0 == 0;
+}
+
+// Bytes of scratch a query head's q8_query takes (its blocks, then d and bias).
+inline size_t q8_query_bytes(int64_t head_k) {
+    const size_t nb = size_t(head_k / qk8_0);
+    return (nb * sizeof(block_q8_0) + 3) / 4 * 4 + nb * (sizeof(float) + sizeof(int32_t));
+}
+
+// Quantizes q (head_k floats) into `memory` (q8_query_bytes(head_k) bytes, 4-aligned).
+inline q8_query quantize_query(const float *q, int64_t head_k, void *memory) {
+    const int64_t nb = head_k / qk8_0;
+    auto *blocks = static_cast<block_q8_0 *>(memory);
+    row_traits_of(dtype::q8_0).from_float(q, blocks, head_k);
+    auto *d = reinterpret_cast<float *>(static_cast<char *>(memory) +
+                                        (size_t(nb) * sizeof(block_q8_0) + 3) / 4 * 4);
+    auto *bias = reinterpret_cast<int32_t *>(d + nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        d[b] = fp16_to_fp32(blocks[b].d);
+        int32_t sum = 0;
+        for (int i = 0; i < qk8_0; ++i) sum += blocks[b].qs[i];
+        bias[b] = -128 * sum;
+    }
+    return {blocks, d, bias};
+}
 
 // Internal linkage: every ISA build gets its own copy (see canonical_math.h).
 namespace {
@@ -95,6 +140,9 @@ constexpr int attention_heads_per_pass = 4;
 //                                    weighted from the V rows themselves (as dots_rows; acc: scratch of
 //                                    attention_heads_per_pass * head_v * 16 floats), where
 //                                    can_weight_rows
+//   dots_q8(q, nh, k, row_bytes, cells, head_k, slots, out)
+//                                    out[h][s] = the integer dot of the q8_0 K row of cell cells[s]
+//                                    (at k + cell * row_bytes; < 0: empty, any value) with q[h]
 //   transpose16(rows, row_bytes, type, d0, out, stride)
 //                                    values [d0, d0 + 16) of 16 K or V rows (row i at rows + i *
 //                                    row_bytes), widened, transposed: value d0 + d of row i to
@@ -149,6 +197,23 @@ struct attention_loops_plain {
     }
     static void round_f16(float *x, int64_t n) {
         for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    }
+    static void dots_q8(const q8_query *q, int nh, const char *k, int64_t row_bytes, const int32_t *cells,
+                        int64_t head_k, int64_t slots, float *const *out) {
+        const int64_t nb = head_k / qk8_0;
+        for (int h = 0; h < nh; ++h)
+            for (int64_t s = 0; s < slots; ++s) {
+                float acc = 0.0f;
+                if (cells[s] >= 0) {
+                    const auto *kb = reinterpret_cast<const block_q8_0 *>(k + cells[s] * row_bytes);
+                    for (int64_t b = 0; b < nb; ++b) {
+                        int32_t sum = 0;
+                        for (int i = 0; i < qk8_0; ++i) sum += int32_t(kb[b].qs[i]) * q[h].blocks[b].qs[i];
+                        acc = std::fma(float(sum), fp16_to_fp32(kb[b].d) * q[h].d[b], acc);
+                    }
+                }
+                out[h][s] = acc;
+            }
     }
     static constexpr bool can_transpose16(dtype, int64_t) { return false; }
     static void transpose16(const char *, int64_t, dtype, int64_t, float *, int64_t) {}
@@ -270,7 +335,9 @@ void run_attention_task(const attention_task &a) {
     // One token's scores read K from the cache rows themselves (direct_k) where the ISA build can
     // (f16, q8_0, q4_0 widened in registers): no transposed copy to make for a single use; the same
     // operations, so the same bits.
-    const bool can_direct_k = Loops::can_read_rows(k.type, head_k) && head_k % attention_lanes == 0;
+    const bool k_ints = k_in_integers(k);
+    const bool can_direct_k =
+        k_ints || (Loops::can_read_rows(k.type, head_k) && head_k % attention_lanes == 0);
     // and its weighted sum reads V from the rows (direct_v) the same way; the accumulators of
     // weighted_rows go where the transposed V would be
     const bool can_direct_v = Loops::can_weight_rows(v.type, head_v) && head_v % attention_lanes == 0 &&
@@ -316,22 +383,31 @@ void run_attention_task(const attention_task &a) {
         for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
             const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
             const float *qs[attention_heads_per_pass];
+            q8_query q8s[attention_heads_per_pass];
             float *xs[attention_heads_per_pass], *outs[attention_heads_per_pass];
             for (int i = 0; i < nh; ++i) {
                 outs[i] = static_cast<float *>(a.dst->data) + (t * n_head + h0 + i) * head_v;
-                const auto *qh = reinterpret_cast<const float *>(
-                    static_cast<const char *>(q.data) + t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
-                float *rounded = a.qround + i * head_k;
-                std::memcpy(rounded, qh, size_t(head_k) * sizeof(float));
-                if (k.type == dtype::f16) Loops::round_f16(rounded, head_k);
-                qs[i] = rounded;
                 xs[i] = a.dots + i * a.max_slots;
             }
             if (!any) {  // nothing visible
                 for (int i = 0; i < nh; ++i) std::fill(outs[i], outs[i] + head_v, 0.0f);
                 continue;
             }
-            if (direct_k)
+            for (int i = 0; i < nh; ++i) {
+                const auto *qh = reinterpret_cast<const float *>(
+                    static_cast<const char *>(q.data) + t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
+                float *rounded = a.qround + i * head_k;
+                if (k_ints) {
+                    q8s[i] = quantize_query(qh, head_k, rounded);
+                    continue;
+                }
+                std::memcpy(rounded, qh, size_t(head_k) * sizeof(float));
+                if (k.type == dtype::f16) Loops::round_f16(rounded, head_k);
+                qs[i] = rounded;
+            }
+            if (k_ints)
+                Loops::dots_q8(q8s, nh, k_head, int64_t(k.nb[1]), a.slot_cell + lo, head_k, n, xs);
+            else if (direct_k)
                 Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else
                 Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
@@ -427,7 +503,8 @@ void run_attention_task(const attention_task &a) {
         hi_of[t - a.t0] = hi;
         own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
     }
-    const bool direct_k = can_direct_k && a.t1 - a.t0 == 1, direct_v = can_direct_v && a.t1 - a.t0 == 1;
+    const bool direct_k = k_ints || (can_direct_k && a.t1 - a.t0 == 1),
+               direct_v = can_direct_v && a.t1 - a.t0 == 1;
     fill_slots(slots, direct_k, direct_v);
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], direct_k, direct_v);

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backends/cpu/attention_impl.h"
+#include "backends/cpu/prefetch.h"
 #include "weft/quant/blocks.h"
 
 namespace weft::cpu {
@@ -29,6 +30,21 @@ struct simd_attention_loops {
         for (; h + 4 <= nh; h += 4) fn(std::integral_constant<int, 4>{}, h);
         for (; h + 2 <= nh; h += 2) fn(std::integral_constant<int, 2>{}, h);
         for (; h < nh; ++h) fn(std::integral_constant<int, 1>{}, h);
+    }
+
+    // The cache rows are read one after another, a few hundred bytes from each, and the hardware
+    // prefetcher does not run ahead of that (decode at 8k cells waited on memory at ~12 GB/s):
+    // the rows of the cells `ahead` slots on are asked for while the current ones are computed.
+    static constexpr int64_t rows_ahead = 32;
+    // prefetches the first `bytes` of the rows of cells[0, n) (empty slots skipped) into L2
+    static void prefetch_rows(const char *rows, int64_t row_bytes, const int32_t *cells, int64_t n,
+                              int64_t bytes) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (cells[i] < 0) continue;
+            const char *row = rows + cells[i] * row_bytes;
+            for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T1);
+            _mm_prefetch(row + bytes - 1, _MM_HINT_T1);
+        }
     }
 
     // Whether the vector loops widen a row of n values of type t 16 at a time in registers: f16, and
@@ -241,7 +257,11 @@ struct simd_attention_loops {
                                                const int32_t *cells, int64_t head_k, int64_t slots,
                                                float *const *out) {
         constexpr int per = attention_lanes / NH, m = step_chunks<T>;
+        const int64_t bytes = int64_t(row_size(T, head_k));
         for (int64_t s0 = 0; s0 < slots; s0 += per) {
+            if (s0 + rows_ahead < slots)
+                prefetch_rows(k, row_bytes, cells + s0 + rows_ahead,
+                              std::min<int64_t>(per, slots - s0 - rows_ahead), bytes);
             vec acc[attention_lanes];
             for (auto &x : acc) x = V::zero();
             for (int64_t d0 = 0; d0 < head_k; d0 += m * attention_lanes) {
@@ -291,7 +311,7 @@ struct simd_attention_loops {
                                                    float *acc, float *const *out) {
         constexpr int m = step_chunks<T>, per = attention_lanes / (NH * m);
         constexpr int64_t block = 128;  // slots
-        const int64_t n_dc = head_v / attention_lanes;
+        const int64_t n_dc = head_v / attention_lanes, bytes = int64_t(row_size(T, head_v));
         auto at = [&](int64_t dc, int h, int l) { return acc + ((dc * NH + h) * attention_lanes + l) * w; };
         std::fill(acc, acc + NH * head_v * attention_lanes, 0.0f);
         for (int64_t b0 = 0; b0 < slots; b0 += block) {
@@ -302,7 +322,12 @@ struct simd_attention_loops {
                     for (int i = 0; i < m; ++i)
                         for (int h = 0; h < NH; ++h)
                             for (int j = 0; j < per; ++j) a[i][h][j] = V::load(at(dc + i, h, l0 + j));
-                    for (int64_t c = b0; c < b1; c += attention_lanes)
+                    for (int64_t c = b0; c < b1; c += attention_lanes) {
+                        // the first pass over a block's rows asks for the next block's
+                        if (dc == 0 && l0 == 0 && c + block < slots)
+                            prefetch_rows(v, row_bytes, cells + c + block,
+                                          std::min<int64_t>(attention_lanes, slots - c - block), bytes);
+#pragma GCC unroll 16
                         for (int j = 0; j < per; ++j) {
                             const int64_t s = c + l0 + j;
                             const int32_t cell = cells[s];
@@ -316,6 +341,7 @@ struct simd_attention_loops {
                                 for (int i = 0; i < m; ++i) a[i][h][j] = V::fma(ph, vv[i], a[i][h][j]);
                             }
                         }
+                    }
                     for (int i = 0; i < m; ++i)
                         for (int h = 0; h < NH; ++h)
                             for (int j = 0; j < per; ++j) V::store(at(dc + i, h, l0 + j), a[i][h][j]);
@@ -331,7 +357,9 @@ struct simd_attention_loops {
             }
     }
 
-    static constexpr bool can_weight_rows(dtype t, int64_t head_v) { return widens(t, head_v); }
+    static constexpr bool can_weight_rows(dtype t, int64_t head_v) {
+        return widens(t, head_v);
+    }
     static void weighted_rows(const float *const *p, int nh, const char *v, int64_t row_bytes, dtype t,
                               const int32_t *cells, int64_t slots, int64_t head_v, float *acc,
                               float *const *out) {
@@ -344,7 +372,37 @@ struct simd_attention_loops {
             });
     }
 
-    static constexpr bool can_transpose16(dtype t, int64_t n) { return V::can_transpose16 && widens(t, n); }
+    // 16 slots at a time where the ISA has an integer dot (V::dots_q8_16), else the plain loop. An
+    // empty slot reads a zero row (scale 0, quants 0: a dot of 0).
+    static void dots_q8(const q8_query *q, int nh, const char *k, int64_t row_bytes, const int32_t *cells,
+                        int64_t head_k, int64_t slots, float *const *out) {
+        const int64_t nb = head_k / qk8_0;
+        if constexpr (V::can_dot_q8) {
+            alignas(64) static constexpr char zero_row[64 * sizeof(block_q8_0)] = {};
+            if (V::has_dot_q8() && nb * int64_t(sizeof(block_q8_0)) <= int64_t(sizeof zero_row)) {
+                const int64_t bytes = nb * int64_t(sizeof(block_q8_0));
+                for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+                    if (s0 + rows_ahead < slots)
+                        prefetch_rows(k, row_bytes, cells + s0 + rows_ahead,
+                                      std::min<int64_t>(attention_lanes, slots - s0 - rows_ahead), bytes);
+                    const char *rows[attention_lanes];
+                    for (int i = 0; i < attention_lanes; ++i)
+                        rows[i] = cells[s0 + i] < 0 ? zero_row : k + cells[s0 + i] * row_bytes;
+                    float *outs[attention_heads_per_pass];
+                    for (int h = 0; h < nh; ++h) outs[h] = out[h] + s0;
+                    in_head_groups(nh, [&](auto n, int h) {
+                        V::template dots_q8_16<decltype(n)::value>(q + h, rows, nb, outs + h);
+                    });
+                }
+                return;
+            }
+        }
+        attention_loops_plain::dots_q8(q, nh, k, row_bytes, cells, head_k, slots, out);
+    }
+
+    static constexpr bool can_transpose16(dtype t, int64_t n) {
+        return V::can_transpose16 && widens(t, n);
+    }
     static void transpose16(const char *rows, int64_t row_bytes, dtype t, int64_t d0, float *out,
                             int64_t stride) {
         if constexpr (V::can_transpose16)

@@ -1,6 +1,8 @@
 // src/backends/cpu/ops_attention_avx2.cpp — attention_impl.h compiled for AVX2 + FMA + F16C.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "backends/cpu/attention_simd.h"
 
 namespace weft::cpu {
@@ -23,6 +25,62 @@ struct ymm {
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
     static constexpr bool can_transpose16 = false;
     static void transpose16(const type *, float *, int64_t) {}
+    // The integer dots of NH q8_0 query heads with 16 q8_0 K rows (rows[i], nb blocks each), to
+    // out[h][0, 16), 8 rows at a time: lane i of a vector is row i. Per block the rows' quants are
+    // transposed so that vector g holds the 4 quants [4g, 4g + 4) of every row; |k| times q with k's
+    // sign (vpmaddubsw: no pair reaches the int16 limit, |k| <= 128 and |q| <= 127), summed in int32.
+    static constexpr bool can_dot_q8 = true;
+    static bool has_dot_q8() { return true; }
+    template <int NH>
+    static void dots_q8_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
+        for (int half = 0; half < 2; ++half) dots_q8_8<NH>(q, rows + 8 * half, nb, out, 8 * half);
+    }
+    template <int NH>
+    static void dots_q8_8(const q8_query *q, const char *const *rows, int64_t nb, float *const *out,
+                          int at_lane) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256 acc[NH];
+        for (auto &x : acc) x = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t at = b * int64_t(sizeof(block_q8_0));
+            __m256i r[8], u[8], t[8];
+            for (int i = 0; i < 8; ++i)
+                r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(rows[i] + at + 2));
+            for (int i = 0; i < 8; i += 2) {  // 32-bit interleave of row pairs
+                u[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+                u[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {  // 64-bit interleave: groups (j, j + 4) of rows i .. i + 3
+                r[i] = _mm256_unpacklo_epi64(u[i], u[i + 2]);
+                r[i + 1] = _mm256_unpackhi_epi64(u[i], u[i + 2]);
+                r[i + 2] = _mm256_unpacklo_epi64(u[i + 1], u[i + 3]);
+                r[i + 3] = _mm256_unpackhi_epi64(u[i + 1], u[i + 3]);
+            }
+            for (int j = 0; j < 4; ++j) {  // t[g]: group g of rows 0-7 in lanes 0-7
+                t[j] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
+                t[j + 4] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x31);
+            }
+            alignas(16) uint16_t scale_bits[8];
+            for (int i = 0; i < 8; ++i) std::memcpy(&scale_bits[i], rows[i] + at, sizeof(uint16_t));
+            const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(scale_bits)));
+            __m256i magnitude[8];
+            for (int g = 0; g < 8; ++g) magnitude[g] = _mm256_abs_epi8(t[g]);
+            for (int h = 0; h < NH; ++h) {
+                const int8_t *qq = q[h].blocks[b].qs;
+                __m256i sum = _mm256_setzero_si256();
+                for (int g = 0; g < 8; ++g) {
+                    int32_t four;
+                    std::memcpy(&four, qq + 4 * g, sizeof four);
+                    const __m256i signed_q = _mm256_sign_epi8(_mm256_set1_epi32(four), t[g]);
+                    sum = _mm256_add_epi32(
+                        sum, _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude[g], signed_q), ones));
+                }
+                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
+                                         _mm256_mul_ps(dk, _mm256_set1_ps(q[h].d[b])), acc[h]);
+            }
+        }
+        for (int h = 0; h < NH; ++h) _mm256_storeu_ps(out[h] + at_lane, acc[h]);
+    }
 };
 }  // namespace
 

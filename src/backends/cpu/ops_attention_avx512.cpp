@@ -1,7 +1,10 @@
 // src/backends/cpu/ops_attention_avx512.cpp — attention_impl.h compiled for AVX-512.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "backends/cpu/attention_simd.h"
+#include "backends/cpu/simd_level.h"
 
 namespace weft::cpu {
 
@@ -52,6 +55,68 @@ struct zmm {
         return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
                                      sums);
     }
+    // The integer dots of NH q8_0 query heads with 16 q8_0 K rows (rows[i], nb blocks each), to
+    // out[h][0, 16): lane i of a vector is row i. Per block, the rows' quants are flipped to unsigned
+    // (q + 128) and transposed so that vector g holds the 4 quants [4g, 4g + 4) of every row; vpdpbusd
+    // against the query's 4 quants broadcast, from -128 * the query's sum, gives each row's exact sum.
+    static constexpr bool can_dot_q8 = true;
+    static bool has_dot_q8() { return simd_level_supported(simd_level::avx512_vnni); }
+    template <int NH>
+    static void dots_q8_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
+        // rows (p, p + 4) share a vector, the row p in its low half: after the transposition below,
+        // lane i holds row i
+        static constexpr int pairs[8][2] = {{0, 4},  {1, 5},  {2, 6},   {3, 7},
+                                            {8, 12}, {9, 13}, {10, 14}, {11, 15}};
+        const __m512i flip = _mm512_set1_epi8(char(0x80));
+        __m512 acc[NH];
+        for (auto &x : acc) x = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t at = b * int64_t(sizeof(block_q8_0));
+            __m512i z[8], u[8], t[8];
+            for (int p = 0; p < 8; ++p) {
+                const auto *lo = reinterpret_cast<const __m256i *>(rows[pairs[p][0]] + at + 2);
+                const auto *hi = reinterpret_cast<const __m256i *>(rows[pairs[p][1]] + at + 2);
+                z[p] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(lo)),
+                                                           _mm256_loadu_si256(hi), 1),
+                                        flip);
+            }
+            // 32-bit then 64-bit interleaves within 128-bit lanes: for the vectors of rows 0-7,
+            // u[j] holds quant group j of the rows (0, 1, 2, 3) in 128-bit lane 0 and (4, 5, 6, 7) in
+            // lane 2, group j + 4 in lanes 1 and 3; u[4 + j] the same for rows 8-15
+            for (int h = 0; h < 2; ++h) {
+                const __m512i *zh = z + 4 * h;
+                const __m512i lo01 = _mm512_unpacklo_epi32(zh[0], zh[1]),
+                              hi01 = _mm512_unpackhi_epi32(zh[0], zh[1]);
+                const __m512i lo23 = _mm512_unpacklo_epi32(zh[2], zh[3]),
+                              hi23 = _mm512_unpackhi_epi32(zh[2], zh[3]);
+                u[4 * h + 0] = _mm512_unpacklo_epi64(lo01, lo23);
+                u[4 * h + 1] = _mm512_unpackhi_epi64(lo01, lo23);
+                u[4 * h + 2] = _mm512_unpacklo_epi64(hi01, hi23);
+                u[4 * h + 3] = _mm512_unpackhi_epi64(hi01, hi23);
+            }
+            for (int j = 0; j < 4; ++j) {  // t[g]: group g of rows 0-15 in lanes 0-15
+                t[j] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+                t[j + 4] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+            }
+            alignas(32) uint16_t scale_bits[16];
+            for (int i = 0; i < 16; ++i) std::memcpy(&scale_bits[i], rows[i] + at, sizeof(uint16_t));
+            const __m512 dk =
+                _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(scale_bits)));
+            for (int h = 0; h < NH; ++h) {
+                const int8_t *qq = q[h].blocks[b].qs;
+                __m512i sum = _mm512_set1_epi32(q[h].bias[b]);
+                for (int g = 0; g < 8; ++g) {
+                    int32_t four;
+                    std::memcpy(&four, qq + 4 * g, sizeof four);
+                    sum = _mm512_dpbusd_epi32(sum, t[g], _mm512_set1_epi32(four));
+                }
+                acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                         _mm512_mul_ps(dk, _mm512_set1_ps(q[h].d[b])), acc[h]);
+            }
+        }
+        for (int h = 0; h < NH; ++h) _mm512_storeu_ps(out[h], acc[h]);
+    }
+
     // 16 vectors of 16 values (the rows), transposed: value d of row i to dst[d * stride + i].
     static constexpr bool can_transpose16 = true;
     static void transpose16(const type rows[16], float *dst, int64_t stride) {

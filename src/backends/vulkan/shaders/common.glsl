@@ -53,6 +53,17 @@ float round_f16(float x) {
     return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x;
 }
 
+// a / b correctly rounded (as the CPU divides) also where the driver's division is not: the reciprocal
+// refined by one Newton step, then the quotient's remainder added back (Markstein)
+float div_rn(float a, float b) {
+    precise float r = 1.0 / b;
+    precise float e = fma(-b, r, 1.0);
+    r = fma(r, e, r);
+    precise float q = a * r;
+    precise float rem = fma(-q, b, a);
+    return fma(rem, r, q);
+}
+
 // e^x as the CPU's exp_reference (canonical_math.h): reduction by ln 2 in two parts, a degree-5
 // polynomial, scaling by 2^n in one or two steps. 0 for -INF.
 float exp_ref(float x) {

@@ -28,17 +28,6 @@ layout(push_constant) uniform PC {
 #error "set_rows_quant.comp: define A_TYPE_Q8_0 or A_TYPE_Q4_0"
 #endif
 
-// a / b correctly rounded (as the CPU divides) also where the driver's division is not: the reciprocal
-// refined by one Newton step, then the quotient's remainder added back (Markstein)
-float div_rn(float a, float b) {
-    precise float r = 1.0 / b;
-    precise float e = fma(-b, r, 1.0);
-    r = fma(r, e, r);
-    precise float q = a * r;
-    precise float rem = fma(-q, b, a);
-    return fma(rem, r, q);
-}
-
 void main() {
     const uint blocks = p.ne0 / 32u;
     const uint e = wg_linear() * 64u + gl_LocalInvocationID.x;
