@@ -9,10 +9,12 @@
 // The dot product is exact integer arithmetic inside a block (sum over groups of ls * sum q * q8),
 // then one std::fma per block in block order, then the unit.
 #include <cmath>
+#include <cstring>
 
 #include "quant/iq_grids.h"
 #include "quant/kernels.h"
 #include "weft/quant/blocks.h"
+#include "weft/quant/quant.h"
 
 namespace weft::quant {
 namespace {
@@ -137,6 +139,18 @@ void vec_dot_grid(int64_t n, float *s, const void *vx, const void *vy, float uni
     *s = unit * sum;
 }
 
+// A block as grid_block_ints (weft/quant/quant.h).
+bool block_ints(const void *block, grid_block_ints &out, float (*decode)(const void *, levels &),
+                float unit) {
+    levels l;
+    decode(block, l);
+    for (int i = 0; i < qk_k; ++i) out.q[i] = l.q[i];
+    for (int g = 0; g < n_groups; ++g) out.ls[g] = uint8_t(l.ls[g]);
+    std::memcpy(&out.d, block, sizeof out.d);  // every grid block starts with its fp16 d
+    out.unit = unit;
+    return true;
+}
+
 }  // namespace
 
 void to_float_iq2_xxs(const void *src, float *dst, int64_t n) {
@@ -175,3 +189,25 @@ void vec_dot_iq3_s_ref(int64_t n, float *s, const void *vx, const void *vy) {
 }
 
 }  // namespace weft::quant
+
+namespace weft {
+
+bool grid_block_to_ints(dtype t, const void *block, grid_block_ints &out) {
+    using namespace quant;
+    switch (t) {
+        case dtype::iq2_xxs:
+            return block_ints(block, out, decode_iq2_xxs, 0.125f);
+        case dtype::iq2_xs:
+            return block_ints(block, out, decode_iq2_xs, 0.125f);
+        case dtype::iq2_s:
+            return block_ints(block, out, decode_iq2_s, 0.125f);
+        case dtype::iq3_xxs:
+            return block_ints(block, out, decode_iq3_xxs, 0.25f);
+        case dtype::iq3_s:
+            return block_ints(block, out, decode_iq3_s, 1.0f);
+        default:
+            return false;
+    }
+}
+
+}  // namespace weft

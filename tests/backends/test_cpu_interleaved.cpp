@@ -28,7 +28,10 @@ tensor *make_matrix(context &ctx, dtype type, int64_t k, int64_t m, uint32_t see
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist;
     for (auto &v : values) v = dist(rng);
-    quantize_rows(type, values.data(), a->data, m, k);
+    // iq2_xxs and iq2_xs are only made with importance weights (any positive ones do)
+    std::vector<float> importance(static_cast<size_t>(k));
+    for (size_t i = 0; i < importance.size(); ++i) importance[i] = 1.0f + float(i % 7);
+    quantize_rows(type, values.data(), a->data, m, k, importance.data());
     plain.assign(static_cast<const uint8_t *>(a->data), static_cast<const uint8_t *>(a->data) + a->nbytes());
     dequantized.resize(values.size());
     for (int64_t r = 0; r < m; ++r)
@@ -75,9 +78,10 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
     return q;
 }
 
-const dtype interleaved_types[] = {dtype::q4_0, dtype::q4_1, dtype::q5_0,   dtype::q5_1,
-                                   dtype::q8_0, dtype::q2_k, dtype::q3_k,   dtype::q4_k,
-                                   dtype::q5_k, dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs};
+const dtype interleaved_types[] = {dtype::q4_0,    dtype::q4_1,   dtype::q5_0,    dtype::q5_1,   dtype::q8_0,
+                                   dtype::q2_k,    dtype::q3_k,   dtype::q4_k,    dtype::q5_k,   dtype::q6_k,
+                                   dtype::iq4_nl,  dtype::iq4_xs, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
+                                   dtype::iq3_xxs, dtype::iq3_s};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
@@ -248,19 +252,21 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
     }
 }
 
-// The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs:
-// one exact integer sum and one fma per block, in block order; vec_dot_q8_0: the reference engine's
-// eight lanes of four products) bit for bit. For several widths,
-// row counts in 16s and column counts (tile remainders and more than a pass of 16), at whatever
-// level the run allows (the ctest _scalar / _avx2 variants lower it: scalar kernel against
+// The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs
+// and the grid i-quants': one exact integer sum and one fma per block, in block order, the grid types
+// then times their unit; vec_dot_q8_0: the reference engine's eight lanes of four products) bit for bit. For
+// several widths, row counts in 16s and column counts (tile remainders and more than a pass of 16), at
+// whatever level the run allows (the ctest _scalar / _avx2 variants lower it: scalar kernel against
 // vec_dot_*_ref, the AVX2 builds against the AVX2 row kernels).
 TEST(CpuInterleaved, CodebookTypesAndQ8_0EqualTheRowKernelsBitForBit) {
     struct shape {
         int64_t k, m;
     };
-    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::q8_0}) {
+    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::q8_0, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
+                       dtype::iq3_xxs, dtype::iq3_s}) {
         for (const shape s : {shape{256, 16}, shape{512, 48}, shape{768, 80}, shape{2048, 32}}) {
-            const int64_t k = type != dtype::iq4_xs && s.k == 256 ? 96 : s.k;  // 32-value types: any 32s
+            // 32-value types: any 32s
+            const int64_t k = type_traits(type).block_size == 32 && s.k == 256 ? 96 : s.k;
             auto ctx = data_context();
             std::vector<uint8_t> plain;
             std::vector<float> w;

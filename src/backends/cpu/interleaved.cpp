@@ -128,23 +128,62 @@ const interleaved_layout layout_q6_k{interleaved_kind::q6_kx16,
                                      16,
                                      /*d_at*/ 48 * slot_bytes + 16 * interleave_rows};
 
+// A layout whose indices stand for the levels of `codebook` (levels + 128).
+constexpr interleaved_layout with_codebook(interleaved_layout l, const std::array<uint8_t, 16> &codebook,
+                                           float unit = 1.0f) {
+    l.codebook = codebook.data();
+    l.unit = unit;
+    return l;
+}
+
 // iq4_nl: q4_0's layout, indices for quants
-const interleaved_layout layout_iq4_nl{interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32,
-                                       scales_bytes + 4 * slot_bytes, 128};
+const interleaved_layout layout_iq4_nl = with_codebook(
+    {interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32, scales_bytes + 4 * slot_bytes, 128}, iq4_levels_u8);
 // iq4_xs: 32 nibble slots (as q4_K's), 8 signed scales a byte per row, d, 32 bytes of padding (so
 // that every block starts on a cache line)
-const interleaved_layout layout_iq4_xs{interleaved_kind::iq4_xsx16,
-                                       dtype::iq4_xs,
-                                       256,
-                                       32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32,
-                                       128,
-                                       /*low_at*/ 0,
-                                       /*high_at*/ 0,
-                                       /*scales_at*/ 32 * slot_bytes,
-                                       /*mins_at*/ 0,
-                                       /*dmin_at*/ 0,
-                                       8,
-                                       /*d_at*/ 32 * slot_bytes + 8 * interleave_rows};
+const interleaved_layout layout_iq4_xs =
+    with_codebook({interleaved_kind::iq4_xsx16, dtype::iq4_xs, 256,
+                   32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32, 128,
+                   /*low_at*/ 0,
+                   /*high_at*/ 0,
+                   /*scales_at*/ 32 * slot_bytes,
+                   /*mins_at*/ 0,
+                   /*dmin_at*/ 0, 8,
+                   /*d_at*/ 32 * slot_bytes + 8 * interleave_rows},
+                  iq4_levels_u8);
+
+// The grid i-quants' codebooks: levels + 128 (see interleaved.h), magnitudes by rank, + 8 negative.
+constexpr std::array<uint8_t, 16> grid_codebook(std::array<int, 8> magnitudes) {
+    std::array<uint8_t, 16> a{};
+    for (size_t i = 0; i < 8; ++i) {
+        a[i] = uint8_t(128 + magnitudes[i]);
+        a[i + 8] = uint8_t(128 - magnitudes[i]);
+    }
+    return a;
+}
+constexpr std::array<uint8_t, 16> codebook_iq2 = grid_codebook({8, 25, 43, 0, 0, 0, 0, 0});
+constexpr std::array<uint8_t, 16> codebook_iq3_xxs = grid_codebook({4, 12, 20, 28, 36, 44, 52, 62});
+constexpr std::array<uint8_t, 16> codebook_iq3_s = grid_codebook({1, 3, 5, 7, 9, 11, 13, 15});
+
+// The grid i-quants: 32 nibble slots of codebook indices (as iq4_xs's), 16 scales a byte per row,
+// d, 32 bytes of padding (whole cache lines).
+constexpr interleaved_layout grid_layout(dtype t, const std::array<uint8_t, 16> &codebook, float unit) {
+    return with_codebook({interleaved_kind::iq_gridx16, t, 256,
+                          32 * slot_bytes + 16 * interleave_rows + scales_bytes + 32, 128,
+                          /*low_at*/ 0,
+                          /*high_at*/ 0,
+                          /*scales_at*/ 32 * slot_bytes,
+                          /*mins_at*/ 0,
+                          /*dmin_at*/ 0, 16,
+                          /*d_at*/ 32 * slot_bytes + 16 * interleave_rows},
+                         codebook, unit);
+}
+const interleaved_layout layout_iq2_xxs = grid_layout(dtype::iq2_xxs, codebook_iq2, 0.125f);
+const interleaved_layout layout_iq2_xs = grid_layout(dtype::iq2_xs, codebook_iq2, 0.125f);
+const interleaved_layout layout_iq2_s = grid_layout(dtype::iq2_s, codebook_iq2, 0.125f);
+const interleaved_layout layout_iq3_xxs = grid_layout(dtype::iq3_xxs, codebook_iq3_xxs, 0.25f);
+const interleaved_layout layout_iq3_s = grid_layout(dtype::iq3_s, codebook_iq3_s, 1.0f);
+static_assert((32 * slot_bytes + 16 * interleave_rows + scales_bytes + 32) % 64 == 0);
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_iq4_nl) * interleave_rows == scales_bytes + 4 * slot_bytes);
@@ -186,6 +225,16 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_iq4_nl;
         case dtype::iq4_xs:
             return &layout_iq4_xs;
+        case dtype::iq2_xxs:
+            return &layout_iq2_xxs;
+        case dtype::iq2_xs:
+            return &layout_iq2_xs;
+        case dtype::iq2_s:
+            return &layout_iq2_s;
+        case dtype::iq3_xxs:
+            return &layout_iq3_xxs;
+        case dtype::iq3_s:
+            return &layout_iq3_s;
         default:
             return nullptr;
     }
@@ -280,7 +329,7 @@ uint8_t interleaved_quant(const interleaved_layout &l, const uint8_t *block, int
 // codebook types the level of the stored index plus 128 (the layout's offset comes off either way).
 int32_t stored_value(const interleaved_layout &l, const uint8_t *block, int r, int i) {
     const uint8_t q = interleaved_quant(l, block, r, i);
-    return is_codebook_kind(l.kind) ? int32_t(iq4_levels_u8[q]) : int32_t(q);
+    return is_codebook_kind(l.kind) ? int32_t(l.codebook[q]) : int32_t(q);
 }
 
 }  // namespace
@@ -288,7 +337,8 @@ int32_t stored_value(const interleaved_layout &l, const uint8_t *block, int r, i
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
     for (const interleaved_layout *l :
          {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0, &layout_q2_k, &layout_q3_k,
-          &layout_q4_k, &layout_q5_k, &layout_q6_k, &layout_iq4_nl, &layout_iq4_xs})
+          &layout_q4_k, &layout_q5_k, &layout_q6_k, &layout_iq4_nl, &layout_iq4_xs, &layout_iq2_xxs,
+          &layout_iq2_xs, &layout_iq2_s, &layout_iq3_xxs, &layout_iq3_s})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -368,6 +418,28 @@ void interleave_iq4_xs_block(const interleaved_layout &l, const uint8_t *const r
     }
 }
 
+// One grid i-quant super-block of 16 rows into the interleaved block: each level's codebook index
+// where iq4_xs's indices go, the 16 scales a byte per row.
+void interleave_grid_block(const interleaved_layout &l, const uint8_t *const rows[interleave_rows],
+                           uint8_t *block) {
+    std::memset(block, 0, l.block_bytes);
+    for (int r = 0; r < interleave_rows; ++r) {
+        grid_block_ints v;
+        const bool ok = grid_block_to_ints(l.type, rows[r], v);
+        WEFT_ASSERT(ok && v.unit == l.unit);
+        std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
+        for (int j = 0; j < 16; ++j) block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = v.ls[j];
+        for (int i = 0; i < 256; ++i) {
+            int index = 0;
+            while (index < 16 && int(l.codebook[index]) - 128 != v.q[i]) ++index;
+            WEFT_ASSERT(index < 16);
+            const k_position &at = k_position_in(l, i);
+            block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
+                uint8_t(index << (at.high_nibble ? 4 : 0));
+        }
+    }
+}
+
 }  // namespace
 
 void interleave_tensor(tensor &t, const void *src, void *dst) {
@@ -386,6 +458,8 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
                     rows[r] = in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
                 if (l.kind == interleaved_kind::iq4_xsx16)
                     interleave_iq4_xs_block(l, rows, block);
+                else if (l.kind == interleaved_kind::iq_gridx16)
+                    interleave_grid_block(l, rows, block);
                 else
                     interleave_k_block(l, rows, block);
                 continue;
@@ -538,7 +612,7 @@ void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, cons
                 acc =
                     block_dot_scalar(l, group + size_t(b) * l.block_bytes, r, a.qs + col * a.k + b * l.block,
                                      a.sum + col * ns + b * sums_per_block, a.d[col * nb + b], acc);
-            dst[c * dst_stride + r] = acc;
+            dst[c * dst_stride + r] = l.kind == interleaved_kind::iq_gridx16 ? l.unit * acc : acc;
         }
     }
 }

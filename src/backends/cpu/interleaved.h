@@ -17,6 +17,11 @@
 // slots (slot u: chunk u + 16v in bits 2v, 2v + 1); q5_K its fifth bit in 8 slots (slot u: chunk
 // u + 8v in bit v); q2_K / q3_K their two low bits in 16 slots laid out as q6_K's high bits, and
 // q3_K its third bit in 8 slots laid out as q5_K's fifth bits.
+// The grid i-quants (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s) are decoded at load into their signed
+// levels (a grid magnitude with its sign: iq2 +-8, 25, 43; iq3_xxs +-4, 12 .. 62; iq3_s +-1, 3 .. 15),
+// each a 4-bit index into a codebook of the type (magnitude rank, + 8 when negative), laid out as
+// iq4_xs's indices, then their 16 scales (1..31, one per 16 values) a byte per row and d, padded
+// to whole cache lines; a product ends multiplied by the type's unit (1/8, 1/4, 1).
 // The codebook types store 4-bit indices into kvalues_iq4nl where the others store quants: iq4_nl
 // is laid out as q4_0 (its 18-byte block has q4_0's shape); iq4_xs as q4_K's nibble plane (32 slots,
 // first in the block, so every slot is cache-line aligned), then its 8 signed six-bit scales a byte
@@ -46,7 +51,8 @@
 // dmin_b the weight's fp16 scales widened to float and da_b the activation scale. Integer sums are exact in
 // any order, so the kernels are free to compute them however suits the ISA; the float steps are fixed. For
 // iq4_nl and iq4_xs these are also the per-row kernels' steps (vec_dot_iq4_*: one integer sum and one fma per
-// block, into one float sum in block order), so repacking them does not change a bit.
+// block, into one float sum in block order), so repacking them does not change a bit; so for the grid
+// i-quants (vec_dot_grid of quant/iq_grid_quants.cpp), whose product then ends with acc * unit.
 #pragma once
 
 #include <array>
@@ -75,12 +81,15 @@ enum class interleaved_kind : uint8_t {
     q5_kx16,
     q6_kx16,
     iq4_nlx16,
-    iq4_xsx16
+    iq4_xsx16,
+    iq_gridx16
 };
 
-// The types whose stored 4-bit values are indices into the codebook kvalues_iq4nl.
+// The types whose stored 4-bit values are indices into a codebook of 16 signed levels (the
+// layout's `codebook`): kvalues_iq4nl, or a grid i-quant's levels.
 constexpr bool is_codebook_kind(interleaved_kind k) {
-    return k == interleaved_kind::iq4_nlx16 || k == interleaved_kind::iq4_xsx16;
+    return k == interleaved_kind::iq4_nlx16 || k == interleaved_kind::iq4_xsx16 ||
+           k == interleaved_kind::iq_gridx16;
 }
 // The codebook as the kernels' unsigned operands (level + 128; the layouts' offset is 128).
 inline constexpr std::array<uint8_t, 16> iq4_levels_u8 = [] {
@@ -115,6 +124,9 @@ struct interleaved_layout {
     uint16_t low_at = 32, high_at = 0, scales_at = 0, mins_at = 0, dmin_at = 0;
     int32_t n_sub = 1;  // sub-blocks per block
     uint16_t d_at = 0;  // the 16 rows' fp16 scales
+    // the codebook types: the 16 levels + 128 an index stands for
+    const uint8_t *codebook = nullptr;
+    float unit = 1.0f;  // the grid i-quants: every product ends multiplied by it (a power of two)
     bool k_quant() const { return block == 256; }
 };
 
@@ -216,17 +228,22 @@ void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
             return fn(std::integral_constant<k, k::iq4_nlx16>{});
         case k::iq4_xsx16:
             return fn(std::integral_constant<k, k::iq4_xsx16>{});
+        case k::iq_gridx16:
+            return fn(std::integral_constant<k, k::iq_gridx16>{});
     }
 }
-// The kinds of 256-value super-blocks with integer sub-block scales (the K-quants and iq4_xs).
+// The kinds of 256-value super-blocks with integer sub-block scales (the K-quants, iq4_xs and the
+// grid i-quants).
 constexpr bool is_k_kind(interleaved_kind k) {
     return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 ||
            k == interleaved_kind::q4_kx16 || k == interleaved_kind::q5_kx16 ||
-           k == interleaved_kind::q6_kx16 || k == interleaved_kind::iq4_xsx16;
+           k == interleaved_kind::q6_kx16 || k == interleaved_kind::iq4_xsx16 ||
+           k == interleaved_kind::iq_gridx16;
 }
-// The K-quants with 16 sub-blocks of 16 values (the others have 8 of 32).
+// The K-quants with 16 sub-blocks of 16 values (the others have 8 of 32), and the grid i-quants.
 constexpr bool has_sub_blocks_of_16(interleaved_kind k) {
-    return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 || k == interleaved_kind::q6_kx16;
+    return k == interleaved_kind::q2_kx16 || k == interleaved_kind::q3_kx16 ||
+           k == interleaved_kind::q6_kx16 || k == interleaved_kind::iq_gridx16;
 }
 // The K-quants with sub-block mins (x = d * scale * q - dmin * min).
 constexpr bool has_sub_block_mins(interleaved_kind k) {

@@ -21,8 +21,8 @@ int32_t load_i32(const int8_t *p) {
 }
 
 // The codebook types' levels + 128 in all four 128-bit lanes (the layouts' offset is 128).
-[[gnu::always_inline]] inline __m512i codebook_table() {
-    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(iq4_levels_u8.data())));
+[[gnu::always_inline]] inline __m512i codebook_table(const interleaved_layout &l) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(l.codebook)));
 }
 
 // The 8 operand vectors of one block: w[j] holds elements 4j..4j+3 of every row (unsigned).
@@ -38,7 +38,7 @@ template <interleaved_kind Kind>
         w[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
     }
     if constexpr (is_codebook_kind(Kind)) {
-        const __m512i table = codebook_table();
+        const __m512i table = codebook_table(l);
         for (int j = 0; j < 8; ++j) w[j] = _mm512_shuffle_epi8(table, w[j]);
     }
     if constexpr (has_fifth_bit_plane(Kind)) {
@@ -200,7 +200,7 @@ template <interleaved_kind Kind>
                 w[r] =
                     _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(low + 64 * r), 4 * (t & 1)), low4);
             if constexpr (is_codebook_kind(Kind)) {
-                const __m512i table = codebook_table();
+                const __m512i table = codebook_table(l);
                 for (int r = 0; r < 8; ++r) w[r] = _mm512_shuffle_epi8(table, w[r]);
             }
         }
@@ -243,7 +243,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                     const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot_chunks(w, x, 8), sc));
                 }
-            } else if constexpr (is_codebook_kind(Kind)) {  // iq4_xs: signed scales, levels + 128
+            } else if constexpr (Kind == interleaved_kind::iq4_xsx16) {  // signed scales, levels + 128
                 const __m512i sc = bytes_to_i32(block + l.scales_at + 16 * t, true);
                 for (int c = 0; c < C; ++c) {
                     const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
@@ -253,6 +253,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                     isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(dot, sc));
                 }
             } else {
+                // 16 sub-blocks: q2_K / q3_K / q6_K, the grid i-quants (unsigned scales < 32, levels
+                // + 128)
                 __m512i sc0 =
                     bytes_to_i32(block + l.scales_at + 16 * (2 * t), Kind != interleaved_kind::q2_kx16);
                 __m512i sc1 =
@@ -304,6 +306,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
             }
         }
     }
+    if constexpr (Kind == interleaved_kind::iq_gridx16)
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_mul_ps(acc[c], _mm512_set1_ps(l.unit));
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
 }
 

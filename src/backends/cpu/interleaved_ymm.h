@@ -57,8 +57,8 @@ constexpr bool uses_offset() {
 // The codebook types' lookup table in both 128-bit lanes: the levels + 128 where the dot takes them
 // unsigned with the offset correction (VNNI), the signed levels for the sign trick (AVX2).
 template <bool Vnni>
-[[gnu::always_inline]] inline __m256i codebook_table() {
-    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(iq4_levels_u8.data()));
+[[gnu::always_inline]] inline __m256i codebook_table(const interleaved_layout &l) {
+    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(l.codebook));
     return _mm256_broadcastsi128_si256(Vnni ? u : _mm_xor_si128(u, _mm_set1_epi8(char(0x80))));
 }
 
@@ -74,7 +74,7 @@ template <bool Vnni, interleaved_kind Kind>
         w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     }
     if constexpr (is_codebook_kind(Kind)) {
-        const __m256i table = codebook_table<Vnni>();
+        const __m256i table = codebook_table<Vnni>(l);
         for (int j = 0; j < 8; ++j) w[j] = _mm256_shuffle_epi8(table, w[j]);
     }
     if constexpr (has_fifth_bit_plane(Kind)) {
@@ -203,7 +203,7 @@ template <bool Vnni, interleaved_kind Kind>
                               4 * (t & 1)),
             low4);
     if constexpr (is_codebook_kind(Kind)) {
-        const __m256i table = codebook_table<Vnni>();
+        const __m256i table = codebook_table<Vnni>(l);
         for (int r = 0; r < 8; ++r) w[r] = _mm256_shuffle_epi8(table, w[r]);
     }
     if constexpr (Kind == interleaved_kind::q6_kx16) {
@@ -266,7 +266,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                         isum[c] = _mm256_add_epi32(isum[c],
                                                    _mm256_mullo_epi32(dot_chunks<Vnni, Kind>(w, x, 8), sc));
                     }
-                } else if constexpr (is_codebook_kind(Kind)) {  // iq4_xs: signed scales, offset with VNNI
+                } else if constexpr (Kind ==
+                                     interleaved_kind::iq4_xsx16) {  // signed scales, offset with VNNI
                     const __m256i sc = bytes_to_i32(block + l.scales_at + 16 * t + 8 * half, true);
                     for (int c = 0; c < C; ++c) {
                         const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
@@ -285,13 +286,15 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                         sc0 = _mm256_and_si256(sc0, _mm256_set1_epi32(0x0F));
                         sc1 = _mm256_and_si256(sc1, _mm256_set1_epi32(0x0F));
                     }
+                    // the grid i-quants: their signed levels without VNNI (no offset to take off)
+                    constexpr bool offset = !is_codebook_kind(Kind) || uses_offset<Vnni, Kind>();
                     for (int c = 0; c < C; ++c) {
                         const int8_t *x = a.qs + (c0 + c) * a.k + b * 256 + 32 * t;
                         const int32_t *xs = a.sum + (c0 + c) * ns + b * 16 + 2 * t;
                         const __m256i d0 = _mm256_sub_epi32(dot_chunks<Vnni, Kind>(w, x, 4),
-                                                            _mm256_set1_epi32(l.offset * xs[0]));
+                                                            _mm256_set1_epi32(offset ? l.offset * xs[0] : 0));
                         const __m256i d1 = _mm256_sub_epi32(dot_chunks<Vnni, Kind>(w + 4, x + 16, 4),
-                                                            _mm256_set1_epi32(l.offset * xs[1]));
+                                                            _mm256_set1_epi32(offset ? l.offset * xs[1] : 0));
                         isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_mullo_epi32(d0, sc0),
                                                                              _mm256_mullo_epi32(d1, sc1)));
                     }
@@ -330,6 +333,8 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
                 }
             }
         }
+        if constexpr (Kind == interleaved_kind::iq_gridx16)
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_mul_ps(acc[c], _mm256_set1_ps(l.unit));
         for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + c * dst_stride + 8 * half, acc[c]);
     }
 }
