@@ -395,31 +395,40 @@ void interleave_k_block(const interleaved_layout &l, const uint8_t *const rows[i
     }
 }
 
-// One iq4_xs super-block of 16 rows into the interleaved block: the indices where q4_K's nibbles
-// go, the scales a signed byte per row.
+// Row r of a super-block of 4-bit indices (iq4_xs, the grid i-quants): its fp16 d, its n_sub scale
+// bytes and its 256 indices where q4_K's nibbles go (block zeroed before its first row).
+void put_indexed_row(const interleaved_layout &l, uint8_t *block, int r, const void *d, const uint8_t *scales,
+                     const uint8_t *indices) {
+    std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), d, sizeof(fp16_t));
+    for (int j = 0; j < l.n_sub; ++j)
+        block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = scales[j];
+    for (int i = 0; i < 256; ++i) {
+        const k_position &at = k_position_in(l, i);
+        block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
+            uint8_t(indices[i] << (at.high_nibble ? 4 : 0));
+    }
+}
+
+// One iq4_xs super-block of 16 rows into the interleaved block: the scales a signed byte per row.
 void interleave_iq4_xs_block(const interleaved_layout &l, const uint8_t *const rows[interleave_rows],
                              uint8_t *block) {
     std::memset(block, 0, l.block_bytes);
     for (int r = 0; r < interleave_rows; ++r) {
         block_iq4_xs x;
         std::memcpy(&x, rows[r], sizeof x);
-        std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &x.d, sizeof(fp16_t));
-        for (int j = 0; j < l.n_sub; ++j)
-            block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] =
-                uint8_t(int8_t(scale_iq4_xs(j, x)));
+        uint8_t scales[8], indices[256];
+        for (int j = 0; j < 8; ++j) scales[j] = uint8_t(int8_t(scale_iq4_xs(j, x)));
         for (int i = 0; i < 256; ++i) {
             const int j = i / 32, e = i % 32;  // sub-block j: element e in qs[16 j + e % 16]
             const uint8_t byte = x.qs[16 * j + e % 16];
-            const int index = e < 16 ? byte & 0x0F : byte >> 4;
-            const k_position &at = k_position_in(l, i);
-            block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
-                uint8_t(index << (at.high_nibble ? 4 : 0));
+            indices[i] = uint8_t(e < 16 ? byte & 0x0F : byte >> 4);
         }
+        put_indexed_row(l, block, r, &x.d, scales, indices);
     }
 }
 
-// One grid i-quant super-block of 16 rows into the interleaved block: each level's codebook index
-// where iq4_xs's indices go, the 16 scales a byte per row.
+// One grid i-quant super-block of 16 rows into the interleaved block: each level's codebook index,
+// the 16 scales a byte per row.
 void interleave_grid_block(const interleaved_layout &l, const uint8_t *const rows[interleave_rows],
                            uint8_t *block) {
     std::memset(block, 0, l.block_bytes);
@@ -427,16 +436,14 @@ void interleave_grid_block(const interleaved_layout &l, const uint8_t *const row
         grid_block_ints v;
         const bool ok = grid_block_to_ints(l.type, rows[r], v);
         WEFT_ASSERT(ok && v.unit == l.unit);
-        std::memcpy(block + l.d_at + size_t(r) * sizeof(fp16_t), &v.d, sizeof(fp16_t));
-        for (int j = 0; j < 16; ++j) block[l.scales_at + size_t(j) * interleave_rows + size_t(r)] = v.ls[j];
+        uint8_t indices[256];
         for (int i = 0; i < 256; ++i) {
             int index = 0;
             while (index < 16 && int(l.codebook[index]) - 128 != v.q[i]) ++index;
             WEFT_ASSERT(index < 16);
-            const k_position &at = k_position_in(l, i);
-            block[l.low_at + size_t(at.slot) * slot_bytes + size_t(r) * 4 + size_t(at.byte)] |=
-                uint8_t(index << (at.high_nibble ? 4 : 0));
+            indices[i] = uint8_t(index);
         }
+        put_indexed_row(l, block, r, &v.d, v.ls, indices);
     }
 }
 
