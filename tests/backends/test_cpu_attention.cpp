@@ -97,9 +97,9 @@ float round_f16(float x) {
     return fp16_to_fp32(fp32_to_fp16(x));
 }
 
-// Whether the kernel dots K in integers against a q8_0 query (a q8_0 K of whole blocks).
+// Whether the kernel dots K in integers against a q8_0 query (a q8_0 or q4_0 K of whole blocks).
 bool k_in_integers(const attention_case &c) {
-    return c.k->type == dtype::q8_0 && c.k->ne[0] % qk8_0 == 0;
+    return (c.k->type == dtype::q8_0 || c.k->type == dtype::q4_0) && c.k->ne[0] % qk8_0 == 0;
 }
 
 // Token t's query head h quantized to q8_0 blocks as the kernel does (for a K in integers).
@@ -125,15 +125,26 @@ std::vector<double> query_row(const attention_case &c, int64_t t, int64_t h) {
     return q;
 }
 
-// The integer dot of a q8_0 K row (cell j, KV head g) with a quantized query (attention_impl.h).
+// The integer dot of a q8_0 or q4_0 K row (cell j, KV head g) with a quantized query
+// (attention_impl.h): per block the exact sum of the quants' products (a q4_0 nibble less 8), one fma.
 float integer_dot(const attention_case &c, const std::vector<block_q8_0> &q, int64_t j, int64_t g) {
-    const auto *k = reinterpret_cast<const block_q8_0 *>(static_cast<const char *>(c.k->data) +
-                                                         g * int64_t(c.k->nb[2]) + j * int64_t(c.k->nb[1]));
+    const char *row =
+        static_cast<const char *>(c.k->data) + g * int64_t(c.k->nb[2]) + j * int64_t(c.k->nb[1]);
     float acc = 0.0f;
     for (size_t b = 0; b < q.size(); ++b) {
         int32_t sum = 0;
-        for (int i = 0; i < qk8_0; ++i) sum += int32_t(k[b].qs[i]) * q[b].qs[i];
-        acc = std::fma(float(sum), fp16_to_fp32(k[b].d) * fp16_to_fp32(q[b].d), acc);
+        fp16_t dk;
+        if (c.k->type == dtype::q8_0) {
+            const auto &k = reinterpret_cast<const block_q8_0 *>(row)[b];
+            for (int i = 0; i < qk8_0; ++i) sum += int32_t(k.qs[i]) * q[b].qs[i];
+            dk = k.d;
+        } else {
+            const auto &k = reinterpret_cast<const block_q4_0 *>(row)[b];
+            for (int i = 0; i < qk8_0; ++i)
+                sum += (int32_t(i < 16 ? k.qs[i] & 0x0F : k.qs[i - 16] >> 4) - 8) * q[b].qs[i];
+            dk = k.d;
+        }
+        acc = std::fma(float(sum), fp16_to_fp32(dk) * fp16_to_fp32(q[b].d), acc);
     }
     return acc;
 }

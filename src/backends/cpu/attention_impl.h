@@ -17,11 +17,11 @@
 //   e_s = exp_reference(x_s - M), 0 in empty slots;  S = sum over chunks, in order, in double, of
 //   tree16(the chunk's 16 e);  p_s = e_s * float(1 / S), rounded to f16 when V is f16
 //   out_d = tree16(lane l: fma over the chunks, in order, of p_s * v_sd for the slot s of lane l)
-// A q8_0 K (head_k a multiple of 32) is dotted in integers, as the reference engine's products do:
+// A q8_0 or q4_0 K (head_k a multiple of 32) is dotted in integers, as the reference engine's products do:
 // q is quantized to q8_0 as a product's activations are (row_traits_of(q8_0).from_float: d = amax /
 // 127, the values times 127 / amax to nearest, ties to even; q8_query), and for each 32-value block b
 //   dot_s = fma(float(sum_i qk_i * qq_i), dk_b * dq_b, dot_s)   (blocks in order, from 0)
-// with the block's integer sum exact, dk_b and dq_b the scales widened from f16.
+// with the block's integer sum exact (qk a q4_0 nibble less 8), dk_b and dq_b the scales widened from f16.
 // Otherwise a bf16 or block-quantized (q8_0, q4_0 ...) K or V is widened to floats by its type's own
 // to_float and q and p stay f32: the same values in every ISA build, as one shared function widens them.
 #pragma once
@@ -79,21 +79,41 @@ struct attention_task {
     int64_t max_slots = 0;
 };
 
-// A query head quantized to q8_0 as a q8_0 product's activations are: its blocks,
-// and per block b the scale widened (d[b]) and -128 times the sum of its quants (bias[b]: the start
-// of a sum of (qk + 128) * qq that ends at the sum of qk * qq, for kernels that take unsigned bytes).
+// A query head quantized to q8_0 as a q8_0 product's activations are: its blocks, and per block b
+// the scale widened (d[b]) and the sum of its quants (sum[b]: kernels that take K's quants as
+// unsigned bytes qk + offset start their sums at -offset * sum[b], so that they end at qk's).
 struct q8_query {
     const block_q8_0 *blocks;
     const float *d;
-    const int32_t *bias;
+    const int32_t *sum;
 };
 
 // Whether K is dotted in integers against a q8_0 query (see the top of the file).
 inline bool k_in_integers(const tensor &k) {
-    return k.type == dtype::q8_0 && k.ne[0] % qk8_0 == 0;
+    return (k.type == dtype::q8_0 || k.type == dtype::q4_0) && k.ne[0] % qk8_0 == 0;
 }
 
-// Bytes of scratch a query head's q8_query takes (its blocks, then d and bias).
+// Quant i (0..31) of a K block of type t (q8_0, or q4_0: the nibble less 8).
+inline int32_t k_quant(const char *block, dtype t, int i) {
+    if (t == dtype::q8_0) return reinterpret_cast<const block_q8_0 *>(block)->qs[i];
+    const uint8_t byte = reinterpret_cast<const block_q4_0 *>(block)->qs[i % 16];
+    return int32_t(i < 16 ? byte & 0x0F : byte >> 4) - 8;
+}
+
+// The bytes of a block of a K in integers, and what its kernels add to a quant to take it unsigned
+// (q8_0: q + 128, q4_0: the nibble, q + 8).
+template <dtype T>
+constexpr int64_t int_k_block_bytes = T == dtype::q8_0 ? int64_t(sizeof(block_q8_0))
+                                                       : int64_t(sizeof(block_q4_0));
+template <dtype T>
+constexpr int32_t int_k_offset = T == dtype::q8_0 ? 128 : 8;
+
+// The fp16 scales of the blocks at byte `at` of n rows (both block types start with theirs).
+inline void gather_scales(const char *const *rows, int64_t at, int n, uint16_t *out) {
+    for (int i = 0; i < n; ++i) std::memcpy(&out[i], rows[i] + at, sizeof(uint16_t));
+}
+
+// Bytes of scratch a query head's q8_query takes (its blocks, then d and sum).
 inline size_t q8_query_bytes(int64_t head_k) {
     const size_t nb = size_t(head_k / qk8_0);
     return (nb * sizeof(block_q8_0) + 3) / 4 * 4 + nb * (sizeof(float) + sizeof(int32_t));
@@ -106,14 +126,13 @@ inline q8_query quantize_query(const float *q, int64_t head_k, void *memory) {
     row_traits_of(dtype::q8_0).from_float(q, blocks, head_k);
     auto *d = reinterpret_cast<float *>(static_cast<char *>(memory) +
                                         (size_t(nb) * sizeof(block_q8_0) + 3) / 4 * 4);
-    auto *bias = reinterpret_cast<int32_t *>(d + nb);
+    auto *sum = reinterpret_cast<int32_t *>(d + nb);
     for (int64_t b = 0; b < nb; ++b) {
         d[b] = fp16_to_fp32(blocks[b].d);
-        int32_t sum = 0;
-        for (int i = 0; i < qk8_0; ++i) sum += blocks[b].qs[i];
-        bias[b] = -128 * sum;
+        sum[b] = 0;
+        for (int i = 0; i < qk8_0; ++i) sum[b] += blocks[b].qs[i];
     }
-    return {blocks, d, bias};
+    return {blocks, d, sum};
 }
 
 // Internal linkage: every ISA build gets its own copy (see canonical_math.h).
@@ -140,8 +159,8 @@ constexpr int attention_heads_per_pass = 4;
 //                                    weighted from the V rows themselves (as dots_rows; acc: scratch of
 //                                    attention_heads_per_pass * head_v * 16 floats), where
 //                                    can_weight_rows
-//   dots_q8(q, nh, k, row_bytes, cells, head_k, slots, out)
-//                                    out[h][s] = the integer dot of the q8_0 K row of cell cells[s]
+//   dots_int(q, nh, k, row_bytes, type, cells, head_k, slots, out)
+//                                    out[h][s] = the integer dot of the q8_0 / q4_0 K row of cell cells[s]
 //                                    (at k + cell * row_bytes; < 0: empty, any value) with q[h]
 //   transpose16(rows, row_bytes, type, d0, out, stride)
 //                                    values [d0, d0 + 16) of 16 K or V rows (row i at rows + i *
@@ -198,18 +217,20 @@ struct attention_loops_plain {
     static void round_f16(float *x, int64_t n) {
         for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
     }
-    static void dots_q8(const q8_query *q, int nh, const char *k, int64_t row_bytes, const int32_t *cells,
-                        int64_t head_k, int64_t slots, float *const *out) {
-        const int64_t nb = head_k / qk8_0;
+    static void dots_int(const q8_query *q, int nh, const char *k, int64_t row_bytes, dtype t,
+                         const int32_t *cells, int64_t head_k, int64_t slots, float *const *out) {
+        const int64_t nb = head_k / qk8_0, block_bytes = int64_t(type_traits(t).type_size);
         for (int h = 0; h < nh; ++h)
             for (int64_t s = 0; s < slots; ++s) {
                 float acc = 0.0f;
                 if (cells[s] >= 0) {
-                    const auto *kb = reinterpret_cast<const block_q8_0 *>(k + cells[s] * row_bytes);
                     for (int64_t b = 0; b < nb; ++b) {
+                        const char *block = k + cells[s] * row_bytes + b * block_bytes;
                         int32_t sum = 0;
-                        for (int i = 0; i < qk8_0; ++i) sum += int32_t(kb[b].qs[i]) * q[h].blocks[b].qs[i];
-                        acc = std::fma(float(sum), fp16_to_fp32(kb[b].d) * q[h].d[b], acc);
+                        for (int i = 0; i < qk8_0; ++i) sum += k_quant(block, t, i) * q[h].blocks[b].qs[i];
+                        fp16_t dk;
+                        std::memcpy(&dk, block, sizeof dk);  // both blocks start with their scale
+                        acc = std::fma(float(sum), fp16_to_fp32(dk) * q[h].d[b], acc);
                     }
                 }
                 out[h][s] = acc;
@@ -406,7 +427,7 @@ void run_attention_task(const attention_task &a) {
                 qs[i] = rounded;
             }
             if (k_ints)
-                Loops::dots_q8(q8s, nh, k_head, int64_t(k.nb[1]), a.slot_cell + lo, head_k, n, xs);
+                Loops::dots_int(q8s, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else if (direct_k)
                 Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else

@@ -372,32 +372,38 @@ struct simd_attention_loops {
             });
     }
 
-    // 16 slots at a time where the ISA has an integer dot (V::dots_q8_16), else the plain loop. An
-    // empty slot reads a zero row (scale 0, quants 0: a dot of 0).
-    static void dots_q8(const q8_query *q, int nh, const char *k, int64_t row_bytes, const int32_t *cells,
-                        int64_t head_k, int64_t slots, float *const *out) {
-        const int64_t nb = head_k / qk8_0;
-        if constexpr (V::can_dot_q8) {
+    // 16 slots at a time where the ISA has an integer dot (V::dots_int_16), else the plain loop. An
+    // empty slot reads a zero row (scale 0, quants 0 (q8_0) or -8 (q4_0): a dot of 0 times 0).
+    static void dots_int(const q8_query *q, int nh, const char *k, int64_t row_bytes, dtype t,
+                         const int32_t *cells, int64_t head_k, int64_t slots, float *const *out) {
+        const int64_t nb = head_k / qk8_0, bytes = nb * int64_t(type_traits(t).type_size);
+        if constexpr (V::can_dot_int) {
             alignas(64) static constexpr char zero_row[64 * sizeof(block_q8_0)] = {};
-            if (V::has_dot_q8() && nb * int64_t(sizeof(block_q8_0)) <= int64_t(sizeof zero_row)) {
-                const int64_t bytes = nb * int64_t(sizeof(block_q8_0));
-                for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
-                    if (s0 + rows_ahead < slots)
-                        prefetch_rows(k, row_bytes, cells + s0 + rows_ahead,
-                                      std::min<int64_t>(attention_lanes, slots - s0 - rows_ahead), bytes);
-                    const char *rows[attention_lanes];
-                    for (int i = 0; i < attention_lanes; ++i)
-                        rows[i] = cells[s0 + i] < 0 ? zero_row : k + cells[s0 + i] * row_bytes;
-                    float *outs[attention_heads_per_pass];
-                    for (int h = 0; h < nh; ++h) outs[h] = out[h] + s0;
-                    in_head_groups(nh, [&](auto n, int h) {
-                        V::template dots_q8_16<decltype(n)::value>(q + h, rows, nb, outs + h);
-                    });
-                }
+            if (V::has_dot_int() && bytes <= int64_t(sizeof zero_row)) {
+                auto run = [&](auto type) {
+                    for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+                        if (s0 + rows_ahead < slots)
+                            prefetch_rows(k, row_bytes, cells + s0 + rows_ahead,
+                                          std::min<int64_t>(attention_lanes, slots - s0 - rows_ahead), bytes);
+                        const char *rows[attention_lanes];
+                        for (int i = 0; i < attention_lanes; ++i)
+                            rows[i] = cells[s0 + i] < 0 ? zero_row : k + cells[s0 + i] * row_bytes;
+                        float *outs[attention_heads_per_pass];
+                        for (int h = 0; h < nh; ++h) outs[h] = out[h] + s0;
+                        in_head_groups(nh, [&](auto n, int h) {
+                            V::template dots_int_16<decltype(n)::value, decltype(type)::value>(q + h, rows,
+                                                                                               nb, outs + h);
+                        });
+                    }
+                };
+                if (t == dtype::q8_0)
+                    run(type_c<dtype::q8_0>{});
+                else
+                    run(type_c<dtype::q4_0>{});
                 return;
             }
         }
-        attention_loops_plain::dots_q8(q, nh, k, row_bytes, cells, head_k, slots, out);
+        attention_loops_plain::dots_int(q, nh, k, row_bytes, t, cells, head_k, slots, out);
     }
 
     static constexpr bool can_transpose16(dtype t, int64_t n) {

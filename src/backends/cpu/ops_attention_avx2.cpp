@@ -25,25 +25,22 @@ struct ymm {
     static float fp16_to_float(uint16_t h) { return _cvtsh_ss(h); }
     static constexpr bool can_transpose16 = false;
     static void transpose16(const type *, float *, int64_t) {}
-    // The integer dots of NH q8_0 query heads with 16 q8_0 K rows (rows[i], nb blocks each), to
-    // out[h][0, 16), 8 rows at a time: lane i of a vector is row i. Per block the rows' quants are
-    // transposed so that vector g holds the 4 quants [4g, 4g + 4) of every row; |k| times q with k's
-    // sign (vpmaddubsw: no pair reaches the int16 limit, |k| <= 128 and |q| <= 127), summed in int32.
-    static constexpr bool can_dot_q8 = true;
-    static bool has_dot_q8() { return true; }
-    template <int NH>
-    static void dots_q8_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
-        for (int half = 0; half < 2; ++half) dots_q8_8<NH>(q, rows + 8 * half, nb, out, 8 * half);
+    // The integer dots of NH q8_0 query heads with 16 q8_0 or q4_0 K rows (rows[i], nb blocks each),
+    // to out[h][0, 16), 8 rows at a time: lane i of a vector is row i. Per block the rows' quants are
+    // transposed so that vector g holds the 4 quants [4g, 4g + 4) of every row; q8_0: |k| times q with
+    // k's sign (vpmaddubsw: no pair reaches the int16 limit, |k| <= 128 and |q| <= 127), q4_0: the
+    // nibbles (k + 8) times q from -8 * the query's sum; summed in int32.
+    static constexpr bool can_dot_int = true;
+    static bool has_dot_int() { return true; }
+    template <int NH, dtype T>
+    static void dots_int_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
+        for (int half = 0; half < 2; ++half) dots_int_8<NH, T>(q, rows + 8 * half, nb, out, 8 * half);
     }
-    template <int NH>
-    static void dots_q8_8(const q8_query *q, const char *const *rows, int64_t nb, float *const *out,
-                          int at_lane) {
-        const __m256i ones = _mm256_set1_epi16(1);
-        __m256 acc[NH];
-        for (auto &x : acc) x = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const int64_t at = b * int64_t(sizeof(block_q8_0));
-            __m256i r[8], u[8], t[8];
+    // t[g]: quant group g of the 8 rows, lane i row i (q8_0 signed, q4_0 the unsigned nibbles)
+    template <dtype T>
+    static void transposed_quants(const char *const *rows, int64_t at, __m256i t[8]) {
+        __m256i r[8], u[8];
+        if constexpr (T == dtype::q8_0) {
             for (int i = 0; i < 8; ++i)
                 r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(rows[i] + at + 2));
             for (int i = 0; i < 8; i += 2) {  // 32-bit interleave of row pairs
@@ -60,18 +57,53 @@ struct ymm {
                 t[j] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
                 t[j + 4] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x31);
             }
+        } else {
+            static_assert(T == dtype::q4_0);
+            // 128-bit lane L of z[m]: the 16 nibble bytes of row 4L + m; after two interleaves within
+            // the lanes, lane i of u[j] holds bytes 4j .. 4j + 3 of row i: groups j (low nibbles) and
+            // j + 4 (high nibbles)
+            __m256i z[4];
+            for (int m = 0; m < 4; ++m)
+                z[m] = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[m] + at + 2))),
+                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 + m] + at + 2)), 1);
+            const __m256i lo01 = _mm256_unpacklo_epi32(z[0], z[1]), hi01 = _mm256_unpackhi_epi32(z[0], z[1]);
+            const __m256i lo23 = _mm256_unpacklo_epi32(z[2], z[3]), hi23 = _mm256_unpackhi_epi32(z[2], z[3]);
+            u[0] = _mm256_unpacklo_epi64(lo01, lo23);
+            u[1] = _mm256_unpackhi_epi64(lo01, lo23);
+            u[2] = _mm256_unpacklo_epi64(hi01, hi23);
+            u[3] = _mm256_unpackhi_epi64(hi01, hi23);
+            const __m256i low4 = _mm256_set1_epi8(0x0F);
+            for (int j = 0; j < 4; ++j) {
+                t[j] = _mm256_and_si256(u[j], low4);
+                t[j + 4] = _mm256_and_si256(_mm256_srli_epi16(u[j], 4), low4);
+            }
+        }
+    }
+    template <int NH, dtype T>
+    static void dots_int_8(const q8_query *q, const char *const *rows, int64_t nb, float *const *out,
+                           int at_lane) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256 acc[NH];
+        for (auto &x : acc) x = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t at = b * int_k_block_bytes<T>;
+            __m256i t[8];
+            transposed_quants<T>(rows, at, t);
             alignas(16) uint16_t scale_bits[8];
-            for (int i = 0; i < 8; ++i) std::memcpy(&scale_bits[i], rows[i] + at, sizeof(uint16_t));
+            gather_scales(rows, at, 8, scale_bits);
             const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(scale_bits)));
             __m256i magnitude[8];
-            for (int g = 0; g < 8; ++g) magnitude[g] = _mm256_abs_epi8(t[g]);
+            for (int g = 0; g < 8; ++g) magnitude[g] = T == dtype::q8_0 ? _mm256_abs_epi8(t[g]) : t[g];
             for (int h = 0; h < NH; ++h) {
                 const int8_t *qq = q[h].blocks[b].qs;
-                __m256i sum = _mm256_setzero_si256();
+                __m256i sum = _mm256_set1_epi32(T == dtype::q8_0 ? 0 : -int_k_offset<T> * q[h].sum[b]);
                 for (int g = 0; g < 8; ++g) {
                     int32_t four;
                     std::memcpy(&four, qq + 4 * g, sizeof four);
-                    const __m256i signed_q = _mm256_sign_epi8(_mm256_set1_epi32(four), t[g]);
+                    const __m256i qv = _mm256_set1_epi32(four);
+                    const __m256i signed_q = T == dtype::q8_0 ? _mm256_sign_epi8(qv, t[g]) : qv;
                     sum = _mm256_add_epi32(
                         sum, _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude[g], signed_q), ones));
                 }

@@ -55,24 +55,23 @@ struct zmm {
         return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
                                      sums);
     }
-    // The integer dots of NH q8_0 query heads with 16 q8_0 K rows (rows[i], nb blocks each), to
-    // out[h][0, 16): lane i of a vector is row i. Per block, the rows' quants are flipped to unsigned
-    // (q + 128) and transposed so that vector g holds the 4 quants [4g, 4g + 4) of every row; vpdpbusd
-    // against the query's 4 quants broadcast, from -128 * the query's sum, gives each row's exact sum.
-    static constexpr bool can_dot_q8 = true;
-    static bool has_dot_q8() { return simd_level_supported(simd_level::avx512_vnni); }
-    template <int NH>
-    static void dots_q8_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
-        // rows (p, p + 4) share a vector, the row p in its low half: after the transposition below,
-        // lane i holds row i
-        static constexpr int pairs[8][2] = {{0, 4},  {1, 5},  {2, 6},   {3, 7},
-                                            {8, 12}, {9, 13}, {10, 14}, {11, 15}};
-        const __m512i flip = _mm512_set1_epi8(char(0x80));
-        __m512 acc[NH];
-        for (auto &x : acc) x = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const int64_t at = b * int64_t(sizeof(block_q8_0));
-            __m512i z[8], u[8], t[8];
+    // The integer dots of NH q8_0 query heads with 16 q8_0 or q4_0 K rows (rows[i], nb blocks each),
+    // to out[h][0, 16): lane i of a vector is row i. Per block the rows' quants are transposed, as
+    // unsigned bytes (q8_0: q + 128, q4_0: its nibbles, q + 8), so that vector g holds the 4 quants
+    // [4g, 4g + 4) of every row; vpdpbusd against the query's 4 quants broadcast, from -offset * the
+    // query's sum, gives each row's exact sum.
+    static constexpr bool can_dot_int = true;
+    static bool has_dot_int() { return simd_level_supported(simd_level::avx512_vnni); }
+    // the 8 vectors of block `at` (bytes) of the 16 rows
+    template <dtype T>
+    static void transposed_quants(const char *const *rows, int64_t at, __m512i t[8]) {
+        if constexpr (T == dtype::q8_0) {
+            // rows (p, p + 4) share a vector, the row p in its low half: after the transposition
+            // below, lane i holds row i
+            static constexpr int pairs[8][2] = {{0, 4},  {1, 5},  {2, 6},   {3, 7},
+                                                {8, 12}, {9, 13}, {10, 14}, {11, 15}};
+            const __m512i flip = _mm512_set1_epi8(char(0x80));
+            __m512i z[8], u[8];
             for (int p = 0; p < 8; ++p) {
                 const auto *lo = reinterpret_cast<const __m256i *>(rows[pairs[p][0]] + at + 2);
                 const auto *hi = reinterpret_cast<const __m256i *>(rows[pairs[p][1]] + at + 2);
@@ -98,13 +97,46 @@ struct zmm {
                 t[j] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
                 t[j + 4] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
             }
+        } else {
+            static_assert(T == dtype::q4_0);
+            // 128-bit lane L of z[m]: the 16 nibble bytes of row 4L + m; after two interleaves
+            // within the lanes, lane i of u[j] holds bytes 4j .. 4j + 3 of row i: groups j (low
+            // nibbles, values 4j ..) and j + 4 (high nibbles, values 16 + 4j ..)
+            __m512i z[4];
+            for (int m = 0; m < 4; ++m) {
+                z[m] = _mm512_castsi128_si512(
+                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[m] + at + 2)));
+                for (int l = 1; l < 4; ++l)
+                    z[m] = _mm512_inserti32x4(
+                        z[m], _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 * l + m] + at + 2)),
+                        l);
+            }
+            const __m512i lo01 = _mm512_unpacklo_epi32(z[0], z[1]), hi01 = _mm512_unpackhi_epi32(z[0], z[1]);
+            const __m512i lo23 = _mm512_unpacklo_epi32(z[2], z[3]), hi23 = _mm512_unpackhi_epi32(z[2], z[3]);
+            const __m512i u[4] = {_mm512_unpacklo_epi64(lo01, lo23), _mm512_unpackhi_epi64(lo01, lo23),
+                                  _mm512_unpacklo_epi64(hi01, hi23), _mm512_unpackhi_epi64(hi01, hi23)};
+            const __m512i low4 = _mm512_set1_epi8(0x0F);
+            for (int j = 0; j < 4; ++j) {
+                t[j] = _mm512_and_si512(u[j], low4);
+                t[j + 4] = _mm512_and_si512(_mm512_srli_epi16(u[j], 4), low4);
+            }
+        }
+    }
+    template <int NH, dtype T>
+    static void dots_int_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
+        __m512 acc[NH];
+        for (auto &x : acc) x = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t at = b * int_k_block_bytes<T>;
+            __m512i t[8];
+            transposed_quants<T>(rows, at, t);
             alignas(32) uint16_t scale_bits[16];
-            for (int i = 0; i < 16; ++i) std::memcpy(&scale_bits[i], rows[i] + at, sizeof(uint16_t));
+            gather_scales(rows, at, 16, scale_bits);
             const __m512 dk =
                 _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(scale_bits)));
             for (int h = 0; h < NH; ++h) {
                 const int8_t *qq = q[h].blocks[b].qs;
-                __m512i sum = _mm512_set1_epi32(q[h].bias[b]);
+                __m512i sum = _mm512_set1_epi32(-int_k_offset<T> * q[h].sum[b]);
                 for (int g = 0; g < 8; ++g) {
                     int32_t four;
                     std::memcpy(&four, qq + 4 * g, sizeof four);

@@ -1,8 +1,8 @@
 // attention.comp — the fused attention of ops.h: out[:, h, t] = softmax_j(q[:, t, h] . k[:, j, g] * scale
 // (capped by softcap) + mask[j, t]) v[:, j, g], g = h / group. K and V f32, f16, q8_0 or q4_0 (rows
 // contiguous; blocks widened to floats); q is rounded to f16 against an f16 K and the weights against an
-// f16 V, as the CPU does; against a q8_0 K (whole blocks) q is quantized to q8_0 and the scores are
-// integer dots, the CPU's (attention_impl.h). One workgroup per
+// f16 V, as the CPU does; against a q8_0 or q4_0 K (whole blocks) q is quantized to q8_0 and the
+// scores are integer dots, the CPU's (attention_impl.h). One workgroup per
 // (token, head): a first pass over the cells finds the maximum and the sum (online), a second one
 // weighs the V rows a chunk of WG cells at a time. A token without a visible cell gets zeros.
 #version 450
@@ -27,11 +27,16 @@ layout(push_constant) uniform PC {
 } p;
 
 shared float sq[MAX_HEAD];
-shared int sqi[MAX_HEAD];          // q quantized to q8_0, for a q8_0 K of whole blocks
+shared int sqi[MAX_HEAD];          // q quantized to q8_0, for a q8_0 or q4_0 K of whole blocks
 shared float sqd[MAX_HEAD / 32u];  // its blocks' scales (f16 values)
 shared float red_max[WG];
 shared float red_sum[WG];
 shared float weights[WG];
+
+// whether the scores are integer dots against q quantized to q8_0 (a q8_0 or q4_0 K of whole blocks)
+bool k_ints() {
+    return (p.k_type == 2u || p.k_type == 3u) && p.head_k % 32u == 0u;
+}
 
 // the score of cell j (its mask value m not -INF)
 float score(uint kbase, uint j, float m) {
@@ -41,12 +46,19 @@ float score(uint kbase, uint j, float m) {
         for (uint i = 0u; i < p.head_k; ++i) dot = fma(sq[i], LOAD_F32(kc, row + 4u * i), dot);
     } else if (p.k_type == 1u) {
         for (uint i = 0u; i < p.head_k; ++i) dot = fma(sq[i], LOAD_F16(kc, row + 2u * i), dot);
-    } else if (p.k_type == 2u && p.head_k % 32u == 0u) {
-        // per block: the exact integer sum, times the product of the two scales, added by one fma
+    } else if (k_ints()) {
+        // per block: the exact integer sum (q4_0: nibbles less 8), times the two scales, by one fma
+        const uint block_bytes = p.k_type == 2u ? 34u : 18u;
         for (uint b = 0u; b < p.head_k / 32u; ++b) {
-            const uint blk = row + 34u * b;
+            const uint blk = row + block_bytes * b;
             int sum = 0;
-            for (uint i = 0u; i < 32u; ++i) sum += (int(LOAD_U8(kc, blk + 2u + i) << 24) >> 24) * sqi[32u * b + i];
+            if (p.k_type == 2u) {
+                for (uint i = 0u; i < 32u; ++i)
+                    sum += (int(LOAD_U8(kc, blk + 2u + i) << 24) >> 24) * sqi[32u * b + i];
+            } else {
+                for (uint i = 0u; i < 32u; ++i)
+                    sum += (int((LOAD_U8(kc, blk + 2u + (i & 15u)) >> ((i & 16u) >> 2)) & 15u) - 8) * sqi[32u * b + i];
+            }
             precise float scales = unpackHalf2x16(LOAD_U16(kc, blk)).x * sqd[b];
             dot = fma(float(sum), scales, dot);
         }
@@ -69,7 +81,7 @@ void main() {
         sq[i] = p.k_type == 1u ? round_f16(x) : x;
     }
     barrier();
-    if (p.k_type == 2u && p.head_k % 32u == 0u) {
+    if (k_ints()) {
         // the CPU's activation quantizer: d = amax / 127 (to f16), the values times 127 / amax to
         // nearest, ties to even
         for (uint b = t; b < p.head_k / 32u; b += WG) {
