@@ -36,6 +36,16 @@ struct ymm {
     static void dots_int_16(const q8_query *q, const char *const *rows, int64_t nb, float *const *out) {
         for (int half = 0; half < 2; ++half) dots_int_8<NH, T>(q, rows + 8 * half, nb, out, 8 * half);
     }
+    // Within each 128-bit lane, the 4 x 4 32-bit words of z[0..3] transposed: word m of u[j]'s lane
+    // is word j of z[m]'s.
+    static void transpose_in_lanes(const __m256i z[4], __m256i u[4]) {
+        const __m256i lo01 = _mm256_unpacklo_epi32(z[0], z[1]), hi01 = _mm256_unpackhi_epi32(z[0], z[1]);
+        const __m256i lo23 = _mm256_unpacklo_epi32(z[2], z[3]), hi23 = _mm256_unpackhi_epi32(z[2], z[3]);
+        u[0] = _mm256_unpacklo_epi64(lo01, lo23);
+        u[1] = _mm256_unpackhi_epi64(lo01, lo23);
+        u[2] = _mm256_unpacklo_epi64(hi01, hi23);
+        u[3] = _mm256_unpackhi_epi64(hi01, hi23);
+    }
     // t[g]: quant group g of the 8 rows, lane i row i (q8_0 signed, q4_0 the unsigned nibbles)
     template <dtype T>
     static void transposed_quants(const char *const *rows, int64_t at, __m256i t[8]) {
@@ -43,19 +53,12 @@ struct ymm {
         if constexpr (T == dtype::q8_0) {
             for (int i = 0; i < 8; ++i)
                 r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(rows[i] + at + 2));
-            for (int i = 0; i < 8; i += 2) {  // 32-bit interleave of row pairs
-                u[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-                u[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 8; i += 4) {  // 64-bit interleave: groups (j, j + 4) of rows i .. i + 3
-                r[i] = _mm256_unpacklo_epi64(u[i], u[i + 2]);
-                r[i + 1] = _mm256_unpackhi_epi64(u[i], u[i + 2]);
-                r[i + 2] = _mm256_unpacklo_epi64(u[i + 1], u[i + 3]);
-                r[i + 3] = _mm256_unpackhi_epi64(u[i + 1], u[i + 3]);
-            }
+            // u[j] (rows 0-3) and u[4 + j] (rows 4-7): groups j (low lane) and j + 4 (high lane)
+            transpose_in_lanes(r, u);
+            transpose_in_lanes(r + 4, u + 4);
             for (int j = 0; j < 4; ++j) {  // t[g]: group g of rows 0-7 in lanes 0-7
-                t[j] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x20);
-                t[j + 4] = _mm256_permute2x128_si256(r[j], r[4 + j], 0x31);
+                t[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+                t[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
             }
         } else {
             static_assert(T == dtype::q4_0);
@@ -68,12 +71,7 @@ struct ymm {
                     _mm256_castsi128_si256(
                         _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[m] + at + 2))),
                     _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 + m] + at + 2)), 1);
-            const __m256i lo01 = _mm256_unpacklo_epi32(z[0], z[1]), hi01 = _mm256_unpackhi_epi32(z[0], z[1]);
-            const __m256i lo23 = _mm256_unpacklo_epi32(z[2], z[3]), hi23 = _mm256_unpackhi_epi32(z[2], z[3]);
-            u[0] = _mm256_unpacklo_epi64(lo01, lo23);
-            u[1] = _mm256_unpackhi_epi64(lo01, lo23);
-            u[2] = _mm256_unpacklo_epi64(hi01, hi23);
-            u[3] = _mm256_unpackhi_epi64(hi01, hi23);
+            transpose_in_lanes(z, u);
             const __m256i low4 = _mm256_set1_epi8(0x0F);
             for (int j = 0; j < 4; ++j) {
                 t[j] = _mm256_and_si256(u[j], low4);

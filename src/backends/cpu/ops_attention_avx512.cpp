@@ -63,6 +63,16 @@ struct zmm {
     static constexpr bool can_dot_int = true;
     static bool has_dot_int() { return simd_level_supported(simd_level::avx512_vnni); }
     // the 8 vectors of block `at` (bytes) of the 16 rows
+    // Within each 128-bit lane, the 4 x 4 32-bit words of z[0..3] transposed: word m of u[j]'s lane
+    // is word j of z[m]'s.
+    static void transpose_in_lanes(const __m512i z[4], __m512i u[4]) {
+        const __m512i lo01 = _mm512_unpacklo_epi32(z[0], z[1]), hi01 = _mm512_unpackhi_epi32(z[0], z[1]);
+        const __m512i lo23 = _mm512_unpacklo_epi32(z[2], z[3]), hi23 = _mm512_unpackhi_epi32(z[2], z[3]);
+        u[0] = _mm512_unpacklo_epi64(lo01, lo23);
+        u[1] = _mm512_unpackhi_epi64(lo01, lo23);
+        u[2] = _mm512_unpacklo_epi64(hi01, hi23);
+        u[3] = _mm512_unpackhi_epi64(hi01, hi23);
+    }
     template <dtype T>
     static void transposed_quants(const char *const *rows, int64_t at, __m512i t[8]) {
         if constexpr (T == dtype::q8_0) {
@@ -82,17 +92,7 @@ struct zmm {
             // 32-bit then 64-bit interleaves within 128-bit lanes: for the vectors of rows 0-7,
             // u[j] holds quant group j of the rows (0, 1, 2, 3) in 128-bit lane 0 and (4, 5, 6, 7) in
             // lane 2, group j + 4 in lanes 1 and 3; u[4 + j] the same for rows 8-15
-            for (int h = 0; h < 2; ++h) {
-                const __m512i *zh = z + 4 * h;
-                const __m512i lo01 = _mm512_unpacklo_epi32(zh[0], zh[1]),
-                              hi01 = _mm512_unpackhi_epi32(zh[0], zh[1]);
-                const __m512i lo23 = _mm512_unpacklo_epi32(zh[2], zh[3]),
-                              hi23 = _mm512_unpackhi_epi32(zh[2], zh[3]);
-                u[4 * h + 0] = _mm512_unpacklo_epi64(lo01, lo23);
-                u[4 * h + 1] = _mm512_unpackhi_epi64(lo01, lo23);
-                u[4 * h + 2] = _mm512_unpacklo_epi64(hi01, hi23);
-                u[4 * h + 3] = _mm512_unpackhi_epi64(hi01, hi23);
-            }
+            for (int h = 0; h < 2; ++h) transpose_in_lanes(z + 4 * h, u + 4 * h);
             for (int j = 0; j < 4; ++j) {  // t[g]: group g of rows 0-15 in lanes 0-15
                 t[j] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
                 t[j + 4] = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
@@ -111,10 +111,8 @@ struct zmm {
                         z[m], _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 * l + m] + at + 2)),
                         l);
             }
-            const __m512i lo01 = _mm512_unpacklo_epi32(z[0], z[1]), hi01 = _mm512_unpackhi_epi32(z[0], z[1]);
-            const __m512i lo23 = _mm512_unpacklo_epi32(z[2], z[3]), hi23 = _mm512_unpackhi_epi32(z[2], z[3]);
-            const __m512i u[4] = {_mm512_unpacklo_epi64(lo01, lo23), _mm512_unpackhi_epi64(lo01, lo23),
-                                  _mm512_unpacklo_epi64(hi01, hi23), _mm512_unpackhi_epi64(hi01, hi23)};
+            __m512i u[4];
+            transpose_in_lanes(z, u);
             const __m512i low4 = _mm512_set1_epi8(0x0F);
             for (int j = 0; j < 4; ++j) {
                 t[j] = _mm512_and_si512(u[j], low4);
