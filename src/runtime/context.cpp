@@ -145,8 +145,15 @@ std::vector<device *> available_devices() {
 }
 
 device &select_device(const std::string &name) {
-    const std::vector<device *> all = available_devices();
-    if (!name.empty()) return device_by_name(name);
+    // The default (the CPU) and a device already registered need no probe of the GPUs: loading a
+    // Vulkan driver (lavapipe brings LLVM) costs a tenth of a second of every command's start.
+    register_cpu_device();
+    if (!name.empty()) {
+        if (device *d = find_device(name)) return *d;
+        available_devices();
+        return device_by_name(name);
+    }
+    const std::vector<device *> all = devices();
     for (device *d : all)  // the default: the first host device (the CPU; GPUs take offloaded blocks)
         if (d->default_buffer_type().is_host()) return *d;
     return *all.front();

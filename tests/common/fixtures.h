@@ -23,6 +23,13 @@ inline std::string fixture(const std::string &rel) {
     return (fixtures_dir() / rel).string();
 }
 
+// The suite runs a share of its longest sweeps (every architecture in one type, a sample of seeds);
+// WEFT_LONG_TESTS=1 runs them whole (`ctest -L fuzz`: CMakeLists.txt's "_whole" entries).
+inline bool long_tests() {
+    const char *env = std::getenv("WEFT_LONG_TESTS");
+    return env != nullptr && std::string(env) == "1";
+}
+
 // Fixture files holding tensor types weft does not implement yet (the i-quant files tiny-llama-IQ*
 // whose types are not all implemented; weft runs the rest, as it runs the ternary TQ* files; issue
 // "more models"): opening them must fail with a clear error that names the unknown type, never crash.

@@ -225,9 +225,9 @@ TEST(KvCacheTypes, BlockTypesNeedHeadsOfWholeBlocks) {
 
 // Every decoder architecture (heads of 64), every cache type: the prompt's logits and those of
 // generation steps over the cache near the f32 cache's.
-class EveryArchitecture : public ::testing::TestWithParam<std::string> {};
+class EveryArchitectureCacheType : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(EveryArchitecture, LogitsNearTheF32Cache) {
+TEST_P(EveryArchitectureCacheType, LogitsNearTheF32Cache) {
     synth_spec s;
     s.arch = GetParam();
     s.n_embd = 256;
@@ -265,7 +265,8 @@ std::vector<std::string> decoder_architectures() {
     return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, EveryArchitecture, ::testing::ValuesIn(decoder_architectures()));
+INSTANTIATE_TEST_SUITE_P(Registered, EveryArchitectureCacheType,
+                         ::testing::ValuesIn(decoder_architectures()));
 
 // The tiny llama fixture (heads of 32): close logits, and greedy generation from the prompt keeps
 // to the f32 cache's tokens for as long as the type's error lets it.

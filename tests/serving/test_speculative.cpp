@@ -34,7 +34,7 @@ engine_params params_with(speculative_params sp, int32_t n_slots = 1, uint32_t n
     engine_params ep;
     ep.n_slots = n_slots;
     ep.context.n_ctx = n_ctx * uint32_t(n_slots);
-    ep.context.n_threads = ep.context.n_threads_batch = 2;
+    ep.context.n_threads = ep.context.n_threads_batch = 1;  // tokens, not threads, are checked here
     ep.speculative = sp;
     return ep;
 }

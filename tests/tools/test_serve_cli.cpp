@@ -904,7 +904,8 @@ TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
     auto burst = [&](size_t clients, size_t per_client, std::atomic<int> &complete) {
         std::vector<std::thread> threads;
         for (size_t c = 0; c < clients; ++c)
-            threads.emplace_back([&, c] {
+            // by value: the threads outlive this call (and its parameters)
+            threads.emplace_back([this, &complete, c, per_client] {
                 auto cli = server_->client();
                 for (size_t r = 0; r < per_client; ++r) {
                     json body = {{"prompt", "client " + std::to_string(c) + " asks " + std::to_string(r)},
