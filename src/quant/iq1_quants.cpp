@@ -3,9 +3,12 @@
 //
 // Both decode a block to levels in {-1, 0, 1} (iq1s grid points), a 3-bit scale ls per 16 values
 // and a shift delta = +-1/8 per group of 8: x = (d * (1 + 2 ls)) * (level + delta), as the
-// established dequantization computes it. The dot product keeps two exact integer sums per block,
-// sum (1 + 2 ls) * level * q8 and sum (1 + 2 ls) * sign(delta) * q8, and then computes
-// d * d8 * (sum1 + sum2 / 8) in float, block by block, as the established kernel does.
+// established dequantization computes it. In eighths, level + delta is the integer 8 level + sign(delta)
+// (one of +-1, +-7, +-9), so the dot product is the grid i-quants' (iq_grid_quants.cpp): one exact
+// integer sum per block, sum (1 + 2 ls) * (8 level + sign) * q8, added by one fma of d * d8, the
+// whole times 1/8 at the end; the same value as the established kernel's d * d8 * (sum1 + sum2 / 8)
+// up to the rounding of that product and sum (the fma rounds once). Repacked weights
+// (backends/cpu/interleaved.cpp) compute exactly this.
 #include "quant/iq_grids.h"
 #include "quant/kernels.h"
 #include "weft/quant/blocks.h"
@@ -17,6 +20,7 @@ struct iq1_levels {
     int8_t q[qk_k];
     int ls[qk_k / 16];    // 1 + 2 * the 3-bit scale, per 16 values
     int shift[qk_k / 8];  // the sign of delta, per 8 values
+    fp16_t d = 0;         // the block's scale (iq1_m's assembled from its scales' top bits)
 };
 
 void put_point(int index, int8_t *q) {
@@ -33,6 +37,7 @@ float decode_iq1_s(const void *block, iq1_levels &out) {
             out.shift[4 * s + g] = h & 0x8000 ? -1 : 1;
         }
     }
+    out.d = b.d;
     return fp16_to_fp32(b.d);
 }
 
@@ -51,10 +56,12 @@ float decode_iq1_m(const void *block, iq1_levels &out) {
         put_point(b.qs[g] | ((h & 7) << 8), out.q + 8 * g);
         out.shift[g] = h & 8 ? -1 : 1;
     }
+    out.d = d;
     return fp16_to_fp32(d);
 }
 
 constexpr float iq1_delta = 0.125f;
+constexpr float iq1_unit = 0.125f;  // the levels of the dot product are eighths
 
 template <class Block, float (*decode)(const void *, iq1_levels &)>
 void to_float_iq1(const void *src, float *dst, int64_t n) {
@@ -78,19 +85,27 @@ void vec_dot_iq1(int64_t n, float *s, const void *vx, const void *vy) {
     for (int64_t i = 0; i < n / qk_k; ++i) {
         iq1_levels l;
         const float d = decode(&x[i], l);
-        int32_t sum1 = 0, sum2 = 0;
+        int32_t bsum = 0;
         for (int g = 0; g < qk_k / 8; ++g) {
-            int32_t dot = 0, plain = 0;
-            for (int j = 0; j < 8; ++j) {
-                dot += int32_t(l.q[8 * g + j]) * y[i].qs[8 * g + j];
-                plain += y[i].qs[8 * g + j];
-            }
-            sum1 += l.ls[g / 2] * dot;
-            sum2 += l.ls[g / 2] * l.shift[g] * plain;
+            int32_t dot = 0;
+            for (int j = 0; j < 8; ++j)
+                dot += (8 * int32_t(l.q[8 * g + j]) + l.shift[g]) * y[i].qs[8 * g + j];
+            bsum += l.ls[g / 2] * dot;
         }
-        sum += d * y[i].d * (float(sum1) + iq1_delta * float(sum2));
+        sum = std::fma(d * y[i].d, float(bsum), sum);
     }
-    *s = sum;
+    *s = iq1_unit * sum;
+}
+
+// A block as grid_block_ints: the levels in eighths (8 level + sign(delta)), a scale per 16 values.
+template <class Block, float (*decode)(const void *, iq1_levels &)>
+void block_ints(const void *block, grid_block_ints &out) {
+    iq1_levels l;
+    decode(block, l);
+    for (int i = 0; i < qk_k; ++i) out.q[i] = int8_t(8 * l.q[i] + l.shift[i / 8]);
+    for (int g = 0; g < qk_k / 16; ++g) out.ls[g] = uint8_t(l.ls[g]);
+    out.d = l.d;
+    out.unit = iq1_unit;
 }
 
 }  // namespace
@@ -100,6 +115,17 @@ void to_float_iq1_s(const void *src, float *dst, int64_t n) {
 }
 void vec_dot_iq1_s_ref(int64_t n, float *s, const void *vx, const void *vy) {
     vec_dot_iq1<block_iq1_s, decode_iq1_s>(n, s, vx, vy);
+}
+bool iq1_block_to_ints(dtype t, const void *block, grid_block_ints &out) {
+    if (t == dtype::iq1_s) {
+        block_ints<block_iq1_s, decode_iq1_s>(block, out);
+        return true;
+    }
+    if (t == dtype::iq1_m) {
+        block_ints<block_iq1_m, decode_iq1_m>(block, out);
+        return true;
+    }
+    return false;
 }
 void to_float_iq1_m(const void *src, float *dst, int64_t n) {
     to_float_iq1<block_iq1_m, decode_iq1_m>(src, dst, n);

@@ -206,7 +206,7 @@ bool grid_block_to_ints(dtype t, const void *block, grid_block_ints &out) {
         case dtype::iq3_s:
             return block_ints(block, out, decode_iq3_s, 1.0f);
         default:
-            return false;
+            return iq1_block_to_ints(t, block, out);
     }
 }
 

@@ -106,6 +106,8 @@ WEFT_DECLARE_DECODE_KERNELS(iq1_s);
 WEFT_DECLARE_DECODE_KERNELS(iq1_m);
 #undef WEFT_DECLARE_DECODE_KERNELS
 void from_float_iq3_xxs_ref(const float *src, void *dst, int64_t n);
+// An iq1_s or iq1_m block as grid_block_ints (its levels in eighths); false for other types.
+bool iq1_block_to_ints(dtype t, const void *block, grid_block_ints &out);
 void from_float_iq3_s_ref(const float *src, void *dst, int64_t n);
 void from_float_iq1_m_ref(const float *src, void *dst, int64_t n);  // iq1_s: only with importance
 void from_float_iq2_s_ref(const float *src, void *dst, int64_t n);

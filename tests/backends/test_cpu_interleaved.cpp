@@ -28,7 +28,7 @@ tensor *make_matrix(context &ctx, dtype type, int64_t k, int64_t m, uint32_t see
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist;
     for (auto &v : values) v = dist(rng);
-    // iq2_xxs and iq2_xs are only made with importance weights (any positive ones do)
+    // iq2_xxs, iq2_xs and iq1_s are only made with importance weights (any positive ones do)
     std::vector<float> importance(static_cast<size_t>(k));
     for (size_t i = 0; i < importance.size(); ++i) importance[i] = 1.0f + float(i % 7);
     quantize_rows(type, values.data(), a->data, m, k, importance.data());
@@ -81,7 +81,7 @@ quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t se
 const dtype interleaved_types[] = {dtype::q4_0,    dtype::q4_1,   dtype::q5_0,    dtype::q5_1,   dtype::q8_0,
                                    dtype::q2_k,    dtype::q3_k,   dtype::q4_k,    dtype::q5_k,   dtype::q6_k,
                                    dtype::iq4_nl,  dtype::iq4_xs, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
-                                   dtype::iq3_xxs, dtype::iq3_s};
+                                   dtype::iq3_xxs, dtype::iq3_s,  dtype::iq1_s,   dtype::iq1_m};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
@@ -263,7 +263,7 @@ TEST(CpuInterleaved, CodebookTypesAndQ8_0EqualTheRowKernelsBitForBit) {
         int64_t k, m;
     };
     for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::q8_0, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
-                       dtype::iq3_xxs, dtype::iq3_s}) {
+                       dtype::iq3_xxs, dtype::iq3_s, dtype::iq1_s, dtype::iq1_m}) {
         for (const shape s : {shape{256, 16}, shape{512, 48}, shape{768, 80}, shape{2048, 32}}) {
             // 32-value types: any 32s
             const int64_t k = type_traits(type).block_size == 32 && s.k == 256 ? 96 : s.k;

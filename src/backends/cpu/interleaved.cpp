@@ -164,6 +164,8 @@ constexpr std::array<uint8_t, 16> grid_codebook(std::array<int, 8> magnitudes) {
 constexpr std::array<uint8_t, 16> codebook_iq2 = grid_codebook({8, 25, 43, 0, 0, 0, 0, 0});
 constexpr std::array<uint8_t, 16> codebook_iq3_xxs = grid_codebook({4, 12, 20, 28, 36, 44, 52, 62});
 constexpr std::array<uint8_t, 16> codebook_iq3_s = grid_codebook({1, 3, 5, 7, 9, 11, 13, 15});
+// iq1_s, iq1_m: level + delta in eighths, 8 level +- 1 (weft/quant/quant.h)
+constexpr std::array<uint8_t, 16> codebook_iq1 = grid_codebook({1, 7, 9, 0, 0, 0, 0, 0});
 
 // The grid i-quants: 32 nibble slots of codebook indices (as iq4_xs's), 16 scales a byte per row,
 // d, 32 bytes of padding (whole cache lines).
@@ -183,6 +185,8 @@ const interleaved_layout layout_iq2_xs = grid_layout(dtype::iq2_xs, codebook_iq2
 const interleaved_layout layout_iq2_s = grid_layout(dtype::iq2_s, codebook_iq2, 0.125f);
 const interleaved_layout layout_iq3_xxs = grid_layout(dtype::iq3_xxs, codebook_iq3_xxs, 0.25f);
 const interleaved_layout layout_iq3_s = grid_layout(dtype::iq3_s, codebook_iq3_s, 1.0f);
+const interleaved_layout layout_iq1_s = grid_layout(dtype::iq1_s, codebook_iq1, 0.125f);
+const interleaved_layout layout_iq1_m = grid_layout(dtype::iq1_m, codebook_iq1, 0.125f);
 static_assert((32 * slot_bytes + 16 * interleave_rows + scales_bytes + 32) % 64 == 0);
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
@@ -235,6 +239,10 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_iq3_xxs;
         case dtype::iq3_s:
             return &layout_iq3_s;
+        case dtype::iq1_s:
+            return &layout_iq1_s;
+        case dtype::iq1_m:
+            return &layout_iq1_m;
         default:
             return nullptr;
     }
@@ -338,7 +346,7 @@ const interleaved_layout *interleaved_layout_of(const tensor &t) {
     for (const interleaved_layout *l :
          {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0, &layout_q2_k, &layout_q3_k,
           &layout_q4_k, &layout_q5_k, &layout_q6_k, &layout_iq4_nl, &layout_iq4_xs, &layout_iq2_xxs,
-          &layout_iq2_xs, &layout_iq2_s, &layout_iq3_xxs, &layout_iq3_s})
+          &layout_iq2_xs, &layout_iq2_s, &layout_iq3_xxs, &layout_iq3_s, &layout_iq1_s, &layout_iq1_m})
         if (t.extra == l) return l;
     return nullptr;
 }

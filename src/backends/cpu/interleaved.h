@@ -17,11 +17,12 @@
 // slots (slot u: chunk u + 16v in bits 2v, 2v + 1); q5_K its fifth bit in 8 slots (slot u: chunk
 // u + 8v in bit v); q2_K / q3_K their two low bits in 16 slots laid out as q6_K's high bits, and
 // q3_K its third bit in 8 slots laid out as q5_K's fifth bits.
-// The grid i-quants (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s) are decoded at load into their signed
-// levels (a grid magnitude with its sign: iq2 +-8, 25, 43; iq3_xxs +-4, 12 .. 62; iq3_s +-1, 3 .. 15),
-// each a 4-bit index into a codebook of the type (magnitude rank, + 8 when negative), laid out as
-// iq4_xs's indices, then their 16 scales (1..31, one per 16 values) a byte per row and d, padded
-// to whole cache lines; a product ends multiplied by the type's unit (1/8, 1/4, 1).
+// The grid i-quants (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m) are decoded at load into
+// their signed levels (a grid magnitude with its sign: iq2 +-8, 25, 43; iq3_xxs +-4, 12 .. 62; iq3_s
+// +-1, 3 .. 15; iq1 level + delta in eighths, +-1, 7, 9), each a 4-bit index into a codebook of the
+// type (magnitude rank, + 8 when negative), laid out as iq4_xs's indices, then their 16 scales
+// (1..31, one per 16 values) a byte per row and d, padded to whole cache lines; a product ends
+// multiplied by the type's unit (1/8, 1/4, 1; iq1 1/8).
 // The codebook types store 4-bit indices into kvalues_iq4nl where the others store quants: iq4_nl
 // is laid out as q4_0 (its 18-byte block has q4_0's shape); iq4_xs as q4_K's nibble plane (32 slots,
 // first in the block, so every slot is cache-line aligned), then its 8 signed six-bit scales a byte
