@@ -43,17 +43,17 @@ struct k_block_ints {
 // Decodes one block of type t (a K-quant); false for other types.
 bool k_block_to_ints(dtype t, const void *block, k_block_ints &out);
 
-// One grid i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s) as integers: value i =
-// (d * ls[i / 16]) * unit * q[i], q a signed grid level (iq2: +-8, 25, 43; iq3_xxs: +-4, 12 .. 62;
-// iq3_s: +-1, 3 .. 15), ls in 1..31, unit 1/8 (iq2), 1/4 (iq3_xxs) or 1 (iq3_s). For kernels that
-// repack blocks into layouts of their own.
+// One grid i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m) as integers: value
+// i = (d * ls[i / 16]) * unit * q[i], q a signed grid level (iq2: +-8, 25, 43; iq3_xxs: +-4, 12 .. 62;
+// iq3_s: +-1, 3 .. 15; iq1: level + delta in eighths, +-1, 7, 9), ls in 1..31, unit 1/8 (iq2, iq1),
+// 1/4 (iq3_xxs) or 1 (iq3_s). For kernels that repack blocks into layouts of their own.
 struct grid_block_ints {
     int8_t q[256];
     uint8_t ls[16];
     uint16_t d = 0;  // fp16 bits
     float unit = 1.0f;
 };
-// Decodes one block of type t (a grid i-quant); false for other types.
+// Decodes one block of type t (a grid i-quant, iq1 included); false for other types.
 bool grid_block_to_ints(dtype t, const void *block, grid_block_ints &out);
 
 // Quantizes nrows rows of n_per_row floats to t; returns bytes written. The quantizer may use the
