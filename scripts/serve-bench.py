@@ -3,8 +3,8 @@
 
 Starts `weft serve` (or uses --url), then for each concurrency level C runs C clients at once, each
 sending --requests streamed chat or completion requests one after another, and reports aggregate
-generated tokens/s, time to first token (TTFT) and request latency percentiles. Standard library
-only.
+generated tokens/s, time to first token (TTFT), request latency percentiles, and the client's own CPU
+time per token (run beside the server, the client takes CPU from it). Standard library only.
 
     scripts/serve-bench.py -m /tmp/weft-bench/tl-q4_0.gguf --clients 1,4,16 --np 16 --max-tokens 64
 """
@@ -13,6 +13,8 @@ import http.client
 import json
 import os
 import re
+import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -56,33 +58,105 @@ def start_server(args):
     return proc, f"127.0.0.1:{port}"
 
 
+class _Dechunk:
+    """Incremental HTTP/1.1 chunked transfer decoding: feed() raw bytes, get the payload bytes."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.left = 0          # payload bytes left in the current chunk
+        self.crlf = False      # the CRLF after a chunk's payload is still to come
+        self.done = False
+
+    def feed(self, data):
+        self.buf += data
+        out = bytearray()
+        while not self.done:
+            if self.left:
+                take = min(self.left, len(self.buf))
+                out += self.buf[:take]
+                del self.buf[:take]
+                self.left -= take
+                if self.left:
+                    break
+                self.crlf = True
+            if self.crlf:
+                if len(self.buf) < 2:
+                    break
+                del self.buf[:2]
+                self.crlf = False
+            end = self.buf.find(b"\r\n")
+            if end < 0:
+                break
+            size = int(bytes(self.buf[:end]).split(b";")[0], 16)
+            del self.buf[:end + 2]
+            if size == 0:
+                self.done = True
+            self.left = size
+        return out
+
+
 def one_request(host, prompt, max_tokens, seed):
-    """A streamed completion; returns (ttft_s, latency_s, completion_tokens)."""
+    """A streamed completion; returns (ttft_s, latency_s, completion_tokens).
+
+    Reads the socket itself and parses only what it needs (the events up to the first text, and the
+    usage at the end): the client shares the machine with the server, so it must stay cheap per token
+    (http.client's line iterator and a JSON parse per event took ~0.25 ms of CPU per token)."""
     h, p = host.split(":")
-    conn = http.client.HTTPConnection(h, int(p), timeout=600)
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed,
-                       "stream": True, "stream_options": {"include_usage": True}})
+                       "stream": True, "stream_options": {"include_usage": True}}).encode()
     t0 = time.perf_counter()
-    conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-    res = conn.getresponse()
-    if res.status != 200:
-        raise RuntimeError(f"HTTP {res.status}: {res.read()[:200]!r}")
-    ttft = None
-    tokens = 0
-    for raw in res:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data: "):
-            continue
-        data = line[6:]
-        if data == "[DONE]":
-            break
-        chunk = json.loads(data)
-        if chunk.get("choices") and chunk["choices"][0].get("text") and ttft is None:
-            ttft = time.perf_counter() - t0
-        if chunk.get("usage"):
-            tokens = chunk["usage"]["completion_tokens"]
+    sock = socket.create_connection((h, int(p)), timeout=600)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: " + host.encode() +
+                     b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + body)
+        raw = bytearray()
+        while b"\r\n\r\n" not in raw:
+            data = sock.recv(65536)
+            if not data:
+                raise RuntimeError("connection closed before the response headers")
+            raw += data
+        head, _, rest = bytes(raw).partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {rest[:200]!r}")
+        chunked = b"transfer-encoding: chunked" in head.lower()
+        dechunk = _Dechunk()
+        events = bytearray()
+        ttft = None
+        tokens = 0
+        data = rest
+        finished = False
+        while not finished:
+            events += dechunk.feed(data) if chunked else data
+            while True:  # complete events ("data: ...\n\n")
+                end = events.find(b"\n\n")
+                if end < 0:
+                    break
+                ev = bytes(events[:end]).strip()
+                del events[:end + 2]
+                if not ev.startswith(b"data: "):
+                    continue
+                payload = ev[6:]
+                if payload == b"[DONE]":
+                    finished = True
+                    break
+                if ttft is None and b'"text"' in payload:
+                    chunk = json.loads(payload)
+                    if chunk.get("choices") and chunk["choices"][0].get("text"):
+                        ttft = time.perf_counter() - t0
+                if b'"completion_tokens"' in payload:
+                    usage = json.loads(payload).get("usage") or {}
+                    tokens = usage.get("completion_tokens", tokens)
+            if finished or (chunked and dechunk.done):
+                break
+            data = sock.recv(65536)
+            if not data:
+                break
+    finally:
+        sock.close()
     latency = time.perf_counter() - t0
-    conn.close()
     return (ttft if ttft is not None else latency), latency, tokens
 
 
@@ -103,12 +177,15 @@ def level(host, clients, requests, max_tokens, stagger_ms=0):
                     errors.append(str(e))
 
     t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    client_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     tokens = sum(r[2] for r in results)
     ttfts = sorted(r[0] for r in results)
     lat = sorted(r[1] for r in results)
@@ -121,7 +198,10 @@ def level(host, clients, requests, max_tokens, stagger_ms=0):
             "ttft_mean_ms": 1000 * statistics.mean(ttfts) if ttfts else float("nan"),
             "ttft_p50_ms": 1000 * pct(ttfts, 0.5), "ttft_p90_ms": 1000 * pct(ttfts, 0.9),
             "latency_p50_ms": 1000 * pct(lat, 0.5), "latency_p90_ms": 1000 * pct(lat, 0.9),
-            "latency_p99_ms": 1000 * pct(lat, 0.99), "first_error": errors[0] if errors else None}
+            "latency_p99_ms": 1000 * pct(lat, 0.99),
+            # this client's own CPU time (it shares the machine with the server when run beside it)
+            "client_cpu_us_per_token": 1e6 * client_cpu / tokens if tokens else float("nan"),
+            "first_error": errors[0] if errors else None}
 
 
 def main():
@@ -158,16 +238,19 @@ def main():
         if not args.json:
             base = rows[0]
             print("| clients | requests | errors | generated tokens/s | x 1 client | TTFT mean ms | TTFT p90 ms "
-                  "| latency p50 ms | latency p90 ms | latency p99 ms |")
-            print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+                  "| latency p50 ms | latency p90 ms | latency p99 ms | client CPU us/token |")
+            print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for r in rows:
                 print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['tokens_per_s']:.1f} | "
                       f"{r['tokens_per_s'] / base['tokens_per_s']:.2f} | {r['ttft_mean_ms']:.0f} | "
                       f"{r['ttft_p90_ms']:.0f} | {r['latency_p50_ms']:.0f} | {r['latency_p90_ms']:.0f} | "
-                      f"{r['latency_p99_ms']:.0f} |")
-            for r in rows:
-                if r["first_error"]:
-                    print(f"clients {r['clients']}: first error: {r['first_error']}", file=sys.stderr)
+                      f"{r['latency_p99_ms']:.0f} | {r['client_cpu_us_per_token']:.0f} |")
+        failed = [r for r in rows if r["errors"] or not r["tokens"]]
+        for r in failed:
+            print(f"clients {r['clients']}: {r['errors']} failed requests, {r['tokens']} tokens; first error: "
+                  f"{r['first_error']}", file=sys.stderr)
+        if failed:
+            sys.exit(1)  # a level with failed requests is not a measurement
     finally:
         if proc:
             proc.terminate()

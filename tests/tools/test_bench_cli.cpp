@@ -66,6 +66,26 @@ TEST_F(weft_bench, DepthFillsTheCacheFirst) {
     EXPECT_EQ(j["tg"]["n_depth"], 40);
 }
 
+// --parallel N (-np): each generation step decodes one token of each of N sequences in one batch
+// (one graph per step, N output rows), at the depth in every sequence; t/s counts all of them.
+TEST_F(weft_bench, ParallelSequencesShareEachStep) {
+    const auto table = run_weft(
+        {"bench", "-m", model_, "-p", "0", "-n", "4", "-d", "5", "-np", "3", "-r", "1", "--no-bandwidth"});
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("| tg4 x3 @ d5 |"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("per step (3 tokens)"), std::string::npos) << table.out;
+    const auto r = run_weft({"bench", "-m", model_, "-p", "0", "-n", "4", "--parallel", "3", "-r", "1", "-t",
+                             "2", "--json", "--no-bandwidth", "--profile"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tg"]["n_parallel"], 3);
+    EXPECT_EQ(j["profile"]["tg"]["graphs"].get<int>(), 4);  // one graph a step, not one a sequence
+    EXPECT_GE(j["tg"]["bytes_per_step"].get<double>(), j["weight_bytes"].get<double>());
+    EXPECT_LT(j["tg"]["bytes_per_token"].get<double>(), j["tg"]["bytes_per_step"].get<double>());
+    const auto bad = run_weft({"bench", "-m", model_, "-n", "4", "--parallel", "65"});
+    EXPECT_NE(bad.status, 0);
+}
+
 // --profile: per op type and weight type, for each test; the shares of a test add up to one and
 // the products dominate; the table form names its columns.
 TEST_F(weft_bench, ProfileTablesPerTest) {

@@ -77,7 +77,7 @@ int bench_main(int argc, char **argv) {
         "read bandwidth. Results to stdout (a table, or JSON with --json); progress to stderr.",
         "weft bench"};
     std::string model_path;
-    int n_prompt = 512, n_gen = 128, n_depth = 0, reps = 3,
+    int n_prompt = 512, n_gen = 128, n_depth = 0, reps = 3, n_parallel = 1,
         n_threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
     uint32_t n_ubatch = 512;
     weft::tool::cache_type_options cache_types;
@@ -94,6 +94,13 @@ int bench_main(int argc, char **argv) {
                    "untimed, and the test is measured after them (named e.g. \"tg32 @ d512\")")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
+    app.add_option(
+           "--parallel", n_parallel,
+           "also -np: sequences generating together: each generation step decodes the next token of every "
+           "one of them in one batch, all rows outputs (the continuous batching of `weft serve "
+           "-np`; named e.g. \"tg128 x4\", t/s counting every sequence's tokens)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
     app.add_option("-r,--repetitions", reps, "runs of each test")
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
@@ -130,8 +137,10 @@ int bench_main(int argc, char **argv) {
 
     weft::inference_params ip;
     ip.n_ctx = uint32_t(std::max(n_depth + n_prompt + n_gen, 16));
+    if (n_parallel > 1) ip.n_ctx = uint32_t(std::max(int(ip.n_ctx), n_parallel * (n_depth + n_gen + 1)));
+    ip.n_seq_max = uint32_t(n_parallel);
     // the depth goes in in batches of up to a ubatch (n_batch only bounds a decode call's tokens)
-    ip.n_batch = uint32_t(std::max({n_prompt, std::min(n_depth, int(n_ubatch)), 1}));
+    ip.n_batch = uint32_t(std::max({n_prompt, std::min(n_depth, int(n_ubatch)), n_parallel}));
     ip.n_ubatch = std::min<uint32_t>(n_ubatch, ip.n_batch);
     ip.n_threads = n_threads;
     ip.n_threads_batch = n_threads;
@@ -162,15 +171,22 @@ int bench_main(int argc, char **argv) {
 
     // a run's start: an empty cache, then the depth's random tokens (untimed, not profiled)
     const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";
-    auto start_run = [&](weft::op_profile *prof) {
+    // depth tokens in sequence `seq`: random tokens at positions [0, n_depth)
+    auto fill_depth = [&](weft::seq_id seq) {
+        for (int done = 0; done < n_depth;) {
+            const int n = std::min(n_depth - done, int(ip.n_batch));
+            weft::batch b;
+            for (int i = 0; i < n; ++i) b.add(pick(rng), weft::llm_pos(done + i), {seq}, i + 1 == n);
+            check(ctx.decode(b));
+            done += n;
+        }
+    };
+    // a run's start: an empty cache, then the depth's random tokens (untimed, not profiled)
+    auto start_run = [&](weft::op_profile *prof, int n_seqs) {
         ctx.kv_clear();
         if (n_depth == 0) return;
         ctx.set_profile(nullptr);
-        for (int done = 0; done < n_depth;) {
-            const int n = std::min(n_depth - done, int(ip.n_batch));
-            check(ctx.decode(weft::batch::from_tokens(random_tokens(n))));
-            done += n;
-        }
+        for (int s = 0; s < n_seqs; ++s) fill_depth(weft::seq_id(s));
         if (prof) ctx.set_profile(prof);
     };
 
@@ -178,7 +194,7 @@ int bench_main(int argc, char **argv) {
     std::vector<double> pp_tps, tg_tps, tg_seconds;
     if (profile) ctx.set_profile(&pp_profile);
     for (int r = 0; r < reps && n_prompt > 0; ++r) {
-        start_run(profile ? &pp_profile : nullptr);
+        start_run(profile ? &pp_profile : nullptr, 1);
         const auto toks = random_tokens(n_prompt);
         const auto t0 = clock_type::now();
         check(ctx.decode(weft::batch::from_tokens(toks)));
@@ -188,14 +204,20 @@ int bench_main(int argc, char **argv) {
     }
     if (profile) ctx.set_profile(&tg_profile);
     for (int r = 0; r < reps && n_gen > 0; ++r) {
-        start_run(profile ? &tg_profile : nullptr);
+        start_run(profile ? &tg_profile : nullptr, n_parallel);
         const auto t0 = clock_type::now();
-        for (int i = 0; i < n_gen; ++i) check(ctx.decode(weft::batch::from_tokens({pick(rng)})));
+        for (int i = 0; i < n_gen; ++i) {
+            weft::batch b;
+            for (int s = 0; s < n_parallel; ++s)
+                b.add(pick(rng), weft::llm_pos(n_depth + i), {weft::seq_id(s)}, true);
+            check(ctx.decode(b));
+        }
         const double s = seconds_since(t0);
         tg_seconds.push_back(s);
-        tg_tps.push_back(n_gen / s);
-        std::fprintf(stderr, "weft bench: tg%d%s run %d: %.2f t/s\n", n_gen, at_depth.c_str(), r + 1,
-                     tg_tps.back());
+        tg_tps.push_back(double(n_gen) * n_parallel / s);
+        const std::string seqs = n_parallel > 1 ? " x" + std::to_string(n_parallel) : std::string();
+        std::fprintf(stderr, "weft bench: tg%d%s%s run %d: %.2f t/s\n", n_gen, seqs.c_str(), at_depth.c_str(),
+                     r + 1, tg_tps.back());
     }
     const auto perf = ctx.perf();
     ctx.set_profile(nullptr);
@@ -208,10 +230,13 @@ int bench_main(int argc, char **argv) {
         machine_bw = weft::cpu_read_bandwidth(n_threads);
     }
     const stats pp = summarize(pp_tps), tg = summarize(tg_tps);
-    // generation reads the weights once per token, plus the depth's and on average half the
-    // generated KV rows
-    const double tg_bytes_per_token = bytes_per_generated_token(*m, ctx, n_depth + 0.5 * n_gen);
-    const double tg_bw = n_gen > 0 ? tg_bytes_per_token * tg.mean : 0.0;
+    // generation reads the weights once per step, plus, for each sequence, the depth's and on average
+    // half the generated KV rows
+    const double mid = n_depth + 0.5 * n_gen;
+    const double tg_bytes_per_token =
+        bytes_per_generated_token(*m, ctx, mid) +
+        (n_parallel - 1) * (bytes_per_generated_token(*m, ctx, mid) - bytes_per_generated_token(*m, ctx, 0));
+    const double tg_bw = n_gen > 0 ? tg_bytes_per_token * tg.mean / n_parallel : 0.0;
     const double fraction = machine_bw > 0 ? tg_bw / machine_bw : 0.0;
 
     if (json) {
@@ -241,10 +266,12 @@ int bench_main(int argc, char **argv) {
         if (n_gen > 0)
             j["tg"] = {{"n_tokens", n_gen},
                        {"n_depth", n_depth},
+                       {"n_parallel", n_parallel},
                        {"tokens_per_s", tg.mean},
                        {"stddev", tg.stddev},
                        {"runs", tg_tps},
-                       {"bytes_per_token", tg_bytes_per_token},
+                       {"bytes_per_token", tg_bytes_per_token / n_parallel},
+                       {"bytes_per_step", tg_bytes_per_token},
                        {"bandwidth_gb_s", tg_bw / 1e9},
                        {"machine_bandwidth_gb_s", machine_bw / 1e9},
                        {"bandwidth_fraction", fraction}};
@@ -283,15 +310,17 @@ int bench_main(int argc, char **argv) {
     else
         std::snprintf(count, sizeof count, "%.2f M", params / 1e6);
     const auto row = [&](const char *test, int n, const stats &st) {
-        std::printf("| %s | %s | %s | %d | %s | %s | %s%d%s | %.2f ± %.2f |\n", m->name().c_str(), size,
+        const std::string seqs =
+            test == std::string("tg") && n_parallel > 1 ? " x" + std::to_string(n_parallel) : std::string();
+        std::printf("| %s | %s | %s | %d | %s | %s | %s%d%s%s | %.2f ± %.2f |\n", m->name().c_str(), size,
                     count, n_threads, weft::type_name(ip.type_k), weft::type_name(ip.type_v), test, n,
-                    at_depth.c_str(), st.mean, st.stddev);
+                    seqs.c_str(), at_depth.c_str(), st.mean, st.stddev);
     };
     if (n_prompt > 0) row("pp", n_prompt, pp);
     if (n_gen > 0) row("tg", n_gen, tg);
     if (n_gen > 0) {
-        std::printf("\ngeneration reads %.1f MiB per token: %.2f GB/s", tg_bytes_per_token / double(1 << 20),
-                    tg_bw / 1e9);
+        std::printf("\ngeneration reads %.1f MiB per step (%d token%s): %.2f GB/s",
+                    tg_bytes_per_token / double(1 << 20), n_parallel, n_parallel > 1 ? "s" : "", tg_bw / 1e9);
         if (machine_bw > 0)
             std::printf(" of %.2f GB/s measured read bandwidth (%.0f%%)", machine_bw / 1e9, 100.0 * fraction);
         std::printf("\n");
