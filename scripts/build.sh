@@ -5,7 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR="${WEFT_WERROR:-OFF}"
+# Ninja for a new build folder (it schedules the two cores better than make); a folder configured
+# before keeps its generator
+generator=()
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR="${WEFT_WERROR:-OFF}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 # the test suites' pinned npm packages (the openai client, playwright-core); their tests skip
 # without them

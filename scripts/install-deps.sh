@@ -14,7 +14,7 @@ install_missing() {
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 }
 # the build
-install_missing build-essential cmake pkg-config libgtest-dev \
+install_missing build-essential cmake ninja-build pkg-config libgtest-dev \
     libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libstb-dev python3
 # pipelines across processes and machines (mpirun -np R weft ...); weft builds without them
 install_missing openmpi-bin libopenmpi-dev || echo "install-deps.sh: could not install Open MPI; weft builds without pipelines across ranks" >&2

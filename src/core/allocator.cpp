@@ -3,16 +3,13 @@
 
 #include <algorithm>
 
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
 
 namespace weft {
 
 namespace {
-
-size_t align_up(size_t x, size_t a) {
-    return (x + a - 1) / a * a;
-}
 
 // Offsets in one growing address range: best fit over the free blocks, neighbours coalesced on
 // release, and a block that reaches the top gives the top back, so the peak is what the graph

@@ -1,6 +1,7 @@
 // src/core/backend.cpp — the non-virtual parts of the backend interface: placing tensors in buffers.
 #include "weft/core/backend.h"
 
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -22,12 +23,6 @@ void backend_buffer::place(tensor &t, size_t offset) {
     t.buffer = this;
     t.data = static_cast<char *>(base()) + offset;
 }
-
-namespace {
-size_t align_up(size_t n, size_t alignment) {
-    return (n + alignment - 1) / alignment * alignment;
-}
-}  // namespace
 
 size_t placed_size(const buffer_type &bt, std::span<tensor *const> ts) {
     size_t total = 0;

@@ -12,9 +12,6 @@ namespace weft {
 
 namespace {
 constexpr size_t data_alignment = 64;
-size_t align_up(size_t x, size_t a) {
-    return (x + a - 1) / a * a;
-}
 }  // namespace
 
 size_t context_overhead(size_t n_tensors) {

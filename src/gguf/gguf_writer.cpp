@@ -125,10 +125,6 @@ class header_buffer {
     std::vector<uint8_t> out_;
 };
 
-size_t align_up(size_t x, size_t a) {
-    return x + (a - x % a) % a;
-}
-
 void check_kv(const gguf_kv &kv) {
     const std::string what = "gguf_writer: metadata '" + kv.key + "'";
     if (!gguf_type_is_valid(uint32_t(kv.type))) throw gguf_error(what + ": unknown value type");

@@ -30,10 +30,6 @@ constexpr float delta = 0.125f;
 constexpr float shifted_up[3] = {-1 + delta, delta, 1 + delta};
 constexpr float shifted_down[3] = {-1 - delta, -delta, 1 - delta};
 
-float max_of(float a, float b) {
-    return a > b ? a : b;
-}
-
 float max_abs(const float *x, int n) {
     float max = std::fabs(x[0]);
     for (int i = 1; i < n; ++i) max = max_of(max, std::fabs(x[i]));
@@ -98,10 +94,6 @@ void add_group_sums(int g, const float *x, const float *w, const float *xx, floa
         *sumqx += w[j] * q * x[j];
         *sumq2 += w[j] * q * q;
     }
-}
-
-int scale_code(float inv_d, float scale) {
-    return std::max(0, std::min(7, nearest_int(0.5f * (inv_d * scale - 1))));
 }
 
 // ---- iq1_s: blocks of 32, one delta sign per block
@@ -189,7 +181,7 @@ void quantize_iq1_s(const float *x, void *dst, int64_t n, const float *importanc
         b.d = fp32_to_fp16(d * 1.125f);
         const float id = 1 / d;
         for (int ib = 0; ib < qk_k / s_block; ++ib) {
-            const int l = scale_code(id, scales[ib]) | (shifts[ib] == -1 ? 8 : 0);
+            const int l = odd_scale_code(id, scales[ib], 7) | (shifts[ib] == -1 ? 8 : 0);
             b.qh[ib] = uint16_t(b.qh[ib] | (l << 12));
         }
     }
@@ -305,7 +297,7 @@ void quantize_iq1_m(const float *x, void *dst, int64_t n, const float *importanc
         const float id = 1 / d;
         float sumqx = 0, sumq2 = 0;
         for (int ib = 0; ib < qk_k / m_block; ++ib) {
-            const int l = scale_code(id, scales[ib]);
+            const int l = odd_scale_code(id, scales[ib], 7);
             sc[ib / 4] = uint16_t(sc[ib / 4] | (l << (3 * (ib % 4))));
             b.qh[ib] = uint8_t(b.qh[ib] | delta_bits[choices[ib]]);
             const float *xb = x + m_block * ib;

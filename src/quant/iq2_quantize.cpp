@@ -220,11 +220,6 @@ float sum_of_squares(const float *x, int n) {
     return sum;
 }
 
-// The 4-bit code of a sub-block scale: the odd multiple (2 l + 1) of d / 2 nearest to it.
-int scale_code(float scale, float inv_d) {
-    return std::clamp(nearest_int(0.5f * (inv_d * scale - 1)), 0, 15);
-}
-
 // Fits the sub-blocks of one 256-value block; returns the largest scale (0: every one empty).
 template <int n_sub>
 float fit_block(const search_kind &kind, const float *x, const float *importance, float sigma2,
@@ -264,7 +259,7 @@ void quantize_iq2_xxs(const float *x, void *dst, int64_t n, const float *importa
             y[ibl].d = fp32_to_fp16(d);
             const float inv_d = 1 / d;
             for (int ib = 0; ib < qk_k / 32; ++ib)
-                words[2 * ib + 1] |= uint32_t(scale_code(scales[ib], inv_d)) << 28;
+                words[2 * ib + 1] |= uint32_t(odd_scale_code(inv_d, scales[ib], 15)) << 28;
         } else {
             std::fill(std::begin(words), std::end(words), 0u);
         }
@@ -275,7 +270,7 @@ void quantize_iq2_xxs(const float *x, void *dst, int64_t n, const float *importa
 // The sixteen 4-bit scale codes of iq2_xs / iq2_s: sub-block ib in nibble ib % 2 of byte ib / 2.
 void pack_scale_codes(const float (&scales)[qk_k / 16], float inv_d, uint8_t *out) {
     for (int ib = 0; ib < qk_k / 16; ++ib) {
-        const int l = scale_code(scales[ib], inv_d);
+        const int l = odd_scale_code(inv_d, scales[ib], 15);
         out[ib / 2] = uint8_t(ib % 2 ? out[ib / 2] | (l << 4) : l);
     }
 }

@@ -37,11 +37,6 @@ struct iq3_search {
     bool start_on_grid;  // what counts as on the grid when no candidate fits (all weights zero)
 };
 
-// The established quantizers' MAX: the second operand unless the first is greater.
-float max_of(float a, float b) {
-    return a > b ? a : b;
-}
-
 float level(int code) {
     return float(2 * code + 1);
 }
@@ -132,11 +127,6 @@ void weights_of(const float *x, const float *importance, float sigma2, float *we
     for (int i = 0; i < sub; ++i) waux[i] = std::sqrt(weight[i]);
 }
 
-// The 4-bit sub-block scale l of d * (1 + 2 l) nearest to `scale`.
-int scale_code(float inv_d, float scale) {
-    return std::max(0, std::min(15, nearest_int(0.5f * (inv_d * scale - 1))));
-}
-
 void quantize_iq3_xxs(const float *x, void *dst, int64_t n, const float *importance) {
     const iq3_search search{iq3xxs_lookup(), 15, false, true};
     auto *y = static_cast<block_iq3_xxs *>(dst);
@@ -200,7 +190,7 @@ void quantize_iq3_xxs(const float *x, void *dst, int64_t n, const float *importa
         b.d = fp32_to_fp16(d * 1.0125f);  // the established quantizer's fudge factor
         const float id = 1 / d;
         for (int ib = 0; ib < n_sub; ++ib) {
-            const uint32_t w = signs_and_scale[ib] | (uint32_t(scale_code(id, scales[ib])) << 28);
+            const uint32_t w = signs_and_scale[ib] | (uint32_t(odd_scale_code(id, scales[ib], 15)) << 28);
             std::memcpy(b.qs + qk_k / 4 + 4 * ib, &w, sizeof w);
         }
     }
@@ -252,7 +242,8 @@ void quantize_iq3_s(const float *x, void *dst, int64_t n, const float *importanc
         b.d = fp32_to_fp16(d * 1.033f);  // the established quantizer's fudge factor
         const float id = 1 / d;
         for (int ib = 0; ib < n_sub; ib += 2)
-            b.scales[ib / 2] = uint8_t(scale_code(id, scales[ib]) | (scale_code(id, scales[ib + 1]) << 4));
+            b.scales[ib / 2] =
+                uint8_t(odd_scale_code(id, scales[ib], 15) | (odd_scale_code(id, scales[ib + 1], 15) << 4));
     }
 }
 

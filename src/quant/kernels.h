@@ -19,6 +19,18 @@ inline int nearest_int(float x) {
     return (bits & 0x007fffff) - 0x00400000;
 }
 
+// The established quantizers' MAX: the second operand unless the first is greater.
+inline float max_of(float a, float b) {
+    return a > b ? a : b;
+}
+
+// The sub-block scale code l in [0, max_code] whose d (1 + 2 l) is nearest to `scale` (inv_d = 1 / d):
+// the i-quants' odd multiples of d / 2.
+inline int odd_scale_code(float inv_d, float scale, int max_code) {
+    const int l = nearest_int(0.5f * (inv_d * scale - 1));
+    return l < 0 ? 0 : l > max_code ? max_code : l;
+}
+
 // The value of largest magnitude, with its sign (the first one on ties, 0 when all are zero).
 inline float signed_absmax(const float *x, int n) {
     float amax = 0, max = 0;

@@ -39,7 +39,7 @@ int32_t id_at(const tensor &ids, int64_t i, int64_t t) {
     return static_cast<const int32_t *>(ids.data)[t * ids.ne[0] + i];
 }
 
-double bound_for(dtype type) {
+double moe_bound_for(dtype type) {
     return type == dtype::f32 ? 1e-10 : 5e-4;  // the activations' conversion to q8 for the others
 }
 
@@ -87,7 +87,7 @@ void check_mul_mat_id(const moe_case &c) {
         for (int64_t i = 0; i < c.k; ++i) sum += double(row[i]) * at(*b, i, column(i1, i2), i2);
         return sum;
     };
-    const std::vector<float> got = expect_matches_reference(out, reference, bound_for(c.type));
+    const std::vector<float> got = expect_matches_reference(out, reference, moe_bound_for(c.type));
 
     // every pick equals, bit for bit, the ordinary product of its expert with its column
     for (int64_t t = 0; t < c.n_tokens; ++t)
@@ -183,7 +183,7 @@ TEST(CpuMoe, RepackedExpertsEqualTheirRepackedMatrices) {
         const std::vector<float> got = compute(out, 3);
         EXPECT_EQ(got, compute(out, 1));
         const std::vector<double> plain_d(from_plain.begin(), from_plain.end());
-        EXPECT_LE(normalized_error(got, plain_d), bound_for(type));
+        EXPECT_LE(normalized_error(got, plain_d), moe_bound_for(type));
         for (int64_t t = 0; t < n_tokens; ++t)
             for (int64_t i = 0; i < n_used; ++i) {
                 auto one = data_context();

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "model/model_test_util.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
@@ -34,12 +35,6 @@ inference_params params(uint32_t n_ubatch, int threads, cache_types cache, uint3
     p.n_seq_max = n_seq;
     p.n_threads = p.n_threads_batch = threads;
     return p;
-}
-
-std::vector<token> tokens_of(size_t n, uint32_t salt) {
-    std::vector<token> t;
-    for (size_t i = 0; i < n; ++i) t.push_back(token((i * 53 + 7 + salt * 31) % 300));
-    return t;
 }
 
 using rows = std::vector<std::vector<float>>;
@@ -92,7 +87,7 @@ synth_spec spec_of(dtype type) {
 void expect_batch_and_thread_invariant(const synth_spec &s, const std::string &stem, cache_types cache = {}) {
     synth_file f(stem, s);
     auto m = model::load(f.path());
-    const auto a = tokens_of(13, 1), other = tokens_of(9, 2);
+    const auto a = test::spread_tokens(13, 300, 1), other = test::spread_tokens(9, 300, 2);
 
     const rows alone = decode_one_by_one(*m, a, 2, cache);
     expect_same_bits(alone, decode_together(*m, a, 512, 2, cache), "one ubatch");

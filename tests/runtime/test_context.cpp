@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "model/model_test_util.h"
 #include "runtime/context_test_util.h"
 #include "weft/core/profile.h"
@@ -16,6 +17,8 @@
 
 namespace weft {
 namespace {
+
+using test::decoder_architectures;
 
 using test::synth_file;
 
@@ -66,11 +69,6 @@ TEST_P(EveryArchitecture, F32CacheAgreesWithF16Cache) {
 }
 
 // The generative architectures (the encoder, bert, is checked against its fixture).
-std::vector<std::string> decoder_architectures() {
-    std::vector<std::string> names = supported_architectures();
-    std::erase(names, "bert");
-    return names;
-}
 
 INSTANTIATE_TEST_SUITE_P(Registered, EveryArchitecture, ::testing::ValuesIn(decoder_architectures()));
 

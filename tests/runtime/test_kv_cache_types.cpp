@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "common/fixtures.h"
 #include "model/model_test_util.h"
 #include "weft/core/error.h"
@@ -18,6 +19,8 @@
 
 namespace weft {
 namespace {
+
+using test::decoder_architectures;
 
 using test::synth_file;
 
@@ -257,12 +260,6 @@ TEST_P(EveryArchitectureCacheType, LogitsNearTheF32Cache) {
         EXPECT_LE(errors[errors.size() / 2], bound) << "median row";
         std::printf("[ nmse     ] %s %s: worst row %.3g\n", GetParam().c_str(), c.name().c_str(), worst);
     }
-}
-
-std::vector<std::string> decoder_architectures() {
-    std::vector<std::string> names = supported_architectures();
-    std::erase(names, "bert");
-    return names;
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, EveryArchitectureCacheType,

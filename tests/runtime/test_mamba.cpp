@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "common/numpy_reference.h"
 #include "model/model_test_util.h"
 #include "runtime/context_test_util.h"
@@ -37,12 +38,6 @@ inference_params params(uint32_t n_ubatch = 512, int threads = 2, uint32_t n_seq
     inference_params p = test::params_with(n_ctx, n_ubatch, n_seq_max);
     p.n_threads = p.n_threads_batch = threads;
     return p;
-}
-
-std::vector<token> tokens_of(size_t n, uint32_t salt) {
-    std::vector<token> t;
-    for (size_t i = 0; i < n; ++i) t.push_back(token((i * 53 + 7 + salt * 31) % 280));
-    return t;
 }
 
 std::vector<float> last_row(const inference_context &ctx) {
@@ -134,7 +129,7 @@ TEST(MambaInvariance, SameBitsHoweverBatchedOrThreaded) {
     for (const dtype type : {dtype::f32, dtype::q8_0}) {
         synth_file f(std::string("mamba-inv-") + type_name(type), tiny_mamba(type));
         const auto m = model::load(f.path());
-        const std::vector<token> a = tokens_of(11, 1), other = tokens_of(7, 2);
+        const std::vector<token> a = test::spread_tokens(11, 280, 1), other = test::spread_tokens(7, 280, 2);
         const rows want = one_by_one(*m, a, 1);
         auto check = [&](const rows &got, const std::string &how) {
             ASSERT_EQ(got.size(), want.size());
@@ -165,7 +160,7 @@ class MambaState : public ::testing::Test {
 
 TEST_F(MambaState, RemovingPartOfASequenceIsRefusedAndChangesNothing) {
     inference_context ctx(*model_, params());
-    const std::vector<token> prompt = tokens_of(6, 3), next = tokens_of(2, 4);
+    const std::vector<token> prompt = test::spread_tokens(6, 280, 3), next = test::spread_tokens(2, 280, 4);
     continue_seq(ctx, prompt);
     EXPECT_FALSE(ctx.kv_seq_rm(0, 3, -1));  // a tail that cuts into the past
     EXPECT_FALSE(ctx.kv_seq_rm(0, 5, -1));  // even the last position alone
@@ -189,7 +184,7 @@ TEST_F(MambaState, RemovingPartOfASequenceIsRefusedAndChangesNothing) {
 
 TEST_F(MambaState, CopyKeepAndClear) {
     inference_context ctx(*model_, params(512, 2, 3));
-    const std::vector<token> prompt = tokens_of(5, 5), next = tokens_of(3, 6);
+    const std::vector<token> prompt = test::spread_tokens(5, 280, 5), next = test::spread_tokens(3, 280, 6);
     continue_seq(ctx, prompt, 0);
     ctx.kv_seq_cp(0, 1, -1, -1);
     EXPECT_EQ(ctx.kv_seq_pos_max(1), 4);
@@ -215,10 +210,10 @@ TEST_F(MambaState, CopyKeepAndClear) {
 }
 
 TEST_F(MambaState, SavedStateContinuesBitForBit) {
-    const std::vector<token> prompt = tokens_of(7, 7), next = tokens_of(3, 8);
+    const std::vector<token> prompt = test::spread_tokens(7, 280, 7), next = test::spread_tokens(3, 280, 8);
     inference_context ctx(*model_, params());
     continue_seq(ctx, prompt, 0);
-    continue_seq(ctx, tokens_of(4, 9), 1);
+    continue_seq(ctx, test::spread_tokens(4, 280, 9), 1);
     const std::vector<uint8_t> whole = ctx.state_save(prompt, "user");
     const std::vector<uint8_t> seq1 = ctx.seq_state_save(1);
     const std::vector<float> want0 = continue_seq(ctx, next, 0);
@@ -257,7 +252,8 @@ TEST_F(MambaState, AnAbortedBatchLeavesTheStatesAsTheyWere) {
         inference_params p = params(3);
         p.abort_callback = [&] { return armed.load() && ++polls > abort_after_polls; };
         inference_context ctx(*model_, p);
-        const std::vector<token> prompt = tokens_of(5, 10), more = tokens_of(8, 11);
+        const std::vector<token> prompt = test::spread_tokens(5, 280, 10),
+                                 more = test::spread_tokens(8, 280, 11);
         continue_seq(ctx, prompt);
         armed = true;
         batch b;
@@ -289,8 +285,8 @@ TEST_F(MambaState, WhatARecurrentModelCannotDoIsRefusedClearly) {
     EXPECT_EQ(ctx.decode(shared), decode_invalid);
     EXPECT_NE(ctx.last_error().find("recurrent"), std::string::npos) << ctx.last_error();
     // positions beyond n_ctx: the context is full
-    continue_seq(ctx, tokens_of(6, 12), 0);
-    EXPECT_EQ(ctx.decode(batch::from_tokens(tokens_of(3, 13))), decode_no_kv_space);
+    continue_seq(ctx, test::spread_tokens(6, 280, 12), 0);
+    EXPECT_EQ(ctx.decode(batch::from_tokens(test::spread_tokens(3, 280, 13))), decode_no_kv_space);
     EXPECT_EQ(ctx.kv_seq_pos_max(0), 5);
 }
 
@@ -311,8 +307,8 @@ TEST_F(MambaState, AFileWithoutItsSsmKeysIsRefusedByName) {
 
 TEST_F(MambaState, TheGraphIsReusedForDecodeSteps) {
     inference_context ctx(*model_, params());
-    continue_seq(ctx, tokens_of(4, 14));
-    for (token t : tokens_of(6, 15)) continue_seq(ctx, {t});
+    continue_seq(ctx, test::spread_tokens(4, 280, 14));
+    for (token t : test::spread_tokens(6, 280, 15)) continue_seq(ctx, {t});
     EXPECT_GE(ctx.perf().n_graph_reuses, 5);
     EXPECT_EQ(ctx.compute_grow_count(), 0);
 }

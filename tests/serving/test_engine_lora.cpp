@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "model/model_test_util.h"
 #include "weft/core/error.h"
 #include "weft/model/lora.h"
@@ -50,12 +51,6 @@ request greedy_request(const model &m, std::vector<float> scales) {
     return r;
 }
 
-std::vector<token> tokens_of(const completion &c) {
-    std::vector<token> out;
-    for (const auto &g : c.tokens) out.push_back(g.id);
-    return out;
-}
-
 TEST(EngineLora, RequestsWithOtherScalesGetTheirSoloTokens) {
     adapted_model am;
     // alone: an engine whose default is the scale
@@ -63,7 +58,7 @@ TEST(EngineLora, RequestsWithOtherScalesGetTheirSoloTokens) {
     for (const float scale : {0.0f, 1.0f, -0.5f}) {
         engine eng(*am.m, params_for(am, 1, scale));
         solo.push_back(
-            tokens_of(eng.generate(greedy_request(*am.m, {}), [](const event &) { return true; })));
+            test::generated_ids(eng.generate(greedy_request(*am.m, {}), [](const event &) { return true; })));
     }
     EXPECT_NE(solo[0], solo[1]);
     // together, each request naming its scale, in an engine whose default is another one
@@ -72,12 +67,13 @@ TEST(EngineLora, RequestsWithOtherScalesGetTheirSoloTokens) {
     for (const float scale : {0.0f, 1.0f, -0.5f}) jobs.push_back(eng.submit(greedy_request(*am.m, {scale})));
     while (eng.step()) {
     }
-    for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(tokens_of(jobs[i]->result()), solo[i]) << i;
+    for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(test::generated_ids(jobs[i]->result()), solo[i]) << i;
     // the default changes for the requests after it
     eng.set_lora_scales({1.0f});
     EXPECT_EQ(eng.lora_scales(), std::vector<float>{1.0f});
-    EXPECT_EQ(tokens_of(eng.generate(greedy_request(*am.m, {}), [](const event &) { return true; })),
-              solo[1]);
+    EXPECT_EQ(
+        test::generated_ids(eng.generate(greedy_request(*am.m, {}), [](const event &) { return true; })),
+        solo[1]);
 }
 
 TEST(EngineLora, BadScalesAreErrors) {

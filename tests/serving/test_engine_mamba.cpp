@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "model/model_test_util.h"
 #include "weft/core/error.h"
 #include "weft/model/model.h"
@@ -47,12 +48,6 @@ request fixed(const std::string &text, int32_t max_tokens) {
     return r;
 }
 
-std::vector<token> ids_of(const completion &c) {
-    std::vector<token> ids;
-    for (const auto &t : c.tokens) ids.push_back(t.id);
-    return ids;
-}
-
 bool quiet(const event &) {
     return true;
 }
@@ -78,7 +73,7 @@ TEST(ServingMamba, BatchedSlotsGiveWhatEachGetsAlone) {
         while (!jobs[i]->finished() && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         ASSERT_TRUE(jobs[i]->finished()) << texts[i];
-        EXPECT_EQ(ids_of(jobs[i]->result()), ids_of(alone(reqs[i]))) << texts[i];
+        EXPECT_EQ(test::generated_ids(jobs[i]->result()), test::generated_ids(alone(reqs[i]))) << texts[i];
     }
     eng.stop();
 }
@@ -95,16 +90,16 @@ TEST(ServingMamba, PromptCachingReusesOnlyAWholeState) {
     for (token t : mamba().vocab().tokenize(" more", false, false)) turn.prompt.push_back(t);
     const completion ct = eng.generate(turn, quiet);
     EXPECT_EQ(ct.n_cached, int32_t(a.prompt.size() + ca.tokens.size() - 1));
-    EXPECT_EQ(ids_of(ct), ids_of(alone(turn)));
+    EXPECT_EQ(test::generated_ids(ct), test::generated_ids(alone(turn)));
 
     // a prompt sharing only a part, and the same prompt again: the state starts over
     const request partial = fixed("the cat sat on a hat", 8);
     const completion cp = eng.generate(partial, quiet);
     EXPECT_EQ(cp.n_cached, 0);
-    EXPECT_EQ(ids_of(cp), ids_of(alone(partial)));
+    EXPECT_EQ(test::generated_ids(cp), test::generated_ids(alone(partial)));
     const completion again = eng.generate(partial, quiet);
     EXPECT_EQ(again.n_cached, 0);
-    EXPECT_EQ(ids_of(again), ids_of(cp));
+    EXPECT_EQ(test::generated_ids(again), test::generated_ids(cp));
 }
 
 TEST(ServingMamba, ASavedSlotContinuesAsItWas) {
@@ -122,7 +117,7 @@ TEST(ServingMamba, ASavedSlotContinuesAsItWas) {
     const completion got = other.generate(turn, quiet);
     EXPECT_EQ(got.n_cached, want.n_cached);
     EXPECT_GT(got.n_cached, 0);
-    EXPECT_EQ(ids_of(got), ids_of(want));
+    EXPECT_EQ(test::generated_ids(got), test::generated_ids(want));
     std::remove(path.c_str());
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "common/fixtures.h"
 #include "model/model_test_util.h"
 #include "weft/model/model.h"
@@ -77,12 +78,6 @@ std::vector<token> shifted_by_hand(const model &m, const std::vector<token> &pro
     return out;
 }
 
-std::vector<token> ids_of(const completion &c) {
-    std::vector<token> ids;
-    for (const auto &g : c.tokens) ids.push_back(g.id);
-    return ids;
-}
-
 void expect_shifts_as_by_hand(const model &m, const std::vector<token> &prompt, int32_t n_keep) {
     engine eng(m, shifting(n_ctx));
     const int32_t max_tokens = 150;  // three times the context
@@ -92,7 +87,7 @@ void expect_shifts_as_by_hand(const model &m, const std::vector<token> &prompt, 
     ASSERT_EQ(c.tokens.size(), size_t(max_tokens)) << c.error;
     EXPECT_GE(c.n_shifts, 3);
     int32_t n_discarded = 0;
-    EXPECT_EQ(ids_of(c), shifted_by_hand(m, prompt, max_tokens, n_keep, n_discarded));
+    EXPECT_EQ(test::generated_ids(c), shifted_by_hand(m, prompt, max_tokens, n_keep, n_discarded));
     EXPECT_EQ(c.n_discarded, n_discarded);
     // the slot holds what is left: the prompt and every sampled token but the last, minus the dropped
     EXPECT_EQ(eng.stats().slots[0].n_cached, int32_t(prompt.size()) + max_tokens - 1 - n_discarded);
@@ -175,7 +170,7 @@ TEST(EngineSlotState, SavedPromptIsReusedByAnotherEngine) {
     const completion reused = second.generate(greedy_run(prompt, 8, 0), [](const event &) { return true; });
     EXPECT_EQ(reused.n_cached, int32_t(prompt.size()) - 1);
     EXPECT_EQ(second.context().perf().n_p_eval, 0);  // no prompt batch: single tokens only
-    EXPECT_EQ(ids_of(reused), ids_of(fresh));
+    EXPECT_EQ(test::generated_ids(reused), test::generated_ids(fresh));
 
     // a context too small for the saved tokens, or another model: refused, the slot left empty
     engine small(*m, shifting(32));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_helpers.h"
 #include "common/fixtures.h"
 #include "model/model_test_util.h"
 #include "weft/core/error.h"
@@ -23,12 +24,6 @@
 
 namespace weft::serving {
 namespace {
-
-std::vector<token> tokens_of(const completion &c) {
-    std::vector<token> out;
-    for (const auto &g : c.tokens) out.push_back(g.id);
-    return out;
-}
 
 engine_params params_with(speculative_params sp, int32_t n_slots = 1, uint32_t n_ctx = 512) {
     engine_params ep;
@@ -84,14 +79,16 @@ void expect_same_greedy_tokens(const model &m, const model *other_draft = nullpt
     const completion plain = run(m, {}, prompt, 40, greedy());
     ASSERT_EQ(plain.tokens.size(), 40u) << plain.error;
     const completion looked = run(m, lookup(1), prompt, 40, greedy());
-    EXPECT_EQ(tokens_of(looked), tokens_of(plain)) << m.path() << ": prompt lookup";
+    EXPECT_EQ(test::generated_ids(looked), test::generated_ids(plain)) << m.path() << ": prompt lookup";
     const completion self = run(m, with_draft(m), prompt, 40, greedy());
-    EXPECT_EQ(tokens_of(self), tokens_of(plain)) << m.path() << ": the model as its own draft";
+    EXPECT_EQ(test::generated_ids(self), test::generated_ids(plain))
+        << m.path() << ": the model as its own draft";
     EXPECT_GT(self.n_drafted, 0) << m.path();
     EXPECT_EQ(self.n_draft_accepted, self.n_drafted) << m.path() << ": a greedy self-draft is always right";
     if (other_draft) {
         const completion other = run(m, with_draft(*other_draft), prompt, 40, greedy());
-        EXPECT_EQ(tokens_of(other), tokens_of(plain)) << m.path() << ": draft " << other_draft->path();
+        EXPECT_EQ(test::generated_ids(other), test::generated_ids(plain))
+            << m.path() << ": draft " << other_draft->path();
         EXPECT_GT(other.n_drafted, 0);
     }
 }
@@ -132,7 +129,8 @@ TEST(Speculative, ConcurrentSlotsGetTheirSoloTokens) {
     const std::vector<std::string> prompts = {"Once upon a time", "The cat sat", "abc abc abc abc", "Lily"};
     std::vector<std::vector<token>> solo;
     for (const auto &p : prompts)
-        solo.push_back(tokens_of(run(*target, {}, target->vocab().tokenize(p, true, true), 30, greedy())));
+        solo.push_back(
+            test::generated_ids(run(*target, {}, target->vocab().tokenize(p, true, true), 30, greedy())));
     for (const speculative_params &sp : {lookup(2), with_draft(*draft, 6)}) {
         engine eng(*target, params_with(sp, 4));
         std::vector<std::shared_ptr<job>> jobs;
@@ -148,7 +146,7 @@ TEST(Speculative, ConcurrentSlotsGetTheirSoloTokens) {
         }
         for (size_t i = 0; i < jobs.size(); ++i) {
             ASSERT_TRUE(jobs[i]->finished());
-            EXPECT_EQ(tokens_of(jobs[i]->result()), solo[i]) << prompts[i];
+            EXPECT_EQ(test::generated_ids(jobs[i]->result()), solo[i]) << prompts[i];
         }
         EXPECT_GT(eng.stats().draft_tokens, 0u);
     }
@@ -163,7 +161,8 @@ TEST(Speculative, SmallBatchesAndCancellationKeepTokensExact) {
     const std::vector<std::string> prompts = {"abc abc abc", "The cat sat", "Lily and Lily", "xyz xyz"};
     std::vector<std::vector<token>> solo;
     for (const auto &p : prompts)
-        solo.push_back(tokens_of(run(*target, {}, target->vocab().tokenize(p, true, true), 20, greedy())));
+        solo.push_back(
+            test::generated_ids(run(*target, {}, target->vocab().tokenize(p, true, true), 20, greedy())));
     for (const speculative_params &sp : {lookup(1), with_draft(*target, 6)}) {
         for (int cancel_after = 3; cancel_after <= 9; ++cancel_after) {  // each slot skipped at some point
             engine_params ep = params_with(sp, 3);
@@ -187,7 +186,7 @@ TEST(Speculative, SmallBatchesAndCancellationKeepTokensExact) {
             EXPECT_EQ(jobs[1]->result().finish, finish_reason::cancelled);
             for (size_t i : {size_t(0), size_t(2), size_t(3)}) {
                 ASSERT_TRUE(jobs[i]->finished());
-                EXPECT_EQ(tokens_of(jobs[i]->result()), solo[i])
+                EXPECT_EQ(test::generated_ids(jobs[i]->result()), solo[i])
                     << prompts[i] << ", cancel after " << cancel_after;
             }
         }
@@ -209,10 +208,11 @@ TEST(Speculative, SeededSamplingUnchanged) {
         sampling.temp = 1.0f;
         sampling.penalty_repeat = 1.1f;  // state that must advance exactly as in plain decoding
         const std::vector<token> prompt = prompt_of(*target);
-        const auto plain = tokens_of(run(*target, {}, prompt, 24, sampling));
-        EXPECT_EQ(tokens_of(run(*target, with_draft(*draft), prompt, 24, sampling)), plain) << seed;
-        EXPECT_EQ(tokens_of(run(*target, with_draft(*target), prompt, 24, sampling)), plain) << seed;
-        EXPECT_EQ(tokens_of(run(*target, lookup(1), prompt, 24, sampling)), plain) << seed;
+        const auto plain = test::generated_ids(run(*target, {}, prompt, 24, sampling));
+        EXPECT_EQ(test::generated_ids(run(*target, with_draft(*draft), prompt, 24, sampling)), plain) << seed;
+        EXPECT_EQ(test::generated_ids(run(*target, with_draft(*target), prompt, 24, sampling)), plain)
+            << seed;
+        EXPECT_EQ(test::generated_ids(run(*target, lookup(1), prompt, 24, sampling)), plain) << seed;
     }
 }
 

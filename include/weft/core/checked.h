@@ -5,12 +5,18 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 #include "weft/core/error.h"
 
 namespace weft {
+
+// x rounded up to a multiple of a (> 0); without overflow where the result fits.
+constexpr size_t align_up(size_t x, size_t a) {
+    return x + (a - x % a) % a;
+}
 
 // a * b into `out`; true when the exact product does not fit in T.
 template <std::integral T>
