@@ -169,8 +169,8 @@ int bench_main(int argc, char **argv) {
         ctx.kv_clear();
     }
 
-    // a run's start: an empty cache, then the depth's random tokens (untimed, not profiled)
     const std::string at_depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";
+    const std::string sequences = n_parallel > 1 ? " x" + std::to_string(n_parallel) : std::string();
     // depth tokens in sequence `seq`: random tokens at positions [0, n_depth)
     auto fill_depth = [&](weft::seq_id seq) {
         for (int done = 0; done < n_depth;) {
@@ -215,9 +215,8 @@ int bench_main(int argc, char **argv) {
         const double s = seconds_since(t0);
         tg_seconds.push_back(s);
         tg_tps.push_back(double(n_gen) * n_parallel / s);
-        const std::string seqs = n_parallel > 1 ? " x" + std::to_string(n_parallel) : std::string();
-        std::fprintf(stderr, "weft bench: tg%d%s%s run %d: %.2f t/s\n", n_gen, seqs.c_str(), at_depth.c_str(),
-                     r + 1, tg_tps.back());
+        std::fprintf(stderr, "weft bench: tg%d%s%s run %d: %.2f t/s\n", n_gen, sequences.c_str(),
+                     at_depth.c_str(), r + 1, tg_tps.back());
     }
     const auto perf = ctx.perf();
     ctx.set_profile(nullptr);
@@ -232,11 +231,10 @@ int bench_main(int argc, char **argv) {
     const stats pp = summarize(pp_tps), tg = summarize(tg_tps);
     // generation reads the weights once per step, plus, for each sequence, the depth's and on average
     // half the generated KV rows
-    const double mid = n_depth + 0.5 * n_gen;
-    const double tg_bytes_per_token =
-        bytes_per_generated_token(*m, ctx, mid) +
-        (n_parallel - 1) * (bytes_per_generated_token(*m, ctx, mid) - bytes_per_generated_token(*m, ctx, 0));
-    const double tg_bw = n_gen > 0 ? tg_bytes_per_token * tg.mean / n_parallel : 0.0;
+    const double one_sequence = bytes_per_generated_token(*m, ctx, n_depth + 0.5 * n_gen);
+    const double tg_bytes_per_step =
+        one_sequence + (n_parallel - 1) * (one_sequence - bytes_per_generated_token(*m, ctx, 0));
+    const double tg_bw = n_gen > 0 ? tg_bytes_per_step * tg.mean / n_parallel : 0.0;
     const double fraction = machine_bw > 0 ? tg_bw / machine_bw : 0.0;
 
     if (json) {
@@ -270,8 +268,8 @@ int bench_main(int argc, char **argv) {
                        {"tokens_per_s", tg.mean},
                        {"stddev", tg.stddev},
                        {"runs", tg_tps},
-                       {"bytes_per_token", tg_bytes_per_token / n_parallel},
-                       {"bytes_per_step", tg_bytes_per_token},
+                       {"bytes_per_token", tg_bytes_per_step / n_parallel},
+                       {"bytes_per_step", tg_bytes_per_step},
                        {"bandwidth_gb_s", tg_bw / 1e9},
                        {"machine_bandwidth_gb_s", machine_bw / 1e9},
                        {"bandwidth_fraction", fraction}};
@@ -310,8 +308,7 @@ int bench_main(int argc, char **argv) {
     else
         std::snprintf(count, sizeof count, "%.2f M", params / 1e6);
     const auto row = [&](const char *test, int n, const stats &st) {
-        const std::string seqs =
-            test == std::string("tg") && n_parallel > 1 ? " x" + std::to_string(n_parallel) : std::string();
+        const std::string seqs = test == std::string("tg") ? sequences : std::string();
         std::printf("| %s | %s | %s | %d | %s | %s | %s%d%s%s | %.2f ± %.2f |\n", m->name().c_str(), size,
                     count, n_threads, weft::type_name(ip.type_k), weft::type_name(ip.type_v), test, n,
                     seqs.c_str(), at_depth.c_str(), st.mean, st.stddev);
@@ -320,7 +317,7 @@ int bench_main(int argc, char **argv) {
     if (n_gen > 0) row("tg", n_gen, tg);
     if (n_gen > 0) {
         std::printf("\ngeneration reads %.1f MiB per step (%d token%s): %.2f GB/s",
-                    tg_bytes_per_token / double(1 << 20), n_parallel, n_parallel > 1 ? "s" : "", tg_bw / 1e9);
+                    tg_bytes_per_step / double(1 << 20), n_parallel, n_parallel > 1 ? "s" : "", tg_bw / 1e9);
         if (machine_bw > 0)
             std::printf(" of %.2f GB/s measured read bandwidth (%.0f%%)", machine_bw / 1e9, 100.0 * fraction);
         std::printf("\n");

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "weft/core/checked.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -17,20 +18,16 @@ namespace {
 
 constexpr size_t small_alignment = 64;
 
-size_t round_up(size_t n, size_t to) {
-    return (n + to - 1) / to * to;
-}
-
 // `bytes` rounded up to whole huge pages, mapped at a huge-page boundary: one mapping of a page
 // more than needed, the misaligned head and the tail unmapped again.
 std::byte *map_huge(size_t bytes) {
-    const size_t length = round_up(bytes, huge_page_bytes);
+    const size_t length = align_up(bytes, huge_page_bytes);
     if (length < bytes || length + huge_page_bytes < length) return nullptr;
     void *raw =
         ::mmap(nullptr, length + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
     const auto start = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = round_up(start, huge_page_bytes);
+    const uintptr_t aligned = align_up(start, huge_page_bytes);
     if (aligned > start) ::munmap(raw, aligned - start);
     const size_t tail = start + huge_page_bytes - aligned;
     if (tail) ::munmap(reinterpret_cast<void *>(aligned + length), tail);
@@ -46,7 +43,7 @@ host_block::host_block(size_t bytes, const char *what) : size_(bytes == 0 ? 1 : 
         base_ = map_huge(size_);
     else
         base_ =
-            static_cast<std::byte *>(std::aligned_alloc(small_alignment, round_up(size_, small_alignment)));
+            static_cast<std::byte *>(std::aligned_alloc(small_alignment, align_up(size_, small_alignment)));
     if (base_ == nullptr) throw error("[cpu] cannot allocate " + std::to_string(bytes) + " bytes of " + what);
 }
 
@@ -69,7 +66,7 @@ host_block &host_block::operator=(host_block &&other) noexcept {
 void host_block::release(std::byte *base, size_t size) {
     if (base == nullptr) return;
     if (size >= huge_page_bytes)
-        ::munmap(base, round_up(size, huge_page_bytes));
+        ::munmap(base, align_up(size, huge_page_bytes));
     else
         std::free(base);
 }
