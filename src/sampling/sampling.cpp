@@ -69,6 +69,8 @@ class greedy_sampler final : public sampler {
         }
         cur.selected = int64_t(best);
     }
+    // the first of equal maxima is the best by logit_greater: the best one alone picks the same
+    size_t best_needed(size_t n) const override { return std::min<size_t>(n, 1); }
     std::unique_ptr<sampler> clone() const override { return std::make_unique<greedy_sampler>(*this); }
 };
 
@@ -139,6 +141,7 @@ class top_k_sampler final : public sampler {
         }
         cur.data.resize(k);
     }
+    std::optional<size_t> keeps_best(size_t n) const override { return k_ > 0 ? std::min(n, size_t(k_)) : n; }
     std::unique_ptr<sampler> clone() const override { return std::make_unique<top_k_sampler>(*this); }
 
   private:
@@ -295,8 +298,7 @@ class penalties_sampler final : public sampler {
         }
     }
     void apply(token_data_array &cur) override {
-        if (last_n_ == 0 || counts_.empty()) return;
-        if (repeat_ == 1.0f && freq_ == 0.0f && present_ == 0.0f) return;
+        if (neutral()) return;
         for (auto &c : cur.data) {
             const auto it = counts_.find(c.id);
             if (it == counts_.end()) continue;
@@ -310,6 +312,9 @@ class penalties_sampler final : public sampler {
         }
         cur.sorted = false;
     }
+    std::optional<size_t> keeps_best(size_t n) const override {
+        return neutral() ? std::optional<size_t>(n) : std::nullopt;
+    }
     void reset() override {
         window_.clear();
         counts_.clear();
@@ -317,6 +322,9 @@ class penalties_sampler final : public sampler {
     std::unique_ptr<sampler> clone() const override { return std::make_unique<penalties_sampler>(*this); }
 
   private:
+    bool neutral() const {
+        return last_n_ == 0 || counts_.empty() || (repeat_ == 1.0f && freq_ == 0.0f && present_ == 0.0f);
+    }
     int32_t last_n_;
     float repeat_, freq_, present_;
     std::deque<token> window_;                   // the last last_n_ accepted tokens, oldest first
@@ -703,18 +711,62 @@ std::unique_ptr<sampler> make_listed_sampler(sampler_type type, const sampling_p
 
 }  // namespace
 
-void token_data_array_fill(token_data_array &cur, const float *logits, int32_t n_vocab) {
+namespace {
+
+// A NaN would break the ordering every sampler sorts by: refuse it here, by name.
+void check_logits(const float *logits, int32_t n_vocab) {
     if (n_vocab <= 0) throw error("sampler: n_vocab is " + std::to_string(n_vocab) + ", must be positive");
     if (!logits) throw error("sampler: logits pointer is null");
+    int32_t n_nan = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) n_nan += logits[i] != logits[i];  // no branch: vectorizes
+    if (n_nan == 0) return;
+    for (int32_t i = 0; i < n_vocab; ++i)
+        if (std::isnan(logits[i]))
+            throw error("sampler: the logit of token " + std::to_string(i) + " is NaN");
+}
+
+}  // namespace
+
+void token_data_array_fill(token_data_array &cur, const float *logits, int32_t n_vocab) {
+    check_logits(logits, n_vocab);
     cur.data.resize(size_t(n_vocab));
     cur.selected = -1;
     cur.sorted = false;
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        // a NaN would break the ordering every sampler sorts by: refuse it here, by name
-        if (std::isnan(logits[i]))
-            throw error("sampler: the logit of token " + std::to_string(i) + " is NaN");
-        cur.data[size_t(i)] = token_data{i, logits[i], 0.0f};
+    for (int32_t i = 0; i < n_vocab; ++i) cur.data[size_t(i)] = token_data{i, logits[i], 0.0f};
+}
+
+void token_data_array_fill_best(token_data_array &cur, const float *logits, int32_t n_vocab, size_t k) {
+    check_logits(logits, n_vocab);
+    k = std::min(k, size_t(n_vocab));
+    cur.data.clear();
+    cur.selected = -1;
+    cur.sorted = true;
+    if (k == 0) return;
+    // A heap of the best k so far, its worst at the front (the order of logit_greater). Ids come in
+    // ascending order, so a later candidate of the same logit is worse: only a greater logit enters.
+    auto &kept = cur.data;
+    for (int32_t i = 0; i < int32_t(k); ++i) kept.push_back(token_data{i, logits[i], 0.0f});
+    std::make_heap(kept.begin(), kept.end(), logit_greater);
+    float worst = kept.front().logit;
+    auto offer = [&](int32_t i) {
+        if (!(logits[i] > worst)) return;
+        std::pop_heap(kept.begin(), kept.end(), logit_greater);
+        kept.back() = token_data{i, logits[i], 0.0f};
+        std::push_heap(kept.begin(), kept.end(), logit_greater);
+        worst = kept.front().logit;
+    };
+    // most runs of logits hold nothing better than the worst kept: a count of those above it (a
+    // loop without branches, which vectorizes) says so, and only the others are looked at one by one
+    constexpr int32_t run = 64;
+    int32_t i = int32_t(k);
+    for (; i + run <= n_vocab; i += run) {
+        int32_t above = 0;
+        for (int32_t j = 0; j < run; ++j) above += logits[i + j] > worst;
+        if (above == 0) continue;
+        for (int32_t j = 0; j < run; ++j) offer(i + j);
     }
+    for (; i < n_vocab; ++i) offer(i);
+    std::sort_heap(kept.begin(), kept.end(), logit_greater);
 }
 
 token_data_array token_data_array_from_logits(const float *logits, int32_t n_vocab) {
@@ -734,7 +786,11 @@ token sampler::sample(const float *logits, int32_t n_vocab) {
     // One candidate buffer per thread, kept between calls: a fresh multi-megabyte vector per token
     // (150k-entry vocabularies) costs page faults on every step.
     thread_local token_data_array cur;
-    token_data_array_fill(cur, logits, n_vocab);
+    const size_t n = n_vocab > 0 ? size_t(n_vocab) : 0;  // 0: the fill below throws, naming it
+    if (const size_t best = best_needed(n); best < n)
+        token_data_array_fill_best(cur, logits, n_vocab, best);
+    else
+        token_data_array_fill(cur, logits, n_vocab);
     apply(cur);
     if (cur.selected < 0 || size_t(cur.selected) >= cur.data.size())
         throw error(std::string("sampler '") + name() +
@@ -763,6 +819,24 @@ std::string sampler_chain::describe() const {
         out += inner ? inner->describe() : s->name();
     }
     return out.empty() ? "(empty)" : out;
+}
+
+std::optional<size_t> sampler_chain::keeps_best(size_t n) const {
+    for (const auto &s : samplers_) {
+        const std::optional<size_t> kept = s->keeps_best(n);
+        if (!kept) return std::nullopt;
+        n = *kept;
+    }
+    return n;
+}
+
+size_t sampler_chain::best_needed(size_t n) const {
+    for (const auto &s : samplers_) {
+        const std::optional<size_t> kept = s->keeps_best(n);
+        if (!kept) return s->best_needed(n);
+        n = *kept;
+    }
+    return n;
 }
 
 void sampler_chain::accept(token t) {

@@ -834,7 +834,11 @@ class routes {
                double(st.draft_accepted));
         metric("draft_acceptance_rate", "gauge", "speculative decoding: accepted / verified draft tokens",
                st.draft_tokens > 0 ? double(st.draft_accepted) / double(st.draft_tokens) : 0.0);
+        metric("decode_steps_total", "counter", "batches decoded", double(st.steps));
         metric("decode_seconds_total", "counter", "time spent decoding batches", st.decode_ms / 1000.0);
+        metric("sample_seconds_total", "counter",
+               "time after decoding: sampling, stop strings and streaming events to the requests",
+               st.sample_ms / 1000.0);
         metric(
             "tokens_per_second", "gauge", "prompt and generated tokens per second of decoding",
             st.decode_ms > 0 ? double(st.prompt_tokens + st.generated_tokens) * 1000.0 / st.decode_ms : 0.0);

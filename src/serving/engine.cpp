@@ -784,6 +784,7 @@ bool engine::step() {
         stats_.graph_builds = uint64_t(ctx_->perf().n_graph_builds);
         stats_.graph_build_ms = ctx_->perf().t_graph_build_ms;
     }
+    const auto decoded = clock_type::now();
     for (slot *s : in_batch) {
         const int32_t row = output_of[size_t(s->id)];
         if (row >= 0) {
@@ -802,6 +803,9 @@ bool engine::step() {
         }
         publish_slot(*s);
     }
+    const double sample_ms = ms_between(decoded, clock_type::now());
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.sample_ms += sample_ms;
     return true;
 }
 

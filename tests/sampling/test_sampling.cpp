@@ -45,6 +45,82 @@ TEST(Sampling, CandidatesFromLogits) {
     EXPECT_THROW(make_greedy()->sample(with_nan.data(), 3), error);
 }
 
+// Logits of a 5000-entry vocabulary on a coarse grid: many ties, which the order breaks by id.
+std::vector<float> tied_logits(std::mt19937 &rng) {
+    std::uniform_int_distribution<int> level(-40, 40);
+    std::vector<float> logits(5000);
+    for (float &x : logits) x = 0.25f * float(level(rng));
+    return logits;
+}
+
+TEST(Sampling, BestCandidatesAreTheSortedPrefixOfAll) {
+    std::mt19937 rng(7);
+    for (size_t k : {size_t(1), size_t(2), size_t(40), size_t(4999), size_t(5000), size_t(6000)}) {
+        SCOPED_TRACE(k);
+        const std::vector<float> logits = tied_logits(rng);
+        auto all = candidates(logits);
+        token_data_array_softmax(all);
+        all.data.resize(std::min(k, all.data.size()));
+        token_data_array best;
+        token_data_array_fill_best(best, logits.data(), int32_t(logits.size()), k);
+        EXPECT_TRUE(best.sorted);
+        EXPECT_EQ(best.selected, -1);
+        EXPECT_EQ(ids_of(best), ids_of(all));
+    }
+    token_data_array none;
+    const std::vector<float> logits = {1.0f, 2.0f};
+    token_data_array_fill_best(none, logits.data(), 2, 0);
+    EXPECT_TRUE(none.data.empty());
+    const std::vector<float> with_nan = {0.5f, 1.0f, std::nanf(""), 2.0f};
+    EXPECT_THROW(token_data_array_fill_best(none, with_nan.data(), 4, 1), error);
+    EXPECT_THROW(token_data_array_fill_best(none, nullptr, 4, 1), error);
+    EXPECT_THROW(token_data_array_fill_best(none, logits.data(), 0, 1), error);
+}
+
+// sample() builds only the candidates the chain's leading samplers keep (top-k, or the best one for
+// greedy): every chain must pick what it picks from the whole vocabulary, draw after draw.
+TEST(Sampling, SampleFromTheBestCandidatesPicksAsFromAll) {
+    struct variant {
+        const char *name;
+        sampling_params p;
+        size_t needed;  // best_needed(5000) of the fresh chain
+    };
+    std::vector<variant> variants;
+    sampling_params p;
+    p.seed = 99;
+    variants.push_back({"default", p, 40});
+    p.top_k = 0;
+    variants.push_back({"no top-k", p, 5000});
+    p.top_k = 7000;
+    variants.push_back({"top-k above the vocabulary", p, 5000});
+    p.top_k = 3;
+    p.penalty_repeat = 1.5f;  // neutral until the first token is accepted
+    variants.push_back({"top-k after penalties", p, 3});
+    p = sampling_params{};
+    p.temp = 0.0f;
+    variants.push_back({"greedy", p, 1});
+    p.penalty_repeat = 1.3f;
+    variants.push_back({"greedy with a repeat penalty", p, 1});
+    p.logit_bias = {{12, 1.0f}};
+    variants.push_back({"greedy after a logit bias", p, 5000});
+    for (const variant &v : variants) {
+        SCOPED_TRACE(v.name);
+        auto fast = make_sampler_chain(v.p), whole = make_sampler_chain(v.p);
+        EXPECT_EQ(fast->best_needed(5000), v.needed);
+        std::mt19937 rng(3);
+        for (int draw_index = 0; draw_index < 200; ++draw_index) {
+            const std::vector<float> logits = tied_logits(rng);
+            const token got = fast->sample(logits.data(), int32_t(logits.size()));
+            auto cur = candidates(logits);
+            whole->apply(cur);
+            ASSERT_GE(cur.selected, 0);
+            const token want = cur.data[size_t(cur.selected)].id;
+            whole->accept(want);
+            ASSERT_EQ(got, want) << "draw " << draw_index;
+        }
+    }
+}
+
 TEST(Sampling, SoftmaxSortsAndNormalizes) {
     auto cur = candidates(log_of({0.1f, 0.4f, 0.2f, 0.3f}));
     token_data_array_softmax(cur);

@@ -735,8 +735,13 @@ TEST_F(ServeCli, ServiceRoutes) {
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->status, 200);
     for (const char *name : {"weft_generated_tokens_total ", "weft_prompt_tokens_total ", "weft_busy_slots ",
-                             "weft_queue_length ", "weft_kv_cells_used ", "weft_tokens_per_second "})
+                             "weft_queue_length ", "weft_kv_cells_used ", "weft_tokens_per_second ",
+                             "weft_decode_steps_total ", "weft_sample_seconds_total "})
         EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
+    // a completion was decoded: at least its prompt's step and one per generated token but the last
+    const size_t steps_at = metrics->body.find("\nweft_decode_steps_total ");
+    ASSERT_NE(steps_at, std::string::npos) << metrics->body;
+    EXPECT_GE(std::stod(metrics->body.substr(steps_at + 25)), 2.0) << metrics->body;
 
     const std::string id = json::parse(cli.Get("/v1/models")->body)["data"][0].value("id", "");
     EXPECT_EQ(cli.Get(("/v1/models/" + id).c_str())->status, 200);

@@ -35,6 +35,10 @@ struct token_data_array {
 token_data_array token_data_array_from_logits(const float *logits, int32_t n_vocab);
 // The same into an existing array, reusing its memory.
 void token_data_array_fill(token_data_array &cur, const float *logits, int32_t n_vocab);
+// Only the best k candidates (by logit, ties: the lower id first), sorted so, p = 0: what filling
+// all of them and keeping the first k after sorting gives, in one pass over the logits instead of
+// a pass that writes the whole vocabulary. The same errors as token_data_array_fill.
+void token_data_array_fill_best(token_data_array &cur, const float *logits, int32_t n_vocab, size_t k);
 
 // Sorts descending by logit (ties: ascending id) and sets p to the softmax of the logits. Logits of
 // -inf get p = 0. Empty arrays are left alone.
@@ -54,6 +58,13 @@ class sampler {
     virtual std::unique_ptr<sampler> clone() const = 0;
     // The seed of the first seeded sampler inside (for a chain) or of this one; nullopt when none.
     virtual std::optional<uint32_t> seed() const { return std::nullopt; }
+    // When this sampler, as it stands, only keeps the best candidates (by logit, ties: the lower id
+    // first) and changes nothing else, how many of n it keeps; nullopt when it does anything else.
+    virtual std::optional<size_t> keeps_best(size_t n) const { return std::nullopt; }
+    // How many of the n candidates apply() needs, the best ones sorted, to come out as it would
+    // from all n: fewer when it (a chain: its leading samplers) only truncates to the best or only
+    // picks the best. sample() then builds just those (top-k 40 of a 150k vocabulary: 40 entries).
+    virtual size_t best_needed(size_t n) const { return keeps_best(n).value_or(n); }
 
     // Builds the candidate array from one row of logits, runs apply(), and returns the selected
     // token. Like the established engine, it also calls accept() with that token, so the caller
@@ -77,6 +88,8 @@ class sampler_chain final : public sampler {
     std::string describe() const;
 
     const char *name() const override { return "chain"; }
+    std::optional<size_t> keeps_best(size_t n) const override;
+    size_t best_needed(size_t n) const override;
     void accept(token t) override;
     void apply(token_data_array &cur) override;
     void reset() override;

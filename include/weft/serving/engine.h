@@ -203,6 +203,7 @@ struct engine_stats {
     uint64_t generated_tokens = 0;  // sampled
     uint64_t steps = 0;             // decode calls
     double decode_ms = 0.0;         // time inside decode calls
+    double sample_ms = 0.0;         // time after them: sampling, stop strings, events to the jobs
     uint64_t graph_builds = 0;      // of those, steps whose batch shape needed a new graph
     double graph_build_ms = 0.0;    // time building them (the rest reused the previous graph)
     uint64_t draft_tokens = 0;      // speculative decoding: draft tokens verified
