@@ -252,6 +252,52 @@ TEST(CpuInterleaved, MulMatIsBatchAndThreadInvariant) {
     }
 }
 
+// Consecutive products (a decode step's chain of projections) take their chunks from counters that
+// no barrier of their own resets (alternating_counters: thread 0 zeroes the next node's set while a
+// node runs): with 1 to 4 threads, run after run with new inputs, every chunk of every node is
+// computed (a chunk left out keeps the last run's values), and the thread counts agree bit for bit.
+TEST(CpuInterleaved, ChainedProductsComputeEveryChunk) {
+    const int64_t k = 256, n_steps = 5;
+    auto ctx = data_context();
+    std::vector<uint8_t> plain;
+    std::vector<float> w;
+    tensor *a = make_matrix(*ctx, dtype::q4_0, k, k, 31, plain, w);
+    const auto repacked = interleave_in_place(*a);
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(4), int64_t(7)}) {  // few columns, then shared ones
+        SCOPED_TRACE(n);
+        tensor *x = ctx->new_tensor(dtype::f32, {k, n});
+        std::vector<tensor *> steps;
+        for (tensor *in = x; int64_t(steps.size()) < n_steps; in = steps.back())
+            steps.push_back(mul_mat(*ctx, a, in));
+        graph g;
+        build_forward_expand(g, steps.back());
+        std::vector<float> first;
+        for (int threads : {1, 2, 3, 4}) {
+            for (uint32_t seed : {1u, 2u}) {
+                SCOPED_TRACE(threads);
+                fill_uniform(*x, seed + 10 * uint32_t(n));
+                cpu_backend backend(threads);
+                ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+                for (size_t s = 0; s < steps.size(); ++s) {  // each against the product of the one before
+                    const std::vector<float> in = values_of(s == 0 ? *x : *steps[s - 1]);
+                    std::vector<double> want(size_t(k * n));
+                    for (int64_t c = 0; c < n; ++c)
+                        for (int64_t r = 0; r < k; ++r)
+                            for (int64_t i = 0; i < k; ++i)
+                                want[size_t(c * k + r)] +=
+                                    double(w[size_t(r * k + i)]) * in[size_t(c * k + i)];
+                    EXPECT_LE(normalized_error(values_of(*steps[s]), want), 5e-4) << "step " << s;
+                }
+                if (seed != 1) continue;
+                if (threads == 1)
+                    first = values_of(*steps.back());
+                else
+                    EXPECT_EQ(values_of(*steps.back()), first);
+            }
+        }
+    }
+}
+
 // The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs
 // and the grid i-quants': one exact integer sum and one fma per block, in block order, the grid types
 // then times their unit; vec_dot_q8_0: the reference engine's eight lanes of four products) bit for bit. For

@@ -25,6 +25,8 @@ struct cpu_backend::impl {
     // Work memory shared by the threads of a node; grown to the largest need, never shrunk.
     cpu::host_block work;
     size_t work_size = 0;
+    // The nodes' chunk counters (alternating_counters), sized for the pool when a graph starts.
+    cpu::host_block counters;
 
     cpu::run_control control;
     op_profile *profile = nullptr;  // filled by thread 0 when set
@@ -106,11 +108,14 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
     p.wsize = work_size;
     p.pool = &pool;
     p.control = &control;
+    const cpu::alternating_counters node_counters(counters.data(), p.nth);
+    uint64_t step = 0;
     for (size_t i = begin; i < end; ++i) {
         tensor &node = *g.nodes[i];
         const cpu::op_kernel &k = cpu::kernel_of(node.op);
         if (!k.compute) continue;  // views and leafs: no work, no barrier
         p.node_index = i;
+        p.counters = node_counters.for_step(step++, ith);
         const bool timed = ith == 0 && profile != nullptr;
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
@@ -131,6 +136,9 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
 }
 
 compute_status cpu_backend::impl::run_nodes(graph &g, size_t begin, size_t end) {
+    const size_t counter_bytes = cpu::alternating_counters::bytes(pool.size());
+    if (counters.size() < counter_bytes) counters = cpu::host_block(counter_bytes, "chunk counters");
+    cpu::alternating_counters(counters.data(), pool.size()).zero_first();
     pool.run([&](int ith) { compute_nodes(ith, g, begin, end); });
     if (control.failed) throw error(control.failure);
     return control.stop_after.load() != cpu::run_control::never ? compute_status::aborted

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "weft/core/tensor.h"
@@ -57,6 +58,9 @@ struct compute_params {
     thread_pool *pool = nullptr;  // for barrier()
     run_control *control = nullptr;
     size_t node_index = 0;  // of the node being computed
+    // nth chunk counters (chunk_counters), each on its own cache line, zero when the node starts
+    // without a barrier of its own (alternating_counters); null where the caller has none
+    std::byte *counters = nullptr;
 
     void barrier() const;
     // Bad input found while computing: the graph stops after this node and graph_compute throws.
@@ -95,6 +99,32 @@ constexpr size_t cache_line = 64;
 inline size_t pad_to_cache_line(size_t bytes) {
     return (bytes + cache_line - 1) / cache_line * cache_line;
 }
+
+// Chunk counters that need no barrier of their own before use: two sets taken in turns by the
+// steps of a walk (the nodes of a graph, the experts of a mul_mat_id). While step s runs with one
+// set, thread 0 zeroes the other for step s + 1, and the barrier that ends step s publishes it; the
+// first step's set is zeroed before the walk (zero_first, followed by a barrier or a thread start).
+class alternating_counters {
+  public:
+    static size_t bytes(int n_threads) { return 2 * set_bytes(n_threads); }
+    alternating_counters(std::byte *memory, int n_threads) : memory_(memory), n_threads_(n_threads) {}
+    void zero_first() const { zero(0); }
+    // The set of step `step`, by every thread at the step's start.
+    std::byte *for_step(uint64_t step, int ith) const {
+        if (ith == 0) zero((step + 1) % 2);
+        return memory_ + size_t(step % 2) * set_bytes(n_threads_);
+    }
+
+  private:
+    static size_t set_bytes(int n_threads) { return cache_line * size_t(n_threads); }
+    void zero(uint64_t set) const {
+        for (int t = 0; t < n_threads_; ++t)
+            new (memory_ + size_t(set) * set_bytes(n_threads_) + cache_line * size_t(t))
+                std::atomic<int64_t>(0);
+    }
+    std::byte *memory_;
+    int n_threads_;
+};
 
 // The float scratch of thread ith when each thread gets floats_per_thread floats of wdata.
 inline float *thread_scratch(const compute_params &p, int64_t floats_per_thread) {

@@ -54,12 +54,10 @@ void attention_task_scalar(const attention_task &a) {
 void compute_attention(const compute_params &p, tensor &dst) {
     const tensor &q = *dst.src[0], &k = *dst.src[1];
     const int64_t n_tokens = q.ne[1], n_head_kv = k.ne[2];
-    auto *next_task = reinterpret_cast<std::atomic<int64_t> *>(p.wdata);
-    if (p.ith == 0) new (next_task) std::atomic<int64_t>(0);
-    p.barrier();
-
+    // the node's first chunk counter, zero at its start (compute_params::counters): no barrier
+    auto *next_task = reinterpret_cast<std::atomic<int64_t> *>(p.counters);
     const attention_scratch layout(dst);
-    std::byte *mine = p.wdata + cache_line + size_t(p.ith) * layout.per_thread;
+    std::byte *mine = p.wdata + size_t(p.ith) * layout.per_thread;
     attention_task task{};
     task.q = &q;
     task.k = &k;
@@ -100,7 +98,7 @@ bool supports_attention(const tensor &dst) {
 }
 
 size_t work_size_attention(const tensor &dst, int n_threads) {
-    return cache_line + attention_scratch(dst).per_thread * size_t(n_threads);
+    return attention_scratch(dst).per_thread * size_t(n_threads);
 }
 
 }  // namespace weft::cpu

@@ -62,12 +62,12 @@ struct expert_product {
 };
 
 // Byte offsets of mul_mat_id's work memory: a failure slot, the pairs ordered by expert, each
-// expert's first pair in that order (and a fill cursor), the gathered columns, their results, and
-// the work memory of the inner mul_mat.
+// expert's first pair in that order (and a fill cursor), the gathered columns, their results, the
+// inner products' chunk counters (alternating_counters), and the work memory of the inner mul_mat.
 struct mul_mat_id_work {
-    size_t order = 0, start = 0, cursor = 0, columns = 0, results = 0, inner = 0;
+    size_t order = 0, start = 0, cursor = 0, columns = 0, results = 0, counters = 0, inner = 0;
 
-    explicit mul_mat_id_work(const tensor &dst) {
+    mul_mat_id_work(const tensor &dst, int n_threads) {
         const tensor &experts = *dst.src[0];
         const size_t n_pairs = size_t(dst.ne[1] * dst.ne[2]), n_expert = size_t(experts.ne[2]);
         order = cache_line;
@@ -75,7 +75,8 @@ struct mul_mat_id_work {
         cursor = start + pad_to_cache_line((n_expert + 1) * sizeof(int64_t));
         columns = cursor + pad_to_cache_line(n_expert * sizeof(int64_t));
         results = columns + pad_to_cache_line(n_pairs * size_t(experts.ne[0]) * sizeof(float));
-        inner = results + pad_to_cache_line(n_pairs * size_t(experts.ne[1]) * sizeof(float));
+        counters = results + pad_to_cache_line(n_pairs * size_t(experts.ne[1]) * sizeof(float));
+        inner = counters + alternating_counters::bytes(n_threads);
     }
 };
 
@@ -121,7 +122,7 @@ void compute_mul_mat_id(const compute_params &p, tensor &dst) {
     const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
     const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
     const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
-    const mul_mat_id_work w(dst);
+    const mul_mat_id_work w(dst, p.nth);
     auto *bad_pair = work_at<int64_t>(p, 0);
     auto *order = work_at<int32_t>(p, w.order);
     auto *start = work_at<int64_t>(p, w.start);
@@ -146,15 +147,19 @@ void compute_mul_mat_id(const compute_params &p, tensor &dst) {
         const int64_t pair = order[j], i = pair % n_used, t = pair / n_used;
         load_row(b.type, row_at(b, b.ne[1] == 1 ? 0 : i, t, 0), b.nb[0], k, columns + j * k);
     }
+    const alternating_counters expert_counters(p.wdata + w.counters, p.nth);
+    if (p.ith == 0) expert_counters.zero_first();
     p.barrier();
 
     // 2. one ordinary product per expert that has columns (every thread takes part in each)
     compute_params inner = p;
     inner.wdata = p.wdata + w.inner;
     inner.wsize = p.wsize - w.inner;
+    uint64_t step = 0;
     for (int64_t e = 0; e < n_expert; ++e) {
         const int64_t n_cols = start[e + 1] - start[e];
         if (n_cols == 0) continue;
+        inner.counters = expert_counters.for_step(step++, p.ith);
         expert_product product(experts, e, columns + start[e] * k, n_cols, results + start[e] * m);
         compute_mul_mat(inner, product.dst);
         p.barrier();  // the inner work memory is reused by the next expert
@@ -183,7 +188,7 @@ bool supports_mul_mat_id(const tensor &dst) {
 }
 
 size_t work_size_mul_mat_id(const tensor &dst, int n_threads) {
-    const mul_mat_id_work w(dst);
+    const mul_mat_id_work w(dst, n_threads);
     // the most columns one expert can get: every pair
     expert_product all(*dst.src[0], 0, nullptr, dst.ne[1] * dst.ne[2], nullptr);
     return w.inner + work_size_mul_mat(all.dst, n_threads);

@@ -43,24 +43,23 @@ size_t converted_bytes(const tensor &b, dtype vec_dot_type) {
 // Chunks [0, n) split into one contiguous region per thread. A thread takes its own region's chunks
 // front to back, then helps the others from their fronts: each thread's weights stream from one
 // contiguous range (the prefetchers run ahead instead of restarting at every chunk), and no thread
-// idles while another still has work. One counter per thread, each on its own cache line, at the
-// start of the node's work memory. Who computes a chunk does not change its values.
+// idles while another still has work (nor waits at the node's end for one the machine preempted).
+// The counters, one per thread counting the chunks taken from its region, are the node's
+// (compute_params::counters): zero when it starts, without a barrier of its own. Who computes a
+// chunk does not change its values.
 class chunk_dispenser {
   public:
-    static size_t bytes(int n_threads) { return cache_line * size_t(n_threads); }
-    chunk_dispenser(std::byte *memory, int n_threads, int64_t n_chunks)
-        : memory_(memory), n_threads_(n_threads), n_chunks_(n_chunks) {}
-    // By thread 0, before a barrier that precedes every next().
-    void reset() const {
-        for (int t = 0; t < n_threads_; ++t)
-            new (counter(t)) std::atomic<int64_t>(split_range(n_chunks_, t, n_threads_).begin);
+    chunk_dispenser(const compute_params &p, int64_t n_chunks)
+        : memory_(p.counters), n_threads_(p.nth), n_chunks_(n_chunks) {
+        WEFT_ASSERT(memory_ != nullptr);
     }
     // The next chunk for thread ith; -1 when every chunk has been taken.
     int64_t next(int ith) const {
         for (int i = 0; i < n_threads_; ++i) {
             const int t = (ith + i) % n_threads_;
-            const int64_t c = counter(t)->fetch_add(1, std::memory_order_relaxed);
-            if (c < split_range(n_chunks_, t, n_threads_).end) return c;
+            const index_range region = split_range(n_chunks_, t, n_threads_);
+            const int64_t c = region.begin + counter(t)->fetch_add(1, std::memory_order_relaxed);
+            if (c < region.end) return c;
         }
         return -1;
     }
@@ -78,14 +77,14 @@ class chunk_dispenser {
 
 // Products of at most this many columns (a decode step, or a few sequences' tokens) skip the
 // barrier between quantizing the activations and the products: every thread quantizes all the
-// columns into memory of its own and takes a fixed share of the groups. On a small model a step is
+// columns into memory of its own, then takes chunks of groups. On a small model a step is
 // hundreds of short nodes, and a barrier per product was a good part of it (8-layer embd-512 Q8_0
 // synth: tg64 ~1500 -> ~1750 t/s, pp4 ~3300 -> ~3640 t/s, alternating runs).
 constexpr int64_t few_columns = 4;
 
-// Work memory of a product with interleaved weights: the chunk counters, the activations as q8
-// rows (values, scales, sums), and per thread a float row and a row of q8_0 blocks (with few
-// columns, each thread's own copy of the q8 rows instead of the shared ones).
+// Work memory of a product with interleaved weights: the activations as q8 rows (values, scales,
+// sums), and per thread a float row and a row of q8_0 blocks (with few columns, each thread's own
+// copy of the q8 rows instead of the shared ones).
 struct interleaved_work {
     // byte offsets: of the q8 rows (in the node's work memory, or with few columns in a thread's),
     // of the threads' memory, and its size per thread
@@ -98,11 +97,11 @@ struct interleaved_work {
             n_d * type_traits(format == q8_format::q8_k ? dtype::q8_k : dtype::q8_0).type_size;
         const size_t scratch = pad_to_cache_line(size_t(k) * sizeof(float)) + pad_to_cache_line(blocks);
         const bool private_copies = n_rows <= few_columns;
-        qs = private_copies ? scratch : chunk_dispenser::bytes(n_threads);  // after the chunk counters
+        qs = private_copies ? scratch : 0;
         d = qs + pad_to_cache_line(rows * size_t(k));
         sum = d + pad_to_cache_line(rows * n_d * sizeof(float));
         const size_t q8_end = sum + pad_to_cache_line(rows * n_sums * sizeof(int32_t));
-        threads = private_copies ? chunk_dispenser::bytes(n_threads) : q8_end;
+        threads = private_copies ? 0 : q8_end;
         thread_bytes = private_copies ? q8_end : scratch;
     }
     size_t total(int n_threads) const { return threads + thread_bytes * size_t(n_threads); }
@@ -134,7 +133,7 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     const int64_t nb = k / layout.block;
     const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
     const int64_t n_groups = m / interleave_rows;
-    const chunk_dispenser chunks(p.wdata, p.nth, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
+    const chunk_dispenser chunks(p, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     const bool private_copies = n_cols <= few_columns;
     std::byte *mine = p.wdata + w.threads + size_t(p.ith) * w.thread_bytes;
     std::byte *q8_base = private_copies ? mine : p.wdata;
@@ -154,25 +153,16 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
             const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, scratch);
             quantize_q8_row(x, k, format, qs + r * k, d + r * n_d, sum + r * n_sums, blocks);
         }
-        if (!private_copies) {
-            if (p.ith == 0) chunks.reset();
-            p.barrier();
-        }
+        if (!private_copies) p.barrier();
     }
 
     // 2. chunks of groups (every element is computed by one kernel call in the fixed order, so who
-    //    computes it does not change it); with few columns each thread its fixed share of the groups
+    //    computes it does not change it)
     const q8_rows act = make_q8_rows(qs, d, sum, k, format);
     const group_kernel_fn kernel = best_group_kernel();
     const auto *weights = static_cast<const uint8_t *>(a.data);
     const size_t group_bytes = size_t(nb) * layout.block_bytes;
     auto *out = static_cast<float *>(dst.data);  // contiguous: column c at out + c * m
-    if (private_copies) {
-        const index_range groups = split_range(n_groups, p.ith, p.nth);
-        for (int64_t g = groups.begin; g < groups.end; ++g)
-            kernel(layout, weights + size_t(g) * group_bytes, act, 0, n_cols, out + g * interleave_rows, m);
-        return;
-    }
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
         const int64_t g_begin = chunk * groups_per_chunk;
         const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
@@ -266,7 +256,7 @@ bool b_rows_used_in_place(const tensor &b) {
 size_t work_size_grouped_float(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
     const int64_t panels = (b.nrows() + float_panel_width - 1) / float_panel_width;
-    size_t bytes = chunk_dispenser::bytes(n_threads);  // the chunk counters
+    size_t bytes = 0;
     if (!b_rows_used_in_place(b))
         bytes += pad_to_cache_line(size_t(panels * float_panel_width * b.ne[0]) * sizeof(float));
     return bytes;
@@ -309,16 +299,15 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const tensor &b = *dst.src[1];  // [k, n, B2, B3]
     const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
     const int64_t n_groups = m / float_group_rows;
-    const chunk_dispenser chunks(p.wdata, p.nth, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
+    const chunk_dispenser chunks(p, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
     if (!b_rows_used_in_place(b)) {
-        auto *panels = reinterpret_cast<float *>(p.wdata + chunk_dispenser::bytes(p.nth));
+        auto *panels = reinterpret_cast<float *>(p.wdata);
         pack_panels(b, k, width, split_range((n_cols + width - 1) / width, p.ith, p.nth), panels);
         x = panels;
+        p.barrier();
     }
-    if (p.ith == 0) chunks.reset();
-    p.barrier();
 
     const float_group_fn kernel = best_float_groups();
     const size_t group_bytes = size_t(k) * float_group_rows * type_traits(a.type).type_size;
