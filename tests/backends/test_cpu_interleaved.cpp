@@ -10,6 +10,7 @@
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu_testing.h"
+#include "backends/interleaved_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 #include "weft/quant/quant.h"
@@ -48,34 +49,12 @@ std::shared_ptr<std::vector<uint8_t>> interleave_in_place(tensor &a) {
     return memory;
 }
 
-struct quantized_columns {
-    std::vector<int8_t> qs;
-    std::vector<float> d;
-    std::vector<int32_t> sum;
-    cpu::q8_rows rows;
-};
-
 // n columns of k values quantized as the products of `type` want them.
-quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
-    quantized_columns q;
+test::quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
     const cpu::q8_format format = type_traits(type).block_size == 256 ? cpu::q8_format::q8_k
                                   : type == dtype::q8_0               ? cpu::q8_format::q8_0_slot_sums
                                                                       : cpu::q8_format::q8_0_block_sums;
-    const int64_t nd = k / cpu::values_per_scale(format), ns = k / cpu::values_per_sum(format);
-    q.qs.resize(size_t(k * n));
-    q.d.resize(size_t(nd * n));
-    q.sum.resize(size_t(ns * n));
-    std::vector<float> x(static_cast<size_t>(k));
-    std::vector<uint8_t> blocks(size_t(k) * 2);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (int64_t c = 0; c < n; ++c) {
-        for (auto &v : x) v = dist(rng);
-        cpu::quantize_q8_row(x.data(), k, format, &q.qs[size_t(c * k)], &q.d[size_t(c * nd)],
-                             &q.sum[size_t(c * ns)], blocks.data());
-    }
-    q.rows = cpu::make_q8_rows(q.qs.data(), q.d.data(), q.sum.data(), k, format);
-    return q;
+    return test::quantize_columns(format, k, n, seed);
 }
 
 const dtype interleaved_types[] = {dtype::q4_0,    dtype::q4_1,   dtype::q5_0,    dtype::q5_1,   dtype::q8_0,

@@ -1,0 +1,165 @@
+// tests/backends/bench_group_kernel.cpp — the interleaved group kernel alone: cycles per 64
+// multiply-adds (one vpdpbusd's worth) for a weight type, a row count and column counts, with the
+// weights and activations in cache unless the rows say otherwise. A tool for kernel work (the model
+// benchmarks move ±10-30% with this machine's memory bandwidth; this measures the arithmetic);
+// every result is also checked bit for bit against the scalar kernel. Not a test: ctest runs it
+// once, briefly, to keep it building and agreeing.
+//
+//   bench_group_kernel [--types q8_0,q4_0] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/cpu/interleaved.h"
+#include "backends/cpu/simd_level.h"
+#include "backends/interleaved_testing.h"
+#include "weft/core/tensor.h"
+#include "weft/core/type.h"
+#include "weft/quant/quant.h"
+
+namespace {
+
+using namespace weft;
+
+std::vector<std::string> split(std::string_view list) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) out.emplace_back(list.substr(at, comma - at));
+        at = comma + 1;
+    }
+    return out;
+}
+
+// The clock of this core, from a chain of dependent adds (one a cycle on every x86 core since the
+// P6); elsewhere 0 (then only GMAC/s are printed).
+double measured_ghz() {
+#if defined(__x86_64__)
+    uint64_t x = 0;
+    const int64_t n = 200000000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i)
+        asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return 4.0 * double(n) / s / 1e9;
+#else
+    return 0.0;
+#endif
+}
+
+// Times the best kernel over every group of a [k, rows] matrix of `type` against n columns; 0 when
+// the results differ from the scalar kernel's.
+int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
+    std::mt19937 rng(uint32_t(rows * 131 + n));
+    tensor a{};
+    a.type = type;
+    a.ne[0] = k;
+    a.ne[1] = rows;
+    a.ne[2] = a.ne[3] = 1;
+    a.nb[0] = type_traits(type).type_size;
+    a.nb[1] = row_size(type, k);
+    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
+    std::vector<float> values(size_t(k * rows));
+    std::normal_distribution<float> normal;
+    for (auto &v : values) v = normal(rng);
+    std::vector<float> importance(static_cast<size_t>(k), 1.0f);
+    std::vector<uint8_t> plain(a.nb[2]);
+    quantize_rows(type, values.data(), plain.data(), rows, k, importance.data());
+    if (!cpu::can_interleave(a)) {
+        std::fprintf(stderr, "%s: no interleaved layout for k %lld, rows %lld\n", type_name(type),
+                     static_cast<long long>(k), static_cast<long long>(rows));
+        return 1;
+    }
+    std::vector<uint8_t> packed(cpu::interleaved_size(a));
+    cpu::interleave_tensor(a, plain.data(), packed.data());
+    const cpu::interleaved_layout &l = *cpu::interleaved_layout_of(a);
+    const test::quantized_columns x =
+        test::quantize_columns(cpu::activation_format(l), k, n, uint32_t(rng()));
+    const size_t group_bytes = size_t(k / l.block) * l.block_bytes;
+    const int64_t groups = rows / cpu::interleave_rows;
+    std::vector<float> out(size_t(rows * n)), want(size_t(rows * n));
+    const cpu::group_kernel_fn kernel = cpu::best_group_kernel();
+    auto all_groups = [&](cpu::group_kernel_fn f, float *to) {
+        for (int64_t g = 0; g < groups; ++g)
+            f(l, packed.data() + size_t(g) * group_bytes, x.rows, 0, n, to + g * cpu::interleave_rows, rows);
+    };
+    all_groups(cpu::group_kernel_scalar, want.data());
+    all_groups(kernel, out.data());
+    if (std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) != 0) {
+        std::fprintf(stderr, "%s, %lld columns: the SIMD kernel differs from the scalar one\n",
+                     type_name(type), static_cast<long long>(n));
+        return 0;
+    }
+    int64_t reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double seconds = 0;
+    do {
+        all_groups(kernel, out.data());
+        ++reps;
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (seconds * 1000.0 < ms);
+    const double macs = double(reps) * double(rows) * double(k) * double(n);
+    const double per_64 = ghz > 0 ? seconds * ghz * 1e9 / (macs / 64.0) : 0.0;
+    std::printf("| %s | %lld | %lld | %lld | %.2f | %.1f |\n", type_name(type), static_cast<long long>(k),
+                static_cast<long long>(rows), static_cast<long long>(n), per_64, macs / seconds / 1e9);
+    return 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::vector<std::string> types = {"q8_0", "q4_0", "q4_k", "iq4_nl"};
+    std::vector<std::string> cols = {"1", "3", "4", "16"};
+    int64_t k = 512, rows = 256;
+    double ms = 300;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string_view flag = argv[i];
+        if (flag == "--types") {
+            types = split(argv[i + 1]);
+        } else if (flag == "--cols") {
+            cols = split(argv[i + 1]);
+        } else if (flag == "--k") {
+            k = std::atoll(argv[i + 1]);
+        } else if (flag == "--rows") {
+            rows = std::atoll(argv[i + 1]);
+        } else if (flag == "--ms") {
+            ms = std::atof(argv[i + 1]);
+        } else {
+            std::fprintf(stderr, "unknown option %s (--types, --k, --rows, --cols, --ms)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (k <= 0 || k % 256 != 0 || rows <= 0 || rows % weft::cpu::interleave_rows != 0) {
+        std::fprintf(stderr, "--k must be a positive multiple of 256 and --rows of 16\n");
+        return 2;
+    }
+    const double ghz = measured_ghz();
+    const char *levels[] = {"scalar", "avx2", "avx512", "avx512_vnni"};
+    std::fprintf(stderr, "clock %.2f GHz (dependent adds), kernels: %s\n", ghz,
+                 levels[static_cast<int>(weft::cpu::best_simd_level())]);
+    std::printf(
+        "| type | k | rows | columns | cycles per 64 MACs | GMAC/s |\n| --- | ---: | ---: | ---: | ---: | "
+        "---: |\n");
+    int failures = 0;
+    for (const std::string &name : types) {
+        const auto type = weft::type_from_name(name);
+        if (!type) {
+            std::fprintf(stderr, "unknown type %s\n", name.c_str());
+            return 2;
+        }
+        for (const std::string &c : cols) {
+            const int64_t n = std::atoll(c.c_str());
+            if (n <= 0) {
+                std::fprintf(stderr, "bad column count %s\n", c.c_str());
+                return 2;
+            }
+            if (run(*type, k, rows, n, ms, ghz) == 0) ++failures;
+        }
+    }
+    return failures == 0 ? 0 : 1;
+}
