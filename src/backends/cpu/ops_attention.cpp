@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <new>
 
 #include "backends/cpu/attention_impl.h"
 #include "backends/cpu/kernels.h"
@@ -55,6 +54,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
     const tensor &q = *dst.src[0], &k = *dst.src[1];
     const int64_t n_tokens = q.ne[1], n_head_kv = k.ne[2];
     // the node's first chunk counter, zero at its start (compute_params::counters): no barrier
+    WEFT_ASSERT(p.counters != nullptr);
     auto *next_task = reinterpret_cast<std::atomic<int64_t> *>(p.counters);
     const attention_scratch layout(dst);
     std::byte *mine = p.wdata + size_t(p.ith) * layout.per_thread;
