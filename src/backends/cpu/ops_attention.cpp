@@ -7,6 +7,7 @@
 #include "backends/cpu/attention_impl.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_level.h"
+#include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/core/ops.h"
 
