@@ -821,22 +821,23 @@ std::string sampler_chain::describe() const {
     return out.empty() ? "(empty)" : out;
 }
 
-std::optional<size_t> sampler_chain::keeps_best(size_t n) const {
+const sampler *sampler_chain::after_leading_truncations(size_t &n) const {
     for (const auto &s : samplers_) {
         const std::optional<size_t> kept = s->keeps_best(n);
-        if (!kept) return std::nullopt;
+        if (!kept) return s.get();
         n = *kept;
     }
+    return nullptr;
+}
+
+std::optional<size_t> sampler_chain::keeps_best(size_t n) const {
+    if (after_leading_truncations(n)) return std::nullopt;
     return n;
 }
 
 size_t sampler_chain::best_needed(size_t n) const {
-    for (const auto &s : samplers_) {
-        const std::optional<size_t> kept = s->keeps_best(n);
-        if (!kept) return s->best_needed(n);
-        n = *kept;
-    }
-    return n;
+    const sampler *first_other = after_leading_truncations(n);
+    return first_other ? first_other->best_needed(n) : n;
 }
 
 void sampler_chain::accept(token t) {

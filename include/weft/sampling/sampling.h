@@ -97,6 +97,9 @@ class sampler_chain final : public sampler {
     std::optional<uint32_t> seed() const override;
 
   private:
+    // Walks the leading samplers that only keep the best candidates, n becoming what they keep;
+    // the first sampler after them, or null when every one is such.
+    const sampler *after_leading_truncations(size_t &n) const;
     std::vector<std::unique_ptr<sampler>> samplers_;
     std::vector<token> accepted_;
 };

@@ -52,9 +52,11 @@ template <interleaved_kind Kind>
     }
 }
 
+// prefetch (every tile kind): whether this tile asks for the weights ahead — only the first column
+// tile of a call; the others read the same group right after it.
 template <interleaved_kind Kind, int C>
 void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
-          int64_t dst_stride) {
+          int64_t dst_stride, bool prefetch) {
     const int32_t offset = l.offset;
     const size_t block_bytes = l.block_bytes;
     const int64_t nb = a.nb();
@@ -70,7 +72,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * block_bytes;
-        prefetch_block_share(block, block_bytes, 0, 1);
+        if (prefetch) prefetch_block_share(block, block_bytes, 0, 1);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
         __m512i w[8];
         load_block<Kind>(l, block, w);
@@ -108,9 +110,8 @@ constexpr int max_tile_cols_q8_0 = 3;  // 8 accumulators a column: 24 of the 32 
 // here, the prefetch of a block is 9 instructions, not a loop.
 constexpr size_t q8_0_block_bytes = interleave_rows * 2 + 8 * 64;
 
-// prefetch: whether this tile asks for the weights ahead (the first tile of the columns; the others
-// read the same group right after it). A tile issues ~6 instructions a slot and column, so the
-// prefetch of every block in every tile was a sixth of them.
+// A tile issues ~6 instructions a slot and column, so the prefetch of every block in every tile was
+// a sixth of them (prefetch: see tile).
 template <int C>
 void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
                int64_t dst_stride, bool prefetch) {
@@ -232,7 +233,7 @@ template <interleaved_kind Kind>
 
 template <interleaved_kind Kind, int C>
 void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
-            int64_t dst_stride) {
+            int64_t dst_stride, bool prefetch) {
     const int64_t nb = a.nb(), ns = a.ns();
     __m512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
@@ -242,7 +243,7 @@ void tile_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a,
         for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int t = 0; t < 8; ++t) {
-            prefetch_block_share(block, l.block_bytes, t, 8);
+            if (prefetch) prefetch_block_share(block, l.block_bytes, t, 8);
             __m512i w[8];
             load_k_unit<Kind>(l, block, t, w);
             if constexpr (Kind == interleaved_kind::q4_kx16 || Kind == interleaved_kind::q5_kx16) {
@@ -323,7 +324,7 @@ template <interleaved_kind Kind>
 void columns_k(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                int64_t n_cols, float *dst, int64_t dst_stride) {
     for_column_tiles<max_tile_cols_k>(n_cols, [&](auto cols, int64_t c) {
-        tile_k<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
+        tile_k<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride, c == 0);
     });
 }
 
@@ -331,7 +332,7 @@ template <interleaved_kind Kind>
 void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, int64_t n_cols,
              float *dst, int64_t dst_stride) {
     for_column_tiles<max_tile_cols>(n_cols, [&](auto cols, int64_t c) {
-        tile<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
+        tile<Kind, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride, c == 0);
     });
 }
 

@@ -58,8 +58,8 @@ struct compute_params {
     thread_pool *pool = nullptr;  // for barrier()
     run_control *control = nullptr;
     size_t node_index = 0;  // of the node being computed
-    // nth chunk counters (chunk_counters), each on its own cache line, zero when the node starts
-    // without a barrier of its own (alternating_counters); null where the caller has none
+    // nth chunk counters (for ops_mul_mat's chunk_dispenser, attention's task counter), each on its
+    // own cache line, zero when the node starts without a barrier of its own (alternating_counters)
     std::byte *counters = nullptr;
 
     void barrier() const;
