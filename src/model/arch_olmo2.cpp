@@ -41,11 +41,10 @@ class arch_olmo2 final : public architecture {
         for (int64_t il : b.layers()) {
             const layer_weights &l = b.w.layers[size_t(il)];
             // Q and K normed as whole rows, then split into heads
-            tensor *q =
-                b.build_norm(b.build_mm(l.wq, x, nullptr, "Qcur", il), l.attn_q_norm, "Qcur_norm", il);
-            tensor *k =
-                b.build_norm(b.build_mm(l.wk, x, nullptr, "Kcur", il), l.attn_k_norm, "Kcur_norm", il);
-            tensor *v = b.build_mm(l.wv, x, nullptr, "Vcur", il);
+            auto [q, k, v] = b.build_mms<3>(
+                {{{l.wq, nullptr, "Qcur"}, {l.wk, nullptr, "Kcur"}, {l.wv, nullptr, "Vcur"}}}, x, il);
+            q = b.build_norm(q, l.attn_q_norm, "Qcur_norm", il);
+            k = b.build_norm(k, l.attn_k_norm, "Kcur_norm", il);
             q = reshape_3d(b.ctx, q, hp.n_embd_head_k, hp.n_head(il), b.n_tokens);
             k = reshape_3d(b.ctx, k, hp.n_embd_head_k, hp.n_head_kv(il), b.n_tokens);
             v = reshape_3d(b.ctx, v, hp.n_embd_head_v, hp.n_head_kv(il), b.n_tokens);

@@ -111,7 +111,27 @@ tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, i
 }
 
 tensor *graph_builder::build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il) {
-    tensor *cur = mul_mat(ctx, weight, x);
+    return finish_mm(mul_mat(ctx, weight, x), weight, x, bias, name, il);
+}
+
+template <size_t n>
+std::array<tensor *, n> graph_builder::build_mms(const std::array<mm_of_x, n> &mms, tensor *x, int64_t il) {
+    std::array<tensor *, n> out;
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = mul_mat(ctx, mms[i].weight, x);
+        build_forward_expand(gf, out[i]);
+    }
+    for (size_t i = 0; i < n; ++i) out[i] = finish_mm(out[i], mms[i].weight, x, mms[i].bias, mms[i].name, il);
+    return out;
+}
+
+template std::array<tensor *, 2> graph_builder::build_mms<2>(const std::array<mm_of_x, 2> &, tensor *,
+                                                             int64_t);
+template std::array<tensor *, 3> graph_builder::build_mms<3>(const std::array<mm_of_x, 3> &, tensor *,
+                                                             int64_t);
+
+tensor *graph_builder::finish_mm(tensor *cur, tensor *weight, tensor *x, tensor *bias, const char *name,
+                                 int64_t il) {
     // LoRA: + scale·(alpha/r)·B·(A·x) for each adapter of this weight (scale 0: not even built). The
     // scales are an input, so that changing them (but not to or from 0) reuses the graph.
     for (size_t i = 0; i < params.loras.size(); ++i) {
@@ -144,9 +164,8 @@ graph_builder::qkv graph_builder::build_qkv(const layer_weights &l, tensor *x, i
         tensor *v = view_3d(ctx, qkv, head_v, n_head_kv, n_tokens, size_t(head_v) * f, row, v_offs);
         return {named(q, "Qcur", il), named(cont(ctx, k), "Kcur", il), named(cont(ctx, v), "Vcur", il)};
     }
-    tensor *q = build_mm(l.wq, x, l.bq, "Qcur", il);
-    tensor *k = build_mm(l.wk, x, l.bk, "Kcur", il);
-    tensor *v = build_mm(l.wv, x, l.bv, "Vcur", il);
+    const auto [q, k, v] =
+        build_mms<3>({{{l.wq, l.bq, "Qcur"}, {l.wk, l.bk, "Kcur"}, {l.wv, l.bv, "Vcur"}}}, x, il);
     return {reshape_3d(ctx, q, head_k, n_head, n_tokens), reshape_3d(ctx, k, head_k, n_head_kv, n_tokens),
             reshape_3d(ctx, v, head_v, n_head_kv, n_tokens)};
 }
@@ -269,14 +288,20 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
 
 tensor *graph_builder::build_ffn(tensor *x, const layer_weights &l, int64_t il, ffn_act act) {
     const int64_t n_ff = hp.n_ff(il);
-    tensor *up = build_mm(l.ffn_up, x, l.ffn_up_b, "ffn_up", il);
-    tensor *gate = nullptr;
+    tensor *up = nullptr, *gate = nullptr;
     if (l.ffn_gate) {
-        gate = build_mm(l.ffn_gate, x, nullptr, "ffn_gate", il);
-    } else if (up->ne[0] == 2 * n_ff) {  // fused: the gate rows, then the up rows
-        const int64_t rows = up->ne[1];  // tokens, or only the output rows in the last layer
-        gate = named(view_2d(ctx, up, n_ff, rows, up->nb[1], 0), "ffn_gate", il);
-        up = named(view_2d(ctx, up, n_ff, rows, up->nb[1], size_t(n_ff) * sizeof(float)), "ffn_up_half", il);
+        const auto [u, g] =
+            build_mms<2>({{{l.ffn_up, l.ffn_up_b, "ffn_up"}, {l.ffn_gate, nullptr, "ffn_gate"}}}, x, il);
+        up = u;
+        gate = g;
+    } else {
+        up = build_mm(l.ffn_up, x, l.ffn_up_b, "ffn_up", il);
+        if (up->ne[0] == 2 * n_ff) {         // fused: the gate rows, then the up rows
+            const int64_t rows = up->ne[1];  // tokens, or only the output rows in the last layer
+            gate = named(view_2d(ctx, up, n_ff, rows, up->nb[1], 0), "ffn_gate", il);
+            up = named(view_2d(ctx, up, n_ff, rows, up->nb[1], size_t(n_ff) * sizeof(float)), "ffn_up_half",
+                       il);
+        }
     }
     tensor *cur;
     if (gate)

@@ -1,6 +1,8 @@
 // src/model/graph_helpers.h — graph_builder: the shared pieces every architecture builds its graph from.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <ranges>
 #include <span>
@@ -59,6 +61,16 @@ class graph_builder {
     tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
     // weight · x (+ bias)
     tensor *build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
+    // build_mm of several weights by one x, their products first and consecutive in the graph (a
+    // backend may compute them together: the CPU quantizes x once for all of them). For n = 2, 3.
+    struct mm_of_x {
+        tensor *weight, *bias;
+        const char *name;
+    };
+    template <size_t n>
+    std::array<tensor *, n> build_mms(const std::array<mm_of_x, n> &mms, tensor *x, int64_t il);
+    // The product cur = weight · x, then the LoRA adapters of weight and the bias.
+    tensor *finish_mm(tensor *cur, tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
     // Q, K, V projections of x (with the layer's biases when it has them; one fused product when
     // the layer has wqkv), split into heads:
     // q [head_k, n_head, n_tokens], k [head_k, n_head_kv, n_tokens], v [head_v, n_head_kv, n_tokens].

@@ -10,8 +10,8 @@ namespace {
 
 // down(silu(gate · x) * up · x), each step named "<prefix>_<step>-<il>"
 tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {
-    tensor *gate = b.build_mm(l.ffn_gate_shexp, x, nullptr, "ffn_shexp_gate", il);
-    tensor *up = b.build_mm(l.ffn_up_shexp, x, nullptr, "ffn_shexp_up", il);
+    const auto [gate, up] = b.build_mms<2>(
+        {{{l.ffn_gate_shexp, nullptr, "ffn_shexp_gate"}, {l.ffn_up_shexp, nullptr, "ffn_shexp_up"}}}, x, il);
     tensor *act = b.named(swiglu(b.ctx, gate, up), "ffn_shexp_swiglu", il);
     tensor *out = b.build_mm(l.ffn_down_shexp, act, nullptr, "ffn_shexp_down", il);
     if (!l.ffn_gate_inp_shexp) return out;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/cpu/interleaved.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu_testing.h"
 #include "backends/interleaved_testing.h"
 #include "weft/core/cpu_features.h"
@@ -272,6 +273,66 @@ TEST(CpuInterleaved, ChainedProductsComputeEveryChunk) {
                     first = values_of(*steps.back());
                 else
                     EXPECT_EQ(values_of(*steps.back()), first);
+            }
+        }
+    }
+}
+
+// Products of one input consecutive in a graph (a layer's Q, K and V; its gate and up) are computed
+// as one node when their weights take the activations in one format: one quantization, one
+// dispenser of chunks over all their rows. Each result must equal the same product computed alone,
+// bit for bit, for few columns and many, 1 to 4 threads, run after run with new inputs (a chunk left
+// out keeps the last run's values); products of another input or format are not joined.
+TEST(CpuInterleaved, ProductsOfOneInputComputedTogetherEqualEachAlone) {
+    const int64_t k = 256;
+    auto ctx = data_context();
+    struct weight {
+        dtype type;
+        int64_t m;
+    };
+    // q4_K and q6_K take q8_K activations; q4_0 and iq4_nl q8_0 blocks with block sums; q8_0 its own
+    const weight weights[] = {{dtype::q4_k, 80}, {dtype::q6_k, 48},   {dtype::q4_k, 16},
+                              {dtype::q4_0, 64}, {dtype::iq4_nl, 32}, {dtype::q8_0, 48}};
+    std::vector<tensor *> as;
+    std::vector<std::shared_ptr<std::vector<uint8_t>>> repacked;
+    for (const weight &w : weights) {
+        std::vector<uint8_t> plain;
+        std::vector<float> values;
+        as.push_back(make_matrix(*ctx, w.type, k, w.m, uint32_t(40 + as.size()), plain, values));
+        repacked.push_back(interleave_in_place(*as.back()));
+    }
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(4), int64_t(7), int64_t(33)}) {
+        SCOPED_TRACE(n);
+        tensor *x = ctx->new_tensor(dtype::f32, {k, n});
+        tensor *other = ctx->new_tensor(dtype::f32, {k, n});
+        graph g;
+        std::vector<tensor *> products;
+        for (tensor *a : as) {
+            products.push_back(mul_mat(*ctx, a, x));
+            build_forward_expand(g, products.back());
+        }
+        products.push_back(mul_mat(*ctx, as[0], other));  // another input: a product of its own
+        build_forward_expand(g, products.back());
+        EXPECT_TRUE(cpu::shares_activations(*products[0], *products[1]));   // q4_K, q6_K
+        EXPECT_TRUE(cpu::shares_activations(*products[0], *products[2]));   // q4_K, q4_K
+        EXPECT_FALSE(cpu::shares_activations(*products[2], *products[3]));  // q8_K, q8_0 blocks
+        EXPECT_TRUE(cpu::shares_activations(*products[3], *products[4]));   // q4_0, iq4_nl
+        EXPECT_FALSE(cpu::shares_activations(*products[4], *products[5]));  // q8_0's own format
+        EXPECT_FALSE(cpu::shares_activations(*products[5], *products[6]));  // another input
+        for (int threads : {1, 2, 3, 4}) {
+            SCOPED_TRACE(threads);
+            for (uint32_t seed : {1u, 2u}) {
+                fill_uniform(*x, seed + 10 * uint32_t(n));
+                fill_uniform(*other, seed + 20 * uint32_t(n));
+                cpu_backend backend(threads);
+                ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+                for (size_t j = 0; j < products.size(); ++j) {
+                    tensor *alone = mul_mat(*ctx, products[j]->src[0], products[j]->src[1]);
+                    graph one;
+                    build_forward_expand(one, alone);
+                    ASSERT_EQ(backend.graph_compute(one, {}), compute_status::ok);
+                    EXPECT_EQ(values_of(*products[j]), values_of(*alone)) << "product " << j;
+                }
             }
         }
     }

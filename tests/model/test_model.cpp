@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
@@ -157,6 +158,23 @@ TEST(ModelRegistry, EveryArchitectureLoadsAndBuildsANamedGraph) {
         EXPECT_EQ(has_node("ffn_geglu-1"), one_of({"gemma", "gemma2", "gemma3"}));
         EXPECT_EQ(has_node("ffn_swiglu-1"),
                   !one_of({"starcoder2", "phi2", "gemma", "gemma2", "gemma3", "qwen2moe", "qwen3moe"}));
+        // the products of one input follow each other (a backend may compute them together: the
+        // CPU's quantizes the input once), with their biases and adapters after them
+        auto product_of = [&](const tensor *weight) {
+            const auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const tensor *t) {
+                return t->op == op_kind::mul_mat && t->src[0] == weight;
+            });
+            return it == g.nodes.end() ? -1 : int(it - g.nodes.begin());
+        };
+        if (!l.wqkv) {
+            const int q = product_of(l.wq);
+            ASSERT_GE(q, 0);
+            EXPECT_EQ(product_of(l.wk), q + 1);
+            EXPECT_EQ(product_of(l.wv), q + 2);
+        }
+        if (l.ffn_gate) {
+            EXPECT_EQ(std::abs(product_of(l.ffn_gate) - product_of(l.ffn_up)), 1);
+        }
         // every node carries a name, so the graph dump and the eval callback can point at it
         for (const tensor *t : g.nodes)
             EXPECT_NE(t->name[0], '\0') << arch << ": an unnamed " << op_name(t->op);

@@ -82,7 +82,8 @@ class backend {
     virtual void set_n_threads(int n) { (void)n; }
     // Optional: times every computed node into `profile` (null: stop); the caller keeps it alive.
     virtual void set_profile(op_profile *profile) { (void)profile; }
-    // Optional: polled between nodes; returning true aborts the graph (compute_status::aborted).
+    // Optional: polled between nodes; returning true aborts the graph (compute_status::aborted) at
+    // the next point where the backend can stop (the CPU: its next barrier between nodes).
     virtual void set_abort_callback(std::function<bool()> cb) { (void)cb; }
 
     // --- Asynchronous use (optional). A backend with a queue of its own (a GPU stream, a remote

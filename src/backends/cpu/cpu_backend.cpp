@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/host_memory.h"
@@ -31,9 +32,21 @@ struct cpu_backend::impl {
     cpu::run_control control;
     op_profile *profile = nullptr;  // filled by thread 0 when set
 
+    // How the threads walk a graph's nodes, planned before they start (plan_nodes).
+    struct node_plan {
+        bool alone = false;         // little work: thread 0 computes it alone, the others skip it
+        bool barrier_after = true;  // false only between two nodes computed alone
+        int shared = 1;  // products computed with this one (compute_mul_mat_shared); 0: by an earlier one
+        uint32_t first_shared = 0;  // where they are in shared_nodes
+    };
+    std::vector<node_plan> plan;  // one per node; empty: every node by all threads, then a barrier
+    std::vector<tensor *> shared_nodes;
+
     void reserve_work(size_t bytes);
     void poll_abort(size_t node_index);
     void check_graph(const graph &g) const;
+    void plan_nodes(const graph &g);
+    void add_shared_profile(uint32_t first, int n, double ns);
     compute_status run_nodes(graph &g, size_t begin, size_t end);
     void compute_nodes(int ith, graph &g, size_t begin, size_t end);
 };
@@ -100,6 +113,45 @@ void cpu_backend::impl::poll_abort(size_t node_index) {
     }
 }
 
+// A decode step of a small model is hundreds of short nodes, and a barrier after each was much of
+// its time. Nodes of little work whose kernels may run alone are computed by thread 0 alone, and a
+// run of them has one barrier, at its end (the other threads skip to it); products of the same
+// activations, consecutive in the graph, are computed as one node (one quantization, one barrier).
+// Neither changes a value: each element is computed as it would be by any thread count.
+void cpu_backend::impl::plan_nodes(const graph &g) {
+    plan.assign(g.nodes.size(), node_plan{});
+    shared_nodes.clear();
+    size_t last = g.nodes.size();  // the last node computed (not a view), if any
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const tensor &node = *g.nodes[i];
+        const cpu::op_kernel &k = cpu::kernel_of(node.op);
+        if (!k.compute) continue;
+        node_plan &np = plan[i];
+        np.alone = pool.size() > 1 && k.may_run_alone && cpu::elements_written(node) <= cpu::few_elements;
+        if (last < g.nodes.size() && plan[last].alone && np.alone) plan[last].barrier_after = false;
+        last = i;
+    }
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (g.nodes[i]->op != op_kind::mul_mat || plan[i].shared != 1) continue;
+        const size_t first = shared_nodes.size();
+        shared_nodes.push_back(g.nodes[i]);
+        for (size_t j = i + 1; j < g.nodes.size() && shared_nodes.size() - first < cpu::max_shared_products;
+             ++j) {
+            const tensor &next = *g.nodes[j];
+            if (!cpu::kernel_of(next.op).compute) continue;  // a view between them
+            bool shares = true;
+            for (size_t m = first; m < shared_nodes.size() && shares; ++m)
+                shares = cpu::shares_activations(*shared_nodes[m], next);
+            if (!shares) break;
+            shared_nodes.push_back(g.nodes[j]);
+            plan[j].shared = 0;
+        }
+        plan[i].shared = int(shared_nodes.size() - first);
+        plan[i].first_shared = uint32_t(first);
+        if (plan[i].shared == 1) shared_nodes.pop_back();
+    }
+}
+
 void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t end) {
     cpu::compute_params p;
     p.ith = ith;
@@ -108,30 +160,59 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
     p.wsize = work_size;
     p.pool = &pool;
     p.control = &control;
+    cpu::compute_params alone = p;  // a node of thread 0 alone: no other thread, no barrier, no counters
+    alone.nth = 1;
+    alone.pool = nullptr;
     const cpu::alternating_counters node_counters(counters.data(), p.nth);
+    const node_plan everyone;
     uint64_t step = 0;
     for (size_t i = begin; i < end; ++i) {
         tensor &node = *g.nodes[i];
         const cpu::op_kernel &k = cpu::kernel_of(node.op);
         if (!k.compute) continue;  // views and leafs: no work, no barrier
-        p.node_index = i;
-        p.counters = node_counters.for_step(step++, ith);
+        const node_plan &np = plan.empty() ? everyone : plan[i];
+        if (np.shared == 0) continue;  // computed with an earlier product
+        p.node_index = alone.node_index = i;
         const bool timed = ith == 0 && profile != nullptr;
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         try {
-            k.compute(p, node);
+            if (np.alone) {
+                if (ith == 0) k.compute(alone, node);
+            } else {
+                p.counters = node_counters.for_step(step++, ith);
+                if (np.shared > 1)
+                    cpu::compute_mul_mat_shared(p, &shared_nodes[np.first_shared], np.shared);
+                else
+                    k.compute(p, node);
+            }
         } catch (const std::exception &e) {
             // kernels report bad data through p.fail(); anything else (out of memory) must still
             // reach the barrier, or the other threads would wait there for ever
             control.report_failure(i, "[cpu] node " + node_label(node) + ": " + e.what());
         }
         if (ith == 0 && abort_callback) poll_abort(i);
-        pool.barrier();
-        if (timed)
-            profile->add(node, double(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - t0)
-                                          .count()));
-        if (control.should_stop(i)) break;
+        // a stop is looked at only after a barrier: every thread leaves the walk at the same node
+        if (np.barrier_after) pool.barrier();
+        if (timed) {
+            const double ns = double(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                    .count());
+            if (np.shared > 1)
+                add_shared_profile(np.first_shared, np.shared, ns);
+            else
+                profile->add(node, ns);
+        }
+        if (np.barrier_after && control.should_stop(i)) break;
+    }
+}
+
+// The time of products computed together, shared out by their weights' rows.
+void cpu_backend::impl::add_shared_profile(uint32_t first, int n, double ns) {
+    double rows = 0;
+    for (int j = 0; j < n; ++j) rows += double(shared_nodes[first + uint32_t(j)]->ne[0]);
+    for (int j = 0; j < n; ++j) {
+        const tensor &node = *shared_nodes[first + uint32_t(j)];
+        profile->add(node, ns * double(node.ne[0]) / rows);
     }
 }
 
@@ -169,7 +250,11 @@ compute_status cpu_backend::graph_compute(graph &g, const eval_callback &cb) {
     s.control.reset();
     if (s.profile) s.profile->add_graph();
 
-    if (!cb) return s.run_nodes(g, 0, g.nodes.size());
+    if (!cb) {
+        s.plan_nodes(g);
+        return s.run_nodes(g, 0, g.nodes.size());
+    }
+    s.plan.clear();  // the observer's ranges: every node by all threads, each seen when it is done
     // With an observer: run up to (and including) the next node it wants to see, show it, go on.
     size_t begin = 0;
     for (size_t i = 0; i < g.nodes.size(); ++i) {

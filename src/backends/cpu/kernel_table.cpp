@@ -15,47 +15,49 @@ namespace {
 
 static_assert(size_t(op_kind::count) == 33, "op set changed: give the new op a CPU kernel below");
 
+constexpr bool alone = true;  // op_kernel::may_run_alone
+
 // A switch without a default: an op_kind left out is a -Wswitch error under -Werror.
 constexpr op_kernel kernel_entry(op_kind op) {
     switch (op) {
         case op_kind::none:
             return {};
         case op_kind::get_rows:
-            return {compute_get_rows, supports_get_rows, work_size_get_rows};
+            return {compute_get_rows, supports_get_rows, work_size_get_rows, alone};
         case op_kind::add:
-            return {compute_add, supports_binary, work_size_row_scratch};
+            return {compute_add, supports_binary, work_size_row_scratch, alone};
         case op_kind::sub:
-            return {compute_sub, supports_binary, work_size_row_scratch};
+            return {compute_sub, supports_binary, work_size_row_scratch, alone};
         case op_kind::mul:
-            return {compute_mul, supports_binary, work_size_row_scratch};
+            return {compute_mul, supports_binary, work_size_row_scratch, alone};
         case op_kind::div:
-            return {compute_div, supports_binary, work_size_row_scratch};
+            return {compute_div, supports_binary, work_size_row_scratch, alone};
         case op_kind::scale:
-            return {compute_scale, supports_unary, work_size_row_scratch};
+            return {compute_scale, supports_unary, work_size_row_scratch, alone};
         case op_kind::rms_norm:
-            return {compute_rms_norm, supports_unary, work_size_row_scratch};
+            return {compute_rms_norm, supports_unary, work_size_row_scratch, alone};
         case op_kind::norm:
-            return {compute_norm, supports_unary, work_size_row_scratch};
+            return {compute_norm, supports_unary, work_size_row_scratch, alone};
         case op_kind::mul_mat:
             return {compute_mul_mat, supports_mul_mat, work_size_mul_mat};
         case op_kind::rope:
-            return {compute_rope, supports_rope, work_size_rope};
+            return {compute_rope, supports_rope, work_size_rope, alone};
         case op_kind::soft_max:
             return {compute_soft_max, supports_soft_max, work_size_row_scratch};
         case op_kind::silu:
-            return {compute_silu, supports_unary, work_size_row_scratch};
+            return {compute_silu, supports_unary, work_size_row_scratch, alone};
         case op_kind::gelu:
-            return {compute_gelu, supports_unary, work_size_row_scratch};
+            return {compute_gelu, supports_unary, work_size_row_scratch, alone};
         case op_kind::tanh:
-            return {compute_tanh, supports_unary, work_size_row_scratch};
+            return {compute_tanh, supports_unary, work_size_row_scratch, alone};
         case op_kind::glu:
-            return {compute_glu, supports_glu, work_size_row_scratch};
+            return {compute_glu, supports_glu, work_size_row_scratch, alone};
         case op_kind::cpy:
-            return {compute_cpy, supports_cpy, work_size_cpy};
+            return {compute_cpy, supports_cpy, work_size_cpy, alone};
         case op_kind::cont:
-            return {compute_cont, supports_cont, work_size_cpy};
+            return {compute_cont, supports_cont, work_size_cpy, alone};
         case op_kind::set_rows:
-            return {compute_set_rows, supports_set_rows, work_size_set_rows};
+            return {compute_set_rows, supports_set_rows, work_size_set_rows, alone};
         case op_kind::concat:
             return {compute_concat, supports_concat, nullptr};
         case op_kind::argmax:
@@ -71,7 +73,7 @@ constexpr op_kernel kernel_entry(op_kind op) {
         case op_kind::top_k:
             return {compute_top_k, supports_top_k, work_size_top_k};
         case op_kind::sigmoid:
-            return {compute_sigmoid, supports_unary, work_size_row_scratch};
+            return {compute_sigmoid, supports_unary, work_size_row_scratch, alone};
         case op_kind::ssm_conv:
             return {compute_ssm_conv, supports_ssm_conv, nullptr};
         case op_kind::ssm_scan:

@@ -78,7 +78,19 @@ struct op_kernel {
     kernel_fn compute = nullptr;       // null: nothing to compute (leafs, views)
     supports_fn supports = nullptr;    // null: always supported
     work_size_fn work_size = nullptr;  // null: no work memory
+    // The kernel shares out its work by rows of the result, without barriers, chunk counters or
+    // work memory shared between threads: a node of little work (few_elements) may be computed by
+    // one thread alone, and two such nodes in a row need no barrier between them.
+    bool may_run_alone = false;
 };
+
+// Elements a node writes (set_rows: the rows it stores) up to which a node whose kernel may run
+// alone is computed by thread 0 alone: less work than a barrier costs the threads (a decode step's
+// norms, residual adds, ropes and cache stores).
+constexpr int64_t few_elements = 4096;
+inline int64_t elements_written(const tensor &node) {
+    return node.op == op_kind::set_rows ? node.src[1]->nelements() : node.nelements();
+}
 
 // The kernel entry of an op (a table sized by op_kind::count).
 const op_kernel &kernel_of(op_kind op);
@@ -228,6 +240,13 @@ size_t work_size_rope(const tensor &dst, int n_threads);
 void compute_mul_mat(const compute_params &p, tensor &dst);
 bool supports_mul_mat(const tensor &dst);
 size_t work_size_mul_mat(const tensor &dst, int n_threads);
+// Products that may be computed together: the same activations (one quantization), interleaved
+// weights of one activation format, results apart. A layer's Q, K and V; its gate and up.
+constexpr int max_shared_products = 4;
+bool shares_activations(const tensor &first, const tensor &next);
+// The products dsts[0 .. n) (each pair sharing activations) as one node: one quantization of the
+// activations, one dispenser of chunks over all their rows; each result as compute_mul_mat's.
+void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts);
 
 // ops_copy.cpp
 void compute_get_rows(const compute_params &p, tensor &dst);

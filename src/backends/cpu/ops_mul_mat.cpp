@@ -122,18 +122,29 @@ constexpr int64_t groups_per_chunk = 4;
 // Columns of one pass over a chunk: their activations stay in L1 while the chunk's groups pass.
 constexpr int64_t columns_per_pass = 16;
 
-void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const interleaved_layout &layout) {
-    const tensor &a = *dst.src[0];  // [k, m] interleaved
-    const tensor &b = *dst.src[1];  // [k, n, B2, B3] floats
-    const int64_t k = a.ne[0], m = a.ne[1];
+// Products of one activation matrix b by up to max_shared_products interleaved weights of one
+// activation format (a layer's Q, K and V; its gate and up): b is quantized once, and the chunks of
+// every product are dealt from one dispenser, product after product, with no barrier between them.
+void compute_mul_mat_interleaved(const compute_params &p, tensor *const *dsts, int n_dsts) {
+    WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
+    const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
+    const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]));
+    const int64_t k = b.ne[0];
     const int64_t n_cols = b.nrows();
-    const q8_format format = activation_format(layout);
     const interleaved_work w(k, n_cols, format, p.nth);
     WEFT_ASSERT(w.total(p.nth) <= p.wsize);
-    const int64_t nb = k / layout.block;
     const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
-    const int64_t n_groups = m / interleave_rows;
-    const chunk_dispenser chunks(p, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
+    // product j's chunks are [first_chunk[j], first_chunk[j + 1])
+    int64_t first_chunk[max_shared_products + 1] = {0};
+    const interleaved_layout *layouts[max_shared_products] = {};
+    for (int j = 0; j < n_dsts; ++j) {
+        layouts[j] = interleaved_layout_of(*dsts[j]->src[0]);
+        WEFT_ASSERT(layouts[j] && dsts[j]->src[1] == &b && dsts[j]->src[0]->ne[0] == k &&
+                    activation_format(*layouts[j]) == format);
+        const int64_t n_groups = dsts[j]->src[0]->ne[1] / interleave_rows;
+        first_chunk[j + 1] = first_chunk[j] + (n_groups + groups_per_chunk - 1) / groups_per_chunk;
+    }
+    const chunk_dispenser chunks(p, first_chunk[n_dsts]);
     const bool private_copies = n_cols <= few_columns;
     std::byte *mine = p.wdata + w.threads + size_t(p.ith) * w.thread_bytes;
     std::byte *q8_base = private_copies ? mine : p.wdata;
@@ -160,11 +171,17 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor &dst, const int
     //    computes it does not change it)
     const q8_rows act = make_q8_rows(qs, d, sum, k, format);
     const group_kernel_fn kernel = best_group_kernel();
-    const auto *weights = static_cast<const uint8_t *>(a.data);
-    const size_t group_bytes = size_t(nb) * layout.block_bytes;
-    auto *out = static_cast<float *>(dst.data);  // contiguous: column c at out + c * m
+    int j = 0;  // the product of the chunk
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
-        const int64_t g_begin = chunk * groups_per_chunk;
+        while (chunk >= first_chunk[j + 1]) ++j;
+        while (chunk < first_chunk[j]) --j;
+        const tensor &a = *dsts[j]->src[0];  // [k, m] interleaved
+        const interleaved_layout &layout = *layouts[j];
+        const int64_t m = a.ne[1], n_groups = m / interleave_rows;
+        const auto *weights = static_cast<const uint8_t *>(a.data);
+        const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
+        auto *out = static_cast<float *>(dsts[j]->data);  // contiguous: column c at out + c * m
+        const int64_t g_begin = (chunk - first_chunk[j]) * groups_per_chunk;
         const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
         for (int64_t c0 = 0; c0 < n_cols; c0 += columns_per_pass) {
             const int64_t cols = std::min(columns_per_pass, n_cols - c0);
@@ -328,8 +345,10 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
     if (is_grouped_float(*dst.src[0])) return compute_mul_mat_grouped_float(p, dst);
-    if (const interleaved_layout *layout = interleaved_layout_of(*dst.src[0]))
-        return compute_mul_mat_interleaved(p, dst, *layout);
+    if (interleaved_layout_of(*dst.src[0])) {
+        tensor *const one[] = {&dst};
+        return compute_mul_mat_interleaved(p, one, 1);
+    }
     if (is_float_weight(dst.src[0]->type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
         return compute_mul_mat_float(p, dst);
     const tensor &a = *dst.src[0];  // [k, m, A2, A3] weights of any type
@@ -427,6 +446,27 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
                             a_matrix + size_t(ra) * a.nb[1], ys[j]);
         }
     }
+}
+
+bool shares_activations(const tensor &first, const tensor &next) {
+    if (first.op != op_kind::mul_mat || next.op != op_kind::mul_mat || first.src[1] != next.src[1])
+        return false;
+    const interleaved_layout *a = interleaved_layout_of(*first.src[0]);
+    const interleaved_layout *b = interleaved_layout_of(*next.src[0]);
+    if (!a || !b || activation_format(*a) != activation_format(*b) ||
+        first.src[0]->ne[0] != next.src[0]->ne[0])
+        return false;
+    // each writes only its own result (a result the planner gave the memory of the other, or of the
+    // activations, would be written while they are read)
+    auto overlap = [](const tensor &x, const tensor &y) {
+        const auto *x0 = static_cast<const std::byte *>(x.data), *y0 = static_cast<const std::byte *>(y.data);
+        return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
+    };
+    return !overlap(first, next) && !overlap(next, *next.src[1]) && !overlap(first, *first.src[1]);
+}
+
+void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
+    compute_mul_mat_interleaved(p, dsts, n_dsts);
 }
 
 bool supports_mul_mat(const tensor &dst) {
