@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <tuple>
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
@@ -275,6 +276,42 @@ TEST(CpuInterleaved, ChainedProductsComputeEveryChunk) {
                     EXPECT_EQ(values_of(*steps.back()), first);
             }
         }
+    }
+}
+
+// The activations of the interleaved products, quantized by the SIMD path (the AVX2 split quantizer
+// where the CPU has it) and by the reference quantizer (force_scalar), are the same bytes: values,
+// scales and sums, on rows with an all-zero block, tiny and huge values and exact halves.
+TEST(CpuInterleaved, ActivationsQuantizeAsTheReference) {
+    const int64_t k = 256;
+    std::vector<float> x(static_cast<size_t>(k));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> dist;
+    for (auto &v : x) v = dist(rng);
+    for (int64_t i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;                     // a block of zeros
+    for (int64_t i = 32; i < 64; ++i) x[size_t(i)] = 1e-30f * float(i - 40);  // tiny
+    for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = 3e30f * float(i % 5 - 2);
+    for (int64_t i = 96; i < 128; ++i) x[size_t(i)] = float(i - 110) + 0.5f;  // scale 1: ties to round
+    x[127] = 127.0f;
+    for (cpu::q8_format format :
+         {cpu::q8_format::q8_0_slot_sums, cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
+        SCOPED_TRACE(int(format));
+        auto quantized = [&](bool scalar) {
+            force_scalar(scalar);
+            const int64_t nd = k / cpu::values_per_scale(format), ns = k / cpu::values_per_sum(format);
+            std::vector<int8_t> qs(static_cast<size_t>(k));
+            std::vector<float> d(static_cast<size_t>(nd));
+            std::vector<int32_t> sum(static_cast<size_t>(ns));
+            std::vector<uint8_t> blocks(size_t(k) * 2);
+            cpu::quantize_q8_row(x.data(), k, format, qs.data(), d.data(), sum.data(), blocks.data());
+            force_scalar(false);
+            return std::make_tuple(qs, d, sum);
+        };
+        const auto [qs, d, sum] = quantized(false);
+        const auto [ref_qs, ref_d, ref_sum] = quantized(true);
+        EXPECT_EQ(qs, ref_qs);
+        EXPECT_EQ(std::memcmp(d.data(), ref_d.data(), d.size() * sizeof(float)), 0);
+        EXPECT_EQ(sum, ref_sum);
     }
 }
 

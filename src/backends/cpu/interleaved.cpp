@@ -717,6 +717,10 @@ int64_t values_per_sum(q8_format f) {
 void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, float *d, int32_t *sum,
                      void *block_scratch) {
     if (format != q8_format::q8_k) {
+        // the table's quantizer (the reference one under force_scalar) has an AVX2 build that writes
+        // the split arrays directly: the same values, without the blocks and a second pass over them
+        if (row_traits_of(dtype::q8_0).from_float == from_float_q8_0_avx2)
+            return quantize_q8_0_split_avx2(x, k, format == q8_format::q8_0_slot_sums, qs, d, sum);
         row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
         const bool slots = format == q8_format::q8_0_slot_sums;

@@ -45,6 +45,11 @@ void vec_dot_tq2_0_avx2(int64_t n, float *s, const void *x, const void *y);   //
 void to_float_f16_avx2(const void *src, float *dst, int64_t n);
 void from_float_f16_avx2(const float *src, void *dst, int64_t n);
 void from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+// from_float_q8_0_avx2's values and scales (as float) straight into the split arrays of the
+// interleaved products' activations (quantize_q8_row): per block 32 values, its scale, and the sum of
+// its values, or with slot_sums -128 times the sum of each four.
+void quantize_q8_0_split_avx2(const float *src, int64_t n, bool slot_sums, int8_t *qs, float *d,
+                              int32_t *sum);
 void from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
 void from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
 
