@@ -136,6 +136,7 @@ struct inference_context::runtime_state {
     std::unique_ptr<built_graph> current;
     std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
     recurrent_memory::snapshot rollback;      // a recurrent model's states before the current decode
+    std::vector<uint32_t> assigned_cells;     // the KV cells the current decode assigned
 };
 
 std::vector<device *> available_devices() {
@@ -550,12 +551,14 @@ int inference_context::decode(const batch &b) {
     }
     // A batch that fails part way leaves the cache as it was before the call (a recurrent model: the
     // states of the batch's sequences, which the graphs overwrite as they go).
-    std::vector<kv_cell> saved_cells = kv_ ? kv_->snapshot() : std::vector<kv_cell>();
+    // (the KV cache: the cells this call assigns are emptied again; a compaction it made stays)
+    std::vector<uint32_t> &assigned = state_->assigned_cells;
+    assigned.clear();
     recurrent_memory::snapshot &saved_states = state_->rollback;
     if (rs_) rs_->save(batch_sequences(b, params_.n_seq_max), saved_states);
     int rc;
     try {
-        rc = decode_impl(b, saved_cells);
+        rc = decode_impl(b, assigned);
     } catch (const std::exception &e) {
         last_error_ = e.what();
         if (state_->current) state_->current->valid = false;
@@ -568,7 +571,7 @@ int inference_context::decode(const batch &b) {
         rc = decode_failed;
     }
     if (rc == decode_aborted || rc == decode_failed) {
-        if (kv_) kv_->restore(std::move(saved_cells));
+        if (kv_) kv_->unassign(assigned);
         if (rs_) rs_->restore(saved_states);
         output_batch_index_.clear();
         batch_output_row_.clear();
@@ -577,7 +580,7 @@ int inference_context::decode(const batch &b) {
     return rc;
 }
 
-int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_cells) {
+int inference_context::decode_impl(const batch &b, std::vector<uint32_t> &assigned) {
     const auto t0 = clock_type::now();
     filled_batch fb;
     if (!validate_and_fill(b, fb)) return decode_invalid;
@@ -599,10 +602,7 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
     } else {
         slots = kv_->find_slots(seqs, false);
         if (slots.empty() && kv_->size() - kv_->used_cells() >= uint32_t(n)) {
-            if (kv_->defrag() > 0) {
-                ++perf_.n_defrags;
-                saved_cells = kv_->snapshot();  // the rows moved: a rollback keeps them where they are now
-            }
+            if (kv_->defrag() > 0) ++perf_.n_defrags;  // the rows moved: a rollback keeps them there
             slots = kv_->find_slots(seqs, true);
         }
         if (slots.empty()) {
@@ -638,9 +638,10 @@ int inference_context::decode_impl(const batch &b, std::vector<kv_cell> &saved_c
         const std::span<const uint32_t> cells =
             kv_ ? std::span<const uint32_t>(slots.data() + begin, size_t(nu)) : std::span<const uint32_t>();
         for (int32_t t = 0; t < nu; ++t)
-            if (kv_)
+            if (kv_) {
                 kv_->assign(cells[size_t(t)], fb.pos[size_t(begin + t)], fb.seqs[size_t(begin + t)]);
-            else
+                assigned.push_back(cells[size_t(t)]);
+            } else
                 rs_->advance(fb.seqs[size_t(begin + t)].front(), fb.pos[size_t(begin + t)]);
 
         std::vector<int32_t> out_local;

@@ -97,8 +97,32 @@ size_t kv_cache::total_bytes() const {
     return (buffer_ ? buffer_->size() : 0) + (offload_buffer_ ? offload_buffer_->size() : 0);
 }
 
+const kv_cache::summary &kv_cache::summed() const {
+    if (summary_valid_) return summary_;
+    summary &m = summary_;
+    m.used = 0;
+    m.used_end = 0;
+    m.shifted = false;
+    m.pos_max.assign(n_seq_max_, -1);
+    m.last_cell.assign(n_seq_max_, -1);
+    for (uint32_t i = 0; i < cells_.size(); ++i) {
+        const kv_cell &c = cells_[i];
+        if (c.empty()) continue;
+        ++m.used;
+        m.used_end = i + 1;
+        m.shifted = m.shifted || c.delta != 0;
+        for (uint64_t bits = c.seq_mask; bits; bits &= bits - 1) {
+            const auto seq = size_t(std::countr_zero(bits));
+            m.pos_max[seq] = std::max(m.pos_max[seq], c.pos);
+            m.last_cell[seq] = i;
+        }
+    }
+    summary_valid_ = true;
+    return m;
+}
+
 uint32_t kv_cache::used_cells() const {
-    return uint32_t(std::count_if(cells_.begin(), cells_.end(), [](const kv_cell &c) { return !c.empty(); }));
+    return summed().used;
 }
 
 std::vector<uint32_t> kv_cache::find_slots(uint32_t n_tokens) const {
@@ -113,11 +137,10 @@ std::vector<uint32_t> kv_cache::find_slots(uint32_t n_tokens) const {
 std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> seqs,
                                            bool out_of_order) const {
     const uint32_t size = this->size();
-    std::vector<int64_t> last(max_sequences, -1);  // the highest cell of each sequence
-    for (uint32_t i = 0; i < size; ++i)
-        for (uint64_t mask = cells_[i].seq_mask; mask != 0; mask &= mask - 1)
-            last[size_t(std::countr_zero(mask))] = i;
-    std::vector<bool> taken(size, false);
+    std::vector<int64_t> last = summed().last_cell;  // the highest cell of each sequence
+    // the cells this call took (grown as far as it looks: a decode step looks at a few cells)
+    std::vector<bool> taken_below;
+    auto taken = [&](uint32_t i) { return i < taken_below.size() && taken_below[i]; };
     std::vector<uint32_t> slots;
     slots.reserve(seqs.size());
     uint32_t any = 0;  // where the out-of-order fallback looks next
@@ -126,14 +149,15 @@ std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> 
         for (seq_id s : token_seqs) after = std::max(after, last[size_t(s)]);
         uint32_t found = size;
         for (uint32_t i = uint32_t(after + 1); i < size; ++i)
-            if (cells_[i].empty() && !taken[i]) {
+            if (cells_[i].empty() && !taken(i)) {
                 found = i;
                 break;
             }
         for (; found == size && out_of_order && any < size; ++any)
-            if (cells_[any].empty() && !taken[any]) found = any;
+            if (cells_[any].empty() && !taken(any)) found = any;
         if (found == size) return {};
-        taken[found] = true;
+        if (found >= taken_below.size()) taken_below.resize(found + 1, false);
+        taken_below[found] = true;
         slots.push_back(found);
         for (seq_id s : token_seqs) last[size_t(s)] = std::max<int64_t>(last[size_t(s)], found);
     }
@@ -144,25 +168,38 @@ void kv_cache::assign(uint32_t cell, llm_pos pos, std::span<const seq_id> seqs) 
     WEFT_ASSERT(cell < cells_.size() && cells_[cell].empty());
     kv_cell &c = cells_[cell];
     c.pos = pos;
+    c.delta = 0;  // its key is computed at this position
     for (seq_id s : seqs) {
         WEFT_ASSERT(s >= 0 && uint32_t(s) < n_seq_max_);
         c.seq_mask |= uint64_t(1) << s;
     }
+    if (!summary_valid_ || c.empty()) return;
+    summary &m = summary_;
+    ++m.used;
+    m.used_end = std::max(m.used_end, cell + 1);
+    for (seq_id s : seqs) {
+        m.pos_max[size_t(s)] = std::max(m.pos_max[size_t(s)], pos);
+        m.last_cell[size_t(s)] = std::max<int64_t>(m.last_cell[size_t(s)], cell);
+    }
+}
+
+void kv_cache::unassign(std::span<const uint32_t> cells) {
+    for (uint32_t c : cells) {
+        WEFT_ASSERT(c < cells_.size());
+        cells_[c] = kv_cell{};
+    }
+    changed();
 }
 
 uint32_t kv_cache::n_kv_for_graph(uint32_t pad) const {
-    uint32_t used_end = 0;
-    for (uint32_t i = uint32_t(cells_.size()); i > 0; --i)
-        if (!cells_[i - 1].empty()) {
-            used_end = i;
-            break;
-        }
+    const uint32_t used_end = summed().used_end;
     const uint32_t padded = std::max<uint32_t>(1, (used_end + pad - 1) / pad) * pad;
     return std::min<uint32_t>(padded, size());
 }
 
 bool kv_cache::seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
     if (s >= int32_t(n_seq_max_)) return false;
+    changed();
     for (kv_cell &c : cells_) {
         if (c.empty() || !in_range(c.pos, p0, p1)) continue;
         if (s < 0)
@@ -177,11 +214,13 @@ bool kv_cache::seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
 void kv_cache::seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
     if (src == dst || src < 0 || dst < 0 || uint32_t(src) >= n_seq_max_ || uint32_t(dst) >= n_seq_max_)
         return;
+    changed();
     for (kv_cell &c : cells_)
         if (c.has_seq(src) && in_range(c.pos, p0, p1)) c.seq_mask |= uint64_t(1) << dst;
 }
 
 void kv_cache::seq_keep(seq_id s) {
+    changed();
     for (kv_cell &c : cells_) {
         if (s >= 0 && uint32_t(s) < n_seq_max_ && c.has_seq(s)) {
             c.seq_mask = uint64_t(1) << s;
@@ -192,21 +231,12 @@ void kv_cache::seq_keep(seq_id s) {
 }
 
 llm_pos kv_cache::seq_pos_max(seq_id s) const {
-    llm_pos m = -1;
-    if (s < 0 || uint32_t(s) >= n_seq_max_) return m;
-    for (const kv_cell &c : cells_)
-        if (c.has_seq(s)) m = std::max(m, c.pos);
-    return m;
+    if (s < 0 || uint32_t(s) >= n_seq_max_) return -1;
+    return summed().pos_max[size_t(s)];
 }
 
 std::vector<llm_pos> kv_cache::seq_pos_max_all() const {
-    std::vector<llm_pos> m(n_seq_max_, -1);
-    for (const kv_cell &c : cells_)
-        for (uint64_t bits = c.seq_mask; bits; bits &= bits - 1) {
-            const int s = std::countr_zero(bits);
-            m[size_t(s)] = std::max(m[size_t(s)], c.pos);
-        }
-    return m;
+    return summed().pos_max;
 }
 
 llm_pos kv_cache::seq_pos_min(seq_id s) const {
@@ -219,10 +249,12 @@ llm_pos kv_cache::seq_pos_min(seq_id s) const {
 
 void kv_cache::clear() {
     for (kv_cell &c : cells_) c = kv_cell{};
+    changed();
 }
 
 void kv_cache::seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
     if (delta == 0 || s >= int32_t(n_seq_max_)) return;
+    changed();
     for (kv_cell &c : cells_) {
         if (c.empty() || !in_range(c.pos, p0, p1) || (s >= 0 && !c.has_seq(s))) continue;
         c.pos += delta;
@@ -234,6 +266,7 @@ void kv_cache::seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
 void kv_cache::seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
     WEFT_ASSERT(d >= 1);
     if (d == 1 || s >= int32_t(n_seq_max_)) return;
+    changed();
     for (kv_cell &c : cells_) {
         if (c.empty() || !in_range(c.pos, p0, p1) || (s >= 0 && !c.has_seq(s))) continue;
         const llm_pos divided = c.pos / d;
@@ -244,13 +277,18 @@ void kv_cache::seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
 
 std::vector<uint32_t> kv_cache::shifted_cells() const {
     std::vector<uint32_t> moved;
+    if (!summed().shifted) return moved;
     for (uint32_t i = 0; i < cells_.size(); ++i)
         if (!cells_[i].empty() && cells_[i].delta != 0) moved.push_back(i);
     return moved;
 }
 
 void kv_cache::clear_shift() {
+    // empty cells keep delta 0 (whatever empties a cell resets it): with no used cell moved there
+    // is nothing to clear
+    if (!summed().shifted) return;
     for (kv_cell &c : cells_) c.delta = 0;
+    summary_.shifted = false;
 }
 
 void kv_cache::read_row(const tensor &t, uint32_t c, void *dst) {
@@ -268,6 +306,7 @@ void kv_cache::write_row(tensor &t, uint32_t c, const void *src) {
 }
 
 uint32_t kv_cache::defrag() {
+    changed();
     uint32_t moved = 0, to = 0;
     std::vector<uint8_t> row;
     for (uint32_t from = 0; from < cells_.size(); ++from) {

@@ -270,10 +270,19 @@ TEST(Context, AbortRollsTheBatchBack) {
     p.abort_callback = [&] { return stop; };
     inference_context ctx(*m, p);
     ASSERT_EQ(ctx.decode(batch::from_tokens({1, 2, 3})), decode_ok);
+    const std::vector<kv_cell> before = ctx.kv().cells();
     stop = true;
     EXPECT_EQ(ctx.decode(batch::from_tokens(some_tokens(10, 300))), decode_aborted);
     EXPECT_EQ(ctx.kv_used_cells(), 3u);
     EXPECT_EQ(ctx.kv_seq_pos_max(0), 2);
+    // every cell as it was (the aborted batch's cells emptied again)
+    ASSERT_EQ(ctx.kv().cells().size(), before.size());
+    for (size_t c = 0; c < before.size(); ++c) {
+        const kv_cell &now = ctx.kv().cells()[c];
+        EXPECT_TRUE(now.pos == before[c].pos && now.seq_mask == before[c].seq_mask &&
+                    now.delta == before[c].delta)
+            << "cell " << c;
+    }
     stop = false;
     EXPECT_EQ(ctx.decode(batch::from_tokens({4})), decode_ok);
 }

@@ -1,7 +1,9 @@
 // tests/runtime/test_kv_cache.cpp — KV cache cells: slots, sequence edits, mask, attended range.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "model/model_test_util.h"
@@ -130,6 +132,97 @@ TEST_F(KvCache, AttendedRangeIsPaddedAndCapped) {
     EXPECT_EQ(kv.n_kv_for_graph(256), 512u);
     kv.assign(599, 1, s0);
     EXPECT_EQ(kv.n_kv_for_graph(256), 600u);
+}
+
+// The cache answers from a summary kept by assign and rebuilt after any other edit: after every
+// step of a random run of edits (assign, unassign, seq_rm / cp / keep / add / div, clear_shift,
+// defrag, restore, clear), each answer must be what a scan of the cells gives.
+TEST_F(KvCache, AnswersMatchAScanOfTheCellsAfterEveryEdit) {
+    const uint32_t n_cells = 48, n_seqs = 3;
+    kv_cache kv(*model_, n_cells, dtype::f16, n_seqs);
+    std::mt19937 rng(11);
+    auto pick = [&](int n) { return int(rng() % uint32_t(n)); };
+    std::vector<llm_pos> next_pos(n_seqs, 0);
+    std::vector<kv_cell> saved;
+    for (int step = 0; step < 3000; ++step) {
+        SCOPED_TRACE(step);
+        const seq_id s = pick(int(n_seqs));
+        switch (pick(12)) {
+            case 0:
+            case 1:
+            case 2: {  // a decode step of one or two tokens
+                std::vector<std::vector<seq_id>> seqs(size_t(1 + pick(2)), std::vector<seq_id>{s});
+                if (pick(4) == 0) seqs[0].push_back(seq_id((s + 1) % int(n_seqs)));  // a shared token
+                const std::vector<uint32_t> cells = kv.find_slots(seqs, pick(2) == 0);
+                for (size_t i = 0; i < cells.size(); ++i) kv.assign(cells[i], next_pos[size_t(s)]++, seqs[i]);
+                if (!cells.empty() && pick(8) == 0) kv.unassign(cells);  // a failed decode
+                break;
+            }
+            case 3:
+                kv.seq_rm(pick(5) == 0 ? -1 : s, pick(3) == 0 ? -1 : pick(20), pick(3) == 0 ? -1 : pick(40));
+                break;
+            case 4:
+                kv.seq_cp(s, seq_id(pick(int(n_seqs))), -1, pick(30));
+                break;
+            case 5:
+                if (pick(4) == 0) kv.seq_keep(s);
+                break;
+            case 6:
+                kv.seq_add(pick(4) == 0 ? -1 : s, pick(10), -1, llm_pos(pick(9) - 4));
+                break;
+            case 7:
+                kv.seq_div(s, pick(10), -1, 1 + pick(3));
+                break;
+            case 8:
+                kv.clear_shift();
+                break;
+            case 9:
+                if (pick(3) == 0) kv.defrag();
+                break;
+            case 10:
+                if (saved.empty() || pick(2) == 0)
+                    saved = kv.snapshot();
+                else
+                    kv.restore(saved);
+                break;
+            case 11:
+                if (pick(20) == 0) kv.clear();
+                break;
+        }
+        // the answers, against a scan of the cells
+        const std::vector<kv_cell> &cells = kv.cells();
+        uint32_t used = 0, used_end = 0;
+        std::vector<llm_pos> pos_max(n_seqs, -1);
+        std::vector<uint32_t> shifted;
+        for (uint32_t i = 0; i < n_cells; ++i) {
+            if (cells[i].empty()) continue;
+            ++used;
+            used_end = i + 1;
+            if (cells[i].delta != 0) shifted.push_back(i);
+            for (uint32_t q = 0; q < n_seqs; ++q)
+                if (cells[i].has_seq(seq_id(q))) pos_max[q] = std::max(pos_max[q], cells[i].pos);
+        }
+        ASSERT_EQ(kv.used_cells(), used);
+        ASSERT_EQ(kv.n_kv_for_graph(8), std::min(n_cells, std::max<uint32_t>(1, (used_end + 7) / 8) * 8));
+        ASSERT_EQ(kv.seq_pos_max_all(), pos_max);
+        ASSERT_EQ(kv.seq_pos_max(s), pos_max[size_t(s)]);
+        ASSERT_EQ(kv.shifted_cells(), shifted);
+        // a token of s goes to the first free cell after s's cells
+        int64_t last = -1;
+        for (uint32_t i = 0; i < n_cells; ++i)
+            if (cells[i].has_seq(s)) last = i;
+        uint32_t want = n_cells;
+        for (uint32_t i = uint32_t(last + 1); i < n_cells && want == n_cells; ++i)
+            if (cells[i].empty()) want = i;
+        const std::vector<std::vector<seq_id>> one{{s}};
+        const std::vector<uint32_t> got = kv.find_slots(one, false);
+        if (want == n_cells)
+            ASSERT_TRUE(got.empty());
+        else
+            ASSERT_EQ(got, std::vector<uint32_t>{want});
+        for (llm_pos &p : next_pos) p = std::max<llm_pos>(p, 0);
+        for (uint32_t q = 0; q < n_seqs; ++q) next_pos[q] = std::max(next_pos[q], pos_max[q] + 1);
+    }
 }
 
 }  // namespace

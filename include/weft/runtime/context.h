@@ -222,7 +222,7 @@ class inference_context {
     struct built_graph;
     struct runtime_state;
     struct shift_graph;
-    int decode_impl(const batch &b, std::vector<kv_cell> &saved_cells);
+    int decode_impl(const batch &b, std::vector<uint32_t> &assigned);
     // Pipeline: sends a ubatch's status (and its hidden states) to the next rank; after a decode,
     // brings the last rank's result (its return code and the logits) to rank 0.
     void pass_on(int32_t status, std::span<const float> hidden = {});

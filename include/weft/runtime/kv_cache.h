@@ -102,9 +102,14 @@ class kv_cache {
     // form one run at the end. Returns how many cells moved.
     uint32_t defrag();
 
-    // Saved and restored around a decode call that fails part way (the cells, not the data).
+    // Saved and restored around a state load that fails part way (the cells, not the data).
     std::vector<kv_cell> snapshot() const { return cells_; }
-    void restore(std::vector<kv_cell> cells) { cells_ = std::move(cells); }
+    void restore(std::vector<kv_cell> cells) {
+        cells_ = std::move(cells);
+        summary_valid_ = false;
+    }
+    // Empties cells that assign filled (a decode call that fails part way takes back its tokens).
+    void unassign(std::span<const uint32_t> cells);
 
     // Cell c's K (V) row of layer il, in the cache's type (state save and load): copied out of /
     // into the cache's memory, wherever the layer keeps it (host or an offload device).
@@ -123,6 +128,22 @@ class kv_cache {
   private:
     static void read_row(const tensor &t, uint32_t c, void *dst);
     static void write_row(tensor &t, uint32_t c, const void *src);
+
+    // What the cells hold, summed up: a decode step asks for it several times (positions, free
+    // cells, the graph's width, pending shifts), and a scan of every cell each time was a good part of
+    // a small model's step with a large context (32k cells: ~80 us). Kept up to date by assign;
+    // every other change marks it stale, and the next question scans once.
+    struct summary {
+        uint32_t used = 0;               // cells that are not empty
+        uint32_t used_end = 0;           // one past the highest of them
+        bool shifted = false;            // one of them has a delta
+        std::vector<llm_pos> pos_max;    // per sequence: its highest position, -1 when empty
+        std::vector<int64_t> last_cell;  // per sequence: its highest cell, -1 when empty
+    };
+    const summary &summed() const;
+    void changed() { summary_valid_ = false; }
+    mutable summary summary_;
+    mutable bool summary_valid_ = false;
 
     dtype type_k_, type_v_;
     uint32_t n_seq_max_;
