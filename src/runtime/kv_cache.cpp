@@ -146,7 +146,10 @@ std::vector<uint32_t> kv_cache::find_slots(std::span<const std::vector<seq_id>> 
     uint32_t any = 0;  // where the out-of-order fallback looks next
     for (const auto &token_seqs : seqs) {
         int64_t after = -1;
-        for (seq_id s : token_seqs) after = std::max(after, last[size_t(s)]);
+        for (seq_id s : token_seqs) {
+            WEFT_ASSERT(s >= 0 && size_t(s) < last.size());
+            after = std::max(after, last[size_t(s)]);
+        }
         uint32_t found = size;
         for (uint32_t i = uint32_t(after + 1); i < size; ++i)
             if (cells_[i].empty() && !taken(i)) {
