@@ -479,6 +479,21 @@ void run_attention_task(const attention_task &a) {
     // the cells any token of the block sees
     int64_t needed = 0;
     for (int64_t t = a.t0; t < a.t1; ++t) needed = visible_end(mask_row(t), n_kv, needed);
+    // Tokens of which two see neither's last cell belong to different sequences (a decode batch of
+    // several slots): each is slotted alone, without building their union first (alone is each
+    // token's own order, so this choice never changes a value).
+    if (a.t1 - a.t0 > 1) {
+        const int64_t first_last = visible_end(mask_row(a.t0), needed, 0) - 1;
+        bool disjoint = false;
+        for (int64_t t = a.t0 + 1; t < a.t1 && !disjoint && first_last >= 0; ++t) {
+            const int64_t last = visible_end(mask_row(t), needed, 0) - 1;
+            disjoint = last >= 0 && mask_row(t)[first_last] == hidden && mask_row(a.t0)[last] == hidden;
+        }
+        if (disjoint) {
+            for (int64_t t = a.t0; t < a.t1; ++t) attend_alone(t, needed);
+            return;
+        }
+    }
     // Tokens of one sequence (the usual block) see mostly the same cells: their union is slotted and
     // converted once for all of them, as long as every token's own slots are the union's with whole
     // empty chunks between (then the sums are the same, adding exact zeros). Tokens of different
