@@ -245,7 +245,8 @@ size_t work_size_mul_mat(const tensor &dst, int n_threads);
 constexpr int max_shared_products = 4;
 bool shares_activations(const tensor &first, const tensor &next);
 // The products dsts[0 .. n) (each pair sharing activations) as one node: one quantization of the
-// activations, one dispenser of chunks over all their rows; each result as compute_mul_mat's.
+// activations, one dispenser of chunks over all their rows (compute_mul_mat's own path for one
+// product with interleaved weights, n = 1).
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts);
 
 // ops_copy.cpp

@@ -122,10 +122,12 @@ constexpr int64_t groups_per_chunk = 4;
 // Columns of one pass over a chunk: their activations stay in L1 while the chunk's groups pass.
 constexpr int64_t columns_per_pass = 16;
 
+}  // namespace
+
 // Products of one activation matrix b by up to max_shared_products interleaved weights of one
 // activation format (a layer's Q, K and V; its gate and up): b is quantized once, and the chunks of
 // every product are dealt from one dispenser, product after product, with no barrier between them.
-void compute_mul_mat_interleaved(const compute_params &p, tensor *const *dsts, int n_dsts) {
+void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
     WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
     const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]));
@@ -191,6 +193,8 @@ void compute_mul_mat_interleaved(const compute_params &p, tensor *const *dsts, i
         }
     }
 }
+
+namespace {
 
 bool supports_mul_mat_interleaved(const tensor &dst) {
     const tensor &a = *dst.src[0];
@@ -347,7 +351,7 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     if (is_grouped_float(*dst.src[0])) return compute_mul_mat_grouped_float(p, dst);
     if (interleaved_layout_of(*dst.src[0])) {
         tensor *const one[] = {&dst};
-        return compute_mul_mat_interleaved(p, one, 1);
+        return compute_mul_mat_shared(p, one, 1);
     }
     if (is_float_weight(dst.src[0]->type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0)
         return compute_mul_mat_float(p, dst);
@@ -463,10 +467,6 @@ bool shares_activations(const tensor &first, const tensor &next) {
         return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
     };
     return !overlap(first, next) && !overlap(next, *next.src[1]) && !overlap(first, *first.src[1]);
-}
-
-void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
-    compute_mul_mat_interleaved(p, dsts, n_dsts);
 }
 
 bool supports_mul_mat(const tensor &dst) {
