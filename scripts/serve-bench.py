@@ -28,6 +28,7 @@ def start_server(args):
         cmd += ["-m", args.model]
     if args.ctx:
         cmd += ["-c", str(args.ctx)]
+    cmd += args.serve_args
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     port = None
     deadline = time.time() + 300
@@ -215,6 +216,8 @@ def main():
     ap.add_argument("--np", type=int, default=16, help="server slots")
     ap.add_argument("--ctx", type=int, default=0, help="server -c (0: its default)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--serve-arg", dest="serve_args", action="append", default=[],
+                    help="one more argument for `weft serve` (repeat it: --serve-arg=--http-nice --serve-arg=19)")
     ap.add_argument("--stagger-ms", type=float, default=0,
                     help="client i starts i x this many ms after the first (0: all at once)")
     ap.add_argument("--json", action="store_true", help="one JSON object per level instead of the table")

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -179,6 +180,19 @@ class gate_stream final : public httplib::Stream {
     std::chrono::milliseconds io_timeout_;
 };
 
+// Lowers the calling thread's priority to nice value `nice` (never raises it). Linux keeps a nice
+// value per thread, which the threads it starts afterwards inherit; a failure only leaves the
+// priority as it was.
+void lower_thread_priority(int nice) {
+#if defined(__linux__)
+    errno = 0;
+    const int now = ::getpriority(PRIO_PROCESS, 0);  // 0: the calling thread
+    if (errno == 0 && now < nice) ::setpriority(PRIO_PROCESS, 0, nice);
+#else
+    (void)nice;
+#endif
+}
+
 }  // namespace
 
 gated_server::gated_server(gate_limits limits) : limits_(limits) {
@@ -231,7 +245,8 @@ int gated_server::bind_and_listen(const std::string &host, int port) {
                                    : ntohs(reinterpret_cast<sockaddr_in *>(&a)->sin_port);
 }
 
-void gated_server::run(size_t n_workers) {
+void gated_server::run(size_t n_workers, int nice) {
+    lower_thread_priority(nice);  // before the workers start: they inherit it
     workers_ = std::make_unique<httplib::ThreadPool>(std::max<size_t>(n_workers, 1));
     gate_loop();
     if (listen_fd_ >= 0) ::close(listen_fd_);  // new connections are refused from now on

@@ -41,9 +41,10 @@ class gated_server : public httplib::Server {
     // Binds host:port (0: any free port) and listens; returns the port. Throws weft::error naming
     // the address when that fails.
     int bind_and_listen(const std::string &host, int port);
-    // Accepts and serves until stop_serving(); requests run on n_workers threads. Returns once the
-    // requests in progress have ended.
-    void run(size_t n_workers);
+    // Accepts and serves until stop_serving(); requests run on n_workers threads. The calling thread
+    // and the workers run at nice value `nice` at least (see server_options::http_nice). Returns once
+    // the requests in progress have ended.
+    void run(size_t n_workers, int nice = 0);
     // Thread-safe: stops accepting, closes the waiting connections and makes run() return.
     void stop_serving();
 

@@ -911,7 +911,7 @@ int openai_server::listen() {
 void openai_server::start() {
     const size_t n_workers = impl_->opt.http_threads > 0 ? size_t(impl_->opt.http_threads)
                                                          : size_t(4 * std::max(1, impl_->opt.n_slots) + 16);
-    impl_->http = std::thread([this, n_workers] { impl_->gate.run(n_workers); });
+    impl_->http = std::thread([this, n_workers] { impl_->gate.run(n_workers, impl_->opt.http_nice); });
 }
 
 void openai_server::set_ready(const model &m, serving::engine &eng, serving::template_choice tmpl,

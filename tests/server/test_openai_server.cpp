@@ -4,11 +4,17 @@
 // errors as OpenAI error objects, the API key, the chat page, stop().
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -304,6 +310,45 @@ TEST(OpenAIServer, LoraAdaptersPerRequest) {
     s.svr->stop();
     s.svr->wait();
 }
+
+#if defined(__linux__)
+// The nice value of every thread of this process (Linux keeps one per thread: field 19 of
+// /proc/self/task/<tid>/stat, after the parenthesized command name).
+std::vector<int> thread_nice_values() {
+    std::vector<int> out;
+    for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream in(task.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const size_t close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream fields(stat.substr(close + 2));  // field 3 (state) onwards
+        std::string field;
+        for (int i = 3; i <= 19 && fields >> field; ++i)
+            if (i == 19) out.push_back(std::stoi(field));
+    }
+    return out;
+}
+
+TEST(OpenAIServer, HttpThreadsRunAtTheirNiceValueAndTheDecodeThreadsAtTheProcesss) {
+    errno = 0;
+    const int base = getpriority(PRIO_PROCESS, 0);
+    ASSERT_EQ(errno, 0);
+    if (base >= 7) GTEST_SKIP() << "this test runs at nice " << base << " already";
+    const std::vector<int> before = thread_nice_values();
+    server_options opt;
+    opt.http_nice = 7;
+    running_server s(opt);  // 4 HTTP workers and the gate; the engine's threads start from this one
+    const json out = post_json(s, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}}, 200);
+    EXPECT_EQ(out["usage"]["completion_tokens"], 2);
+    const std::vector<int> after = thread_nice_values();
+    const auto count = [](const std::vector<int> &v, int nice) {
+        return std::count(v.begin(), v.end(), nice);
+    };
+    EXPECT_EQ(count(after, 7) - count(before, 7), 5);    // the gate and its 4 workers
+    EXPECT_GT(count(after, base), count(before, base));  // the engine's loop (at least) keeps the base
+    EXPECT_EQ(getpriority(PRIO_PROCESS, 0), base);       // the caller's is unchanged
+}
+#endif
 
 TEST(OpenAIServer, StopEndsServing) {
     running_server s;

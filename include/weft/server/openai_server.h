@@ -33,6 +33,11 @@ struct server_options {
     int32_t n_threads = 0;   // threads of an embedding model's context (0: the hardware's)
     std::string cors;        // non-empty: answer CORS preflights and allow this origin
     std::string model_id;    // the id /v1/models reports; empty: the model's name
+    // The nice value of the HTTP threads (the gate and the request workers), 0..19; the decode
+    // threads keep the process's. Above the process's, a streamed token's HTTP work waits for a free
+    // core instead of preempting a decode step, and so does a new request's (throughput against time
+    // to first token on a machine with few cores; Linux: nice is per thread; elsewhere ignored).
+    int http_nice = 0;
     // The vision projector (`--mmproj`) that encodes the images of chat messages; it must outlive the
     // server. Null: a request with an image is a 400.
     const vision::clip_model *mmproj = nullptr;
