@@ -7,7 +7,9 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
@@ -15,6 +17,7 @@
 #include "backends/interleaved_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
+#include "weft/quant/blocks.h"
 #include "weft/quant/quant.h"
 
 using namespace weft;
@@ -51,7 +54,8 @@ std::shared_ptr<std::vector<uint8_t>> interleave_in_place(tensor &a) {
     return memory;
 }
 
-// n columns of k values quantized as the products of `type` want them.
+// n columns of k values quantized as the products of `type` want them (q8_0: with its slot sums, the
+// format of every kernel but AVX-512 VNNI's; the scalar kernel takes either).
 test::quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
     const cpu::q8_format format = type_traits(type).block_size == 256 ? cpu::q8_format::q8_k
                                   : type == dtype::q8_0               ? cpu::q8_format::q8_0_slot_sums
@@ -160,7 +164,8 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
             const auto repacked = interleave_in_place(*a);
             const auto &layout = *cpu::interleaved_layout_of(*a);
             const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
-            const auto q = quantize_columns(type, k, 21, 12);
+            // the activations as this kernel takes them (the scalar kernel takes every format)
+            const auto q = test::quantize_columns(cpu::activation_format(layout, isa.kernel), k, 21, 12);
             for (int64_t n = 1; n <= 19; ++n) {
                 std::vector<float> want(size_t(m * n)), got(size_t(m * n), -1.0f);
                 for (int64_t g = 0; g < m / 16; ++g) {
@@ -174,6 +179,48 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
         }
     }
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD kernel of the interleaved layout";
+}
+
+// q8_0's two activation formats (the values with -128 x each slot's sum; the values + 128) hold the
+// same values, so every kernel gives the same bits from either: the scalar kernel from both, and the
+// AVX-512 VNNI one (which takes the offset values) equal to them. Weights include the extreme quants.
+TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
+    const int64_t k = 512, m = 32;
+    auto ctx = data_context();
+    std::vector<uint8_t> plain;
+    std::vector<float> w;
+    tensor *a = make_matrix(*ctx, dtype::q8_0, k, m, 31, plain, w);
+    // a few quants at the ends of the range (-128 only a foreign quantizer writes; the dot is exact)
+    auto *blocks = reinterpret_cast<block_q8_0 *>(plain.data());
+    blocks[0].qs[0] = -128;
+    blocks[0].qs[1] = 127;
+    blocks[3].qs[5] = -127;
+    std::memcpy(a->data, plain.data(), plain.size());
+    const auto repacked = interleave_in_place(*a);
+    const auto &layout = *cpu::interleaved_layout_of(*a);
+    const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
+    const auto slot_sums = test::quantize_columns(cpu::q8_format::q8_0_slot_sums, k, 9, 3);
+    const auto offset = test::quantize_columns(cpu::q8_format::q8_0_offset_values, k, 9, 3);
+    for (int64_t i = 0; i < int64_t(offset.qs.size()); ++i)
+        ASSERT_EQ(int(uint8_t(offset.qs[size_t(i)])), int(slot_sums.qs[size_t(i)]) + 128) << i;
+    auto run = [&](cpu::group_kernel_fn kernel, const cpu::q8_rows &rows, int64_t n) {
+        std::vector<float> out(size_t(m * n), -1.0f);
+        for (int64_t g = 0; g < m / 16; ++g)
+            kernel(layout, static_cast<const uint8_t *>(a->data) + size_t(g) * group_bytes, rows, 1, n,
+                   &out[size_t(g * 16)], m);
+        return out;
+    };
+    for (int64_t n = 1; n <= 8; ++n) {
+        SCOPED_TRACE(std::to_string(n) + " columns");
+        const std::vector<float> want = run(cpu::group_kernel_scalar, slot_sums.rows, n);
+        EXPECT_EQ(run(cpu::group_kernel_scalar, offset.rows, n), want);
+        if (cpu::simd_level_supported(cpu::simd_level::avx512_vnni)) {
+            EXPECT_EQ(run(cpu::group_kernel_avx512vnni, offset.rows, n), want);
+        }
+        if (cpu::simd_level_supported(cpu::simd_level::avx2)) {
+            EXPECT_EQ(run(cpu::group_kernel_avx2, slot_sums.rows, n), want);
+        }
+    }
 }
 
 // Through the backend: interleaved weights agree with the plain layout's product (a different
@@ -293,8 +340,8 @@ TEST(CpuInterleaved, ActivationsQuantizeAsTheReference) {
     for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = 3e30f * float(i % 5 - 2);
     for (int64_t i = 96; i < 128; ++i) x[size_t(i)] = float(i - 110) + 0.5f;  // scale 1: ties to round
     x[127] = 127.0f;
-    for (cpu::q8_format format :
-         {cpu::q8_format::q8_0_slot_sums, cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
+    for (cpu::q8_format format : {cpu::q8_format::q8_0_slot_sums, cpu::q8_format::q8_0_offset_values,
+                                  cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
         SCOPED_TRACE(int(format));
         auto quantized = [&](bool scalar) {
             force_scalar(scalar);

@@ -590,17 +590,21 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
 
 // Row r of a q8_0 group against one column, in the reference engine's order (interleaved.h): a
 // float lane per four-value slot, the lanes summed pairwise at the end. The integer dots take the
-// signed quants (stored - 128) and so do not read the activation sums.
+// signed quants (stored - 128) against the signed activations (offset_values: stored - 128 too), and
+// so do not read the activation sums.
 float q8_0_row_scalar(const interleaved_layout &l, const uint8_t *group, int r, const int8_t *x,
-                      const float *da, int64_t nb) {
+                      bool offset_values, const float *da, int64_t nb) {
+    const int32_t x_offset = offset_values ? 128 : 0;  // the values as stored: q + 128, or q
     float lane[8] = {};
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * l.block_bytes;
         const float scale = fp16_at(block + size_t(r) * sizeof(fp16_t)) * da[b];
         for (int j = 0; j < 8; ++j) {
             int32_t isum = 0;
-            for (int i = 4 * j; i < 4 * j + 4; ++i)
-                isum += (stored_value(l, block, r, i) - l.offset) * x[b * 32 + i];
+            for (int i = 4 * j; i < 4 * j + 4; ++i) {
+                const int32_t xi = offset_values ? int32_t(uint8_t(x[b * 32 + i])) : int32_t(x[b * 32 + i]);
+                isum += (stored_value(l, block, r, i) - l.offset) * (xi - x_offset);
+            }
             lane[j] = std::fma(scale, float(isum), lane[j]);
         }
     }
@@ -615,8 +619,8 @@ void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, cons
     if (l.kind == interleaved_kind::q8_0x16) {
         for (int64_t c = 0; c < n_cols; ++c)
             for (int r = 0; r < interleave_rows; ++r)
-                dst[c * dst_stride + r] =
-                    q8_0_row_scalar(l, group, r, a.qs + (c0 + c) * a.k, a.d + (c0 + c) * nb, nb);
+                dst[c * dst_stride + r] = q8_0_row_scalar(l, group, r, a.qs + (c0 + c) * a.k, a.offset_values,
+                                                          a.d + (c0 + c) * nb, nb);
         return;
     }
     for (int64_t c = 0; c < n_cols; ++c) {
@@ -701,9 +705,14 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 
 namespace weft::cpu {
 
-q8_format activation_format(const interleaved_layout &layout) {
+q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel) {
     if (layout.k_quant()) return q8_format::q8_k;
-    return layout.kind == interleaved_kind::q8_0x16 ? q8_format::q8_0_slot_sums : q8_format::q8_0_block_sums;
+    if (layout.kind != interleaved_kind::q8_0x16) return q8_format::q8_0_block_sums;
+    return kernel == group_kernel_avx512vnni ? q8_format::q8_0_offset_values : q8_format::q8_0_slot_sums;
+}
+
+q8_format activation_format(const interleaved_layout &layout) {
+    return activation_format(layout, best_group_kernel());
 }
 
 int64_t values_per_scale(q8_format f) {
@@ -711,7 +720,8 @@ int64_t values_per_scale(q8_format f) {
 }
 
 int64_t values_per_sum(q8_format f) {
-    return f == q8_format::q8_k ? 16 : f == q8_format::q8_0_slot_sums ? 4 : interleave_block;
+    if (f == q8_format::q8_k) return 16;
+    return f == q8_format::q8_0_block_sums ? interleave_block : 4;
 }
 
 void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, float *d, int32_t *sum,
@@ -720,13 +730,22 @@ void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, fl
         // the table's quantizer (the reference one under force_scalar) has an AVX2 build that writes
         // the split arrays directly: the same values, without the blocks and a second pass over them
         if (row_traits_of(dtype::q8_0).from_float == from_float_q8_0_avx2)
-            return quantize_q8_0_split_avx2(x, k, format == q8_format::q8_0_slot_sums, qs, d, sum);
+            return quantize_q8_0_split_avx2(x, k,
+                                            format == q8_format::q8_0_slot_sums ? q8_split::slot_sums
+                                            : format == q8_format::q8_0_offset_values
+                                                ? q8_split::offset_values
+                                                : q8_split::block_sums,
+                                            qs, d, sum);
         row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
         const bool slots = format == q8_format::q8_0_slot_sums;
         for (int64_t b = 0; b < k / interleave_block; ++b) {
             std::memcpy(qs + b * 32, blocks[b].qs, 32);
             d[b] = fp16_to_fp32(blocks[b].d);
+            if (format == q8_format::q8_0_offset_values) {  // q + 128 (as a byte: q ^ 0x80)
+                for (int i = 0; i < 32; ++i) qs[b * 32 + i] = int8_t(uint8_t(blocks[b].qs[i]) ^ 0x80u);
+                continue;
+            }
             if (slots) {  // -128 x each four values' sum (see q8_rows)
                 for (int j = 0; j < 8; ++j) {
                     int32_t s = 0;
@@ -754,6 +773,7 @@ q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64
     q8_rows a{qs, d, sum, k};
     a.d_block = values_per_scale(format);
     a.sum_block = values_per_sum(format);
+    a.offset_values = format == q8_format::q8_0_offset_values;
     return a;
 }
 

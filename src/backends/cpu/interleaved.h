@@ -148,18 +148,22 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
 // How a product's activations are quantized: q8_0's values with a sum per block (q4_0 ... q5_1,
 // iq4_nl), q8_0's values with a sum per four values (q8_0: its dot takes each four-value slot on its
-// own), or q8_K's (the K-quants and iq4_xs).
-enum class q8_format : uint8_t { q8_0_block_sums, q8_0_slot_sums, q8_k };
-q8_format activation_format(const interleaved_layout &layout);
+// own), q8_0's values + 128 as bytes without sums (q8_0 for the AVX-512 VNNI kernel, see q8_rows), or
+// q8_K's (the K-quants and iq4_xs).
+enum class q8_format : uint8_t { q8_0_block_sums, q8_0_slot_sums, q8_0_offset_values, q8_k };
 int64_t values_per_scale(q8_format f);  // 32 or 256
-int64_t values_per_sum(q8_format f);    // 32, 4 or 16
+// 32, 4 or 16; 4 for q8_0_offset_values too (room left unused: a q8_0 product's work memory is the
+// same whichever kernel runs it)
+int64_t values_per_sum(q8_format f);
 
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
 // row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
 // For the 32-value types (q4_0 ... q5_1, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
 // for q8_0 the same values with, per four values, -128 times their sum (sum_block = 4: where an
-// unsigned dot product of the stored q + 128 starts, it ends at the dot of q); for the K-quants and
-// iq4_xs q8_K's (d_block = 256, sum_block = 16).
+// unsigned dot product of the stored q + 128 starts, it ends at the dot of q), or for the AVX-512 VNNI
+// kernel the values + 128 (offset_values: bytes 1..255 for an unsigned dot against the weights taken
+// signed again, which starts at -128 times the weights' own sum; no activation sums); for the K-quants
+// and iq4_xs q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
@@ -167,6 +171,7 @@ struct q8_rows {
     int64_t k = 0;  // values per row
     int64_t d_block = interleave_block;
     int64_t sum_block = interleave_block;
+    bool offset_values = false;  // q8_0_offset_values: qs hold the values + 128 (as bytes), no sums
     int64_t nb() const { return k / d_block; }    // scales per row
     int64_t ns() const { return k / sum_block; }  // sums per row
 };
@@ -180,6 +185,12 @@ using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t
 // under WEFT_FORCE_SCALAR).
 group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
+
+// The activation format of a layout's products for a kernel (the AVX-512 VNNI kernel takes q8_0's
+// offset values, the others its slot sums; the scalar kernel takes either), and for
+// best_group_kernel().
+q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel);
+q8_format activation_format(const interleaved_layout &layout);
 
 // The ISA kernels (interleaved_*.cpp).
 void group_kernel_scalar(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a, int64_t c0,

@@ -110,13 +110,18 @@ constexpr int max_tile_cols_q8_0 = 3;  // 8 accumulators a column: 24 of the 32 
 // here, the prefetch of a block is 9 instructions, not a loop.
 constexpr size_t q8_0_block_bytes = interleave_rows * 2 + 8 * 64;
 
-// A tile issues ~6 instructions a slot and column, so the prefetch of every block in every tile was
-// a sixth of them (prefetch: see tile).
+// The activations are the values + 128 (q8_rows::offset_values) and the weights are taken signed
+// again (stored ^ 0x80), so the unsigned dot of a slot, started at -128 times the weights' own sum,
+// ends at the signed one: that start is the same for every column, so a slot costs its columns one
+// broadcast each (no per-column correction to load). A tile issues ~5 instructions a slot and column,
+// so the prefetch of every block in every tile was a sixth of them (prefetch: see tile).
 template <int C>
 void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
                int64_t dst_stride, bool prefetch) {
-    WEFT_ASSERT(l.block_bytes == q8_0_block_bytes);
-    const int64_t nb = a.nb(), ns = a.ns();
+    WEFT_ASSERT(l.block_bytes == q8_0_block_bytes && a.offset_values);
+    const int64_t nb = a.nb();
+    const __m512i flip = _mm512_set1_epi8(char(0x80));  // stored q + 128 -> q; also -128 as a byte
+    const __m512i start_bias = _mm512_set1_epi32(128 * 128 * 4);
     __m512 lane[C][8];
     for (int c = 0; c < C; ++c)
         for (int j = 0; j < 8; ++j) lane[c][j] = _mm512_setzero_ps();
@@ -129,13 +134,14 @@ void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows 
         const uint8_t *slots = block + l.low_at;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-            const __m512i w = _mm512_loadu_si512(slots + 64 * j);
+            const __m512i stored = _mm512_loadu_si512(slots + 64 * j);  // q + 128
+            // -128 x sum(q) = 65536 - 128 x sum(q + 128), per row; then the dot of x + 128 with q
+            // adds sum(x q) + 128 x sum(q): exact integers, ending at sum(x q)
+            const __m512i start = _mm512_dpbusd_epi32(start_bias, stored, flip);
+            const __m512i q = _mm512_xor_si512(stored, flip);
             for (int c = 0; c < C; ++c) {
-                // starting from -128 x the slot's activation sum, the dot of q + 128 ends at q's
-                const int32_t *bias = a.sum + (c0 + c) * ns + b * 8 + j;
                 const int8_t *x = a.qs + (c0 + c) * a.k + b * 32 + 4 * j;
-                const __m512i isum =
-                    _mm512_dpbusd_epi32(_mm512_set1_epi32(*bias), w, _mm512_set1_epi32(load_i32(x)));
+                const __m512i isum = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(load_i32(x)), q);
                 lane[c][j] = _mm512_fmadd_ps(scale[c], _mm512_cvtepi32_ps(isum), lane[c][j]);
             }
         }

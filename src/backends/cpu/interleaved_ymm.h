@@ -12,6 +12,7 @@
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/prefetch.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 
@@ -136,6 +137,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
 template <bool Vnni>
 void column_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t col,
                  float *dst) {
+    WEFT_ASSERT(!a.offset_values);  // the activation format of these builds (activation_format)
     const int64_t nb = a.nb(), ns = a.ns();
     for (int half = 0; half < 2; ++half) {
         __m256 lane[8];
