@@ -182,8 +182,9 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
 }
 
 // q8_0's two activation formats (the values with -128 x each slot's sum; the values + 128) hold the
-// same values, so every kernel gives the same bits from either: the scalar kernel from both, and the
-// AVX-512 VNNI one (which takes the offset values) equal to them. Weights include the extreme quants.
+// same values, so every kernel gives the same bits from either: the scalar kernel from both, the VNNI
+// ones (AVX-512 and AVX-VNNI take the offset values) and AVX2's (the slot sums) equal to them. Weights
+// include the extreme quants.
 TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
     const int64_t k = 512, m = 32;
     auto ctx = data_context();
@@ -219,6 +220,9 @@ TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
         }
         if (cpu::simd_level_supported(cpu::simd_level::avx2)) {
             EXPECT_EQ(run(cpu::group_kernel_avx2, slot_sums.rows, n), want);
+        }
+        if (cpu::simd_level_supported(cpu::simd_level::avx2) && host_cpu_features().avxvnni) {
+            EXPECT_EQ(run(cpu::group_kernel_avxvnni, offset.rows, n), want);
         }
     }
 }

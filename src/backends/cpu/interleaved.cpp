@@ -708,7 +708,8 @@ namespace weft::cpu {
 q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel) {
     if (layout.k_quant()) return q8_format::q8_k;
     if (layout.kind != interleaved_kind::q8_0x16) return q8_format::q8_0_block_sums;
-    return kernel == group_kernel_avx512vnni ? q8_format::q8_0_offset_values : q8_format::q8_0_slot_sums;
+    return kernel == group_kernel_avx512vnni || kernel == group_kernel_avxvnni ? q8_format::q8_0_offset_values
+                                                                               : q8_format::q8_0_slot_sums;
 }
 
 q8_format activation_format(const interleaved_layout &layout) {

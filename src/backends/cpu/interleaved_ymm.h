@@ -67,7 +67,7 @@ template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
                                              __m256i w[8]) {
     const uint8_t *slots = block + l.low_at + 32 * half;
-    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (column_q8_0)");
+    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (column_q8_0, tile_q8_0_offset)");
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int s = 0; s < 4; ++s) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
@@ -133,12 +133,12 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
 
 // --- q8_0: the reference engine's order (interleaved.h), a float accumulator per four-value slot ---
 
-// One column at a time: 8 accumulators and the operands of a slot fill the 16 registers.
-template <bool Vnni>
+// Without VNNI (maddubs and the sign trick on the signed weights, so the activation sums go unread):
+// one column at a time, 8 accumulators and the operands of a slot fill the 16 registers.
 void column_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t col,
                  float *dst) {
-    WEFT_ASSERT(!a.offset_values);  // the activation format of these builds (activation_format)
-    const int64_t nb = a.nb(), ns = a.ns();
+    WEFT_ASSERT(!a.offset_values);  // the activation format of this build (activation_format)
+    const int64_t nb = a.nb();
     for (int half = 0; half < 2; ++half) {
         __m256 lane[8];
         for (int j = 0; j < 8; ++j) lane[j] = _mm256_setzero_ps();
@@ -153,17 +153,70 @@ void column_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_row
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
                 const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * j));
-                __m256i isum;
-                if constexpr (Vnni)  // from -128 x the slot's activation sum, the dot of q + 128 ends at q's
-                    isum = _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(a.sum[col * ns + b * 8 + j]), w,
-                                                   broadcast_4(x + 4 * j));
-                else
-                    isum = add_dot4<false, interleaved_kind::q8_0x16>(_mm256_setzero_si256(), w,
-                                                                      broadcast_4(x + 4 * j));
+                const __m256i isum = add_dot4<false, interleaved_kind::q8_0x16>(_mm256_setzero_si256(), w,
+                                                                                broadcast_4(x + 4 * j));
                 lane[j] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), lane[j]);
             }
         }
         _mm256_storeu_ps(dst + 8 * half, sum_q8_0_lanes(lane));
+    }
+}
+
+// With VNNI and the activations as their values + 128 (q8_rows::offset_values; see the AVX-512
+// build): the weights taken signed again, each slot started at -128 times their own sum, shared by
+// the tile's C columns. Slots [J0, J0 + J) of every block into lane (C * J accumulators: 2 columns go
+// over the blocks in two passes of four slots, within the 16 registers).
+template <int C, int J0, int J>
+[[gnu::always_inline]] inline void q8_0_offset_pass(const interleaved_layout &l, const uint8_t *group,
+                                                    const q8_rows &a, int64_t c0, int half,
+                                                    __m256 lane[C][J]) {
+    const int64_t nb = a.nb();
+    const __m256i flip = _mm256_set1_epi8(char(0x80));  // stored q + 128 -> q; also -128 as a byte
+    const __m256i start_bias = _mm256_set1_epi32(128 * 128 * 4);
+    for (int c = 0; c < C; ++c)
+        for (int j = 0; j < J; ++j) lane[c][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block = group + size_t(b) * l.block_bytes;
+        if (half == 0 && J0 == 0) prefetch_block_share(block, l.block_bytes, 0, 1);
+        const __m256 dw =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
+        __m256 scale[C];
+        for (int c = 0; c < C; ++c) scale[c] = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[(c0 + c) * nb + b]));
+        const uint8_t *slots = block + l.low_at + 32 * half;
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j) {
+            const __m256i stored =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * (J0 + j)));
+            const __m256i start = _mm256_dpbusd_avx_epi32(start_bias, stored, flip);  // -128 x sum(q)
+            const __m256i q = _mm256_xor_si256(stored, flip);
+            for (int c = 0; c < C; ++c) {
+                const __m256i isum = _mm256_dpbusd_avx_epi32(
+                    start, broadcast_4(a.qs + (c0 + c) * a.k + b * 32 + 4 * (J0 + j)), q);
+                lane[c][j] = _mm256_fmadd_ps(scale[c], _mm256_cvtepi32_ps(isum), lane[c][j]);
+            }
+        }
+    }
+}
+
+template <int C>
+void tile_q8_0_offset(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
+                      float *dst, int64_t dst_stride) {
+    WEFT_ASSERT(a.offset_values);
+    for (int half = 0; half < 2; ++half) {
+        __m256 lane[C][8];
+        if constexpr (C == 1) {
+            q8_0_offset_pass<1, 0, 8>(l, group, a, c0, half, lane);
+        } else {
+            __m256 part[C][4];
+            q8_0_offset_pass<C, 0, 4>(l, group, a, c0, half, part);
+            for (int c = 0; c < C; ++c)
+                for (int j = 0; j < 4; ++j) lane[c][j] = part[c][j];
+            q8_0_offset_pass<C, 4, 4>(l, group, a, c0, half, part);
+            for (int c = 0; c < C; ++c)
+                for (int j = 0; j < 4; ++j) lane[c][4 + j] = part[c][j];
+        }
+        for (int c = 0; c < C; ++c)
+            _mm256_storeu_ps(dst + c * dst_stride + 8 * half, sum_q8_0_lanes(lane[c]));
     }
 }
 
@@ -365,8 +418,13 @@ void group_kernel_ymm(const interleaved_layout &l, const uint8_t *group, const q
         constexpr interleaved_kind K = decltype(kind)::value;
         if constexpr (is_k_kind(K))
             columns_k<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
+        else if constexpr (K == interleaved_kind::q8_0x16 && Vnni)
+            for_column_tiles<2>(n_cols, [&](auto cols, int64_t c) {
+                tile_q8_0_offset<decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride,
+                                                        dst_stride);
+            });
         else if constexpr (K == interleaved_kind::q8_0x16)
-            for (int64_t c = 0; c < n_cols; ++c) column_q8_0<Vnni>(l, group, a, c0 + c, dst + c * dst_stride);
+            for (int64_t c = 0; c < n_cols; ++c) column_q8_0(l, group, a, c0 + c, dst + c * dst_stride);
         else
             columns<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
     });
