@@ -54,11 +54,11 @@ std::shared_ptr<std::vector<uint8_t>> interleave_in_place(tensor &a) {
     return memory;
 }
 
-// n columns of k values quantized as the products of `type` want them (q8_0: with its slot sums, the
-// format of every kernel but AVX-512 VNNI's; the scalar kernel takes either).
+// n columns of k values quantized as the products of `type` want them (q8_0: its signed values, the
+// AVX2 kernel's format; the scalar kernel takes either).
 test::quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
     const cpu::q8_format format = type_traits(type).block_size == 256 ? cpu::q8_format::q8_k
-                                  : type == dtype::q8_0               ? cpu::q8_format::q8_0_slot_sums
+                                  : type == dtype::q8_0               ? cpu::q8_format::q8_0_signed_values
                                                                       : cpu::q8_format::q8_0_block_sums;
     return test::quantize_columns(format, k, n, seed);
 }
@@ -181,9 +181,9 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD kernel of the interleaved layout";
 }
 
-// q8_0's two activation formats (the values with -128 x each slot's sum; the values + 128) hold the
+// q8_0's two activation formats (the signed values; the values + 128) hold the
 // same values, so every kernel gives the same bits from either: the scalar kernel from both, the VNNI
-// ones (AVX-512 and AVX-VNNI take the offset values) and AVX2's (the slot sums) equal to them. Weights
+// ones (AVX-512 and AVX-VNNI take the offset values) and AVX2's (the signed values) equal to them. Weights
 // include the extreme quants.
 TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
     const int64_t k = 512, m = 32;
@@ -200,10 +200,10 @@ TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
     const auto repacked = interleave_in_place(*a);
     const auto &layout = *cpu::interleaved_layout_of(*a);
     const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
-    const auto slot_sums = test::quantize_columns(cpu::q8_format::q8_0_slot_sums, k, 9, 3);
+    const auto signed_values = test::quantize_columns(cpu::q8_format::q8_0_signed_values, k, 9, 3);
     const auto offset = test::quantize_columns(cpu::q8_format::q8_0_offset_values, k, 9, 3);
     for (int64_t i = 0; i < int64_t(offset.qs.size()); ++i)
-        ASSERT_EQ(int(uint8_t(offset.qs[size_t(i)])), int(slot_sums.qs[size_t(i)]) + 128) << i;
+        ASSERT_EQ(int(uint8_t(offset.qs[size_t(i)])), int(signed_values.qs[size_t(i)]) + 128) << i;
     auto run = [&](cpu::group_kernel_fn kernel, const cpu::q8_rows &rows, int64_t n) {
         std::vector<float> out(size_t(m * n), -1.0f);
         for (int64_t g = 0; g < m / 16; ++g)
@@ -213,13 +213,13 @@ TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
     };
     for (int64_t n = 1; n <= 8; ++n) {
         SCOPED_TRACE(std::to_string(n) + " columns");
-        const std::vector<float> want = run(cpu::group_kernel_scalar, slot_sums.rows, n);
+        const std::vector<float> want = run(cpu::group_kernel_scalar, signed_values.rows, n);
         EXPECT_EQ(run(cpu::group_kernel_scalar, offset.rows, n), want);
         if (cpu::simd_level_supported(cpu::simd_level::avx512_vnni)) {
             EXPECT_EQ(run(cpu::group_kernel_avx512vnni, offset.rows, n), want);
         }
         if (cpu::simd_level_supported(cpu::simd_level::avx2)) {
-            EXPECT_EQ(run(cpu::group_kernel_avx2, slot_sums.rows, n), want);
+            EXPECT_EQ(run(cpu::group_kernel_avx2, signed_values.rows, n), want);
         }
         if (cpu::simd_level_supported(cpu::simd_level::avx2) && host_cpu_features().avxvnni) {
             EXPECT_EQ(run(cpu::group_kernel_avxvnni, offset.rows, n), want);
@@ -344,7 +344,7 @@ TEST(CpuInterleaved, ActivationsQuantizeAsTheReference) {
     for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = 3e30f * float(i % 5 - 2);
     for (int64_t i = 96; i < 128; ++i) x[size_t(i)] = float(i - 110) + 0.5f;  // scale 1: ties to round
     x[127] = 127.0f;
-    for (cpu::q8_format format : {cpu::q8_format::q8_0_slot_sums, cpu::q8_format::q8_0_offset_values,
+    for (cpu::q8_format format : {cpu::q8_format::q8_0_signed_values, cpu::q8_format::q8_0_offset_values,
                                   cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
         SCOPED_TRACE(int(format));
         auto quantized = [&](bool scalar) {

@@ -708,8 +708,9 @@ namespace weft::cpu {
 q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel) {
     if (layout.k_quant()) return q8_format::q8_k;
     if (layout.kind != interleaved_kind::q8_0x16) return q8_format::q8_0_block_sums;
-    return kernel == group_kernel_avx512vnni || kernel == group_kernel_avxvnni ? q8_format::q8_0_offset_values
-                                                                               : q8_format::q8_0_slot_sums;
+    return kernel == group_kernel_avx512vnni || kernel == group_kernel_avxvnni
+               ? q8_format::q8_0_offset_values
+               : q8_format::q8_0_signed_values;
 }
 
 q8_format activation_format(const interleaved_layout &layout) {
@@ -721,8 +722,7 @@ int64_t values_per_scale(q8_format f) {
 }
 
 int64_t values_per_sum(q8_format f) {
-    if (f == q8_format::q8_k) return 16;
-    return f == q8_format::q8_0_block_sums ? interleave_block : 4;
+    return f == q8_format::q8_k ? 16 : interleave_block;
 }
 
 void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, float *d, int32_t *sum,
@@ -731,30 +731,15 @@ void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, fl
         // the table's quantizer (the reference one under force_scalar) has an AVX2 build that writes
         // the split arrays directly: the same values, without the blocks and a second pass over them
         if (row_traits_of(dtype::q8_0).from_float == from_float_q8_0_avx2)
-            return quantize_q8_0_split_avx2(x, k,
-                                            format == q8_format::q8_0_slot_sums ? q8_split::slot_sums
-                                            : format == q8_format::q8_0_offset_values
-                                                ? q8_split::offset_values
-                                                : q8_split::block_sums,
-                                            qs, d, sum);
+            return quantize_q8_0_split_avx2(x, k, format, qs, d, sum);
         row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
-        const bool slots = format == q8_format::q8_0_slot_sums;
         for (int64_t b = 0; b < k / interleave_block; ++b) {
             std::memcpy(qs + b * 32, blocks[b].qs, 32);
             d[b] = fp16_to_fp32(blocks[b].d);
-            if (format == q8_format::q8_0_offset_values) {  // q + 128 (as a byte: q ^ 0x80)
+            if (format == q8_format::q8_0_offset_values)  // q + 128 (as a byte: q ^ 0x80)
                 for (int i = 0; i < 32; ++i) qs[b * 32 + i] = int8_t(uint8_t(blocks[b].qs[i]) ^ 0x80u);
-                continue;
-            }
-            if (slots) {  // -128 x each four values' sum (see q8_rows)
-                for (int j = 0; j < 8; ++j) {
-                    int32_t s = 0;
-                    for (int i = 4 * j; i < 4 * j + 4; ++i) s += blocks[b].qs[i];
-                    sum[b * 8 + j] = -128 * s;
-                }
-                continue;
-            }
+            if (format != q8_format::q8_0_block_sums) continue;
             int32_t s = 0;
             for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
             sum[b] = s;

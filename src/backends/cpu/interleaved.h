@@ -147,23 +147,20 @@ void interleave_tensor(tensor &t, const void *src, void *dst);
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
 // How a product's activations are quantized: q8_0's values with a sum per block (q4_0 ... q5_1,
-// iq4_nl), q8_0's values with a sum per four values (q8_0: its dot takes each four-value slot on its
-// own), q8_0's values + 128 as bytes without sums (q8_0 for the AVX-512 VNNI kernel, see q8_rows), or
-// q8_K's (the K-quants and iq4_xs).
-enum class q8_format : uint8_t { q8_0_block_sums, q8_0_slot_sums, q8_0_offset_values, q8_k };
+// iq4_nl), for q8_0 weights q8_0's values alone (signed: AVX2 and the scalar kernel) or + 128 as bytes
+// (the VNNI kernels, see q8_rows), or q8_K's (the K-quants and iq4_xs).
+enum class q8_format : uint8_t { q8_0_block_sums, q8_0_signed_values, q8_0_offset_values, q8_k };
 int64_t values_per_scale(q8_format f);  // 32 or 256
-// 32, 4 or 16; 4 for q8_0_offset_values too (room left unused: a q8_0 product's work memory is the
-// same whichever kernel runs it)
+// 32 or 16 (q8_0's formats have no sums: room of a block's sum left unused)
 int64_t values_per_sum(q8_format f);
 
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
 // row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
 // For the 32-value types (q4_0 ... q5_1, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
-// for q8_0 the same values with, per four values, -128 times their sum (sum_block = 4: where an
-// unsigned dot product of the stored q + 128 starts, it ends at the dot of q), or for the AVX-512 VNNI
-// kernel the values + 128 (offset_values: bytes 1..255 for an unsigned dot against the weights taken
-// signed again, which starts at -128 times the weights' own sum; no activation sums); for the K-quants
-// and iq4_xs q8_K's (d_block = 256, sum_block = 16).
+// for q8_0 the same values and no sums (its kernels take the weights signed: AVX2 by the sign trick),
+// or for the VNNI kernels the values + 128 (offset_values: bytes 1..255 for an unsigned dot against the
+// weights taken signed again, which starts at -128 times the weights' own sum); for the K-quants and
+// iq4_xs q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
@@ -171,7 +168,7 @@ struct q8_rows {
     int64_t k = 0;  // values per row
     int64_t d_block = interleave_block;
     int64_t sum_block = interleave_block;
-    bool offset_values = false;  // q8_0_offset_values: qs hold the values + 128 (as bytes), no sums
+    bool offset_values = false;                   // q8_0_offset_values: qs hold the values + 128 (as bytes)
     int64_t nb() const { return k / d_block; }    // scales per row
     int64_t ns() const { return k / sum_block; }  // sums per row
 };
@@ -186,8 +183,8 @@ using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t
 group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
 
-// The activation format of a layout's products for a kernel (the AVX-512 VNNI kernel takes q8_0's
-// offset values, the others its slot sums; the scalar kernel takes either), and for
+// The activation format of a layout's products for a kernel (the VNNI kernels, AVX-512 and AVX-VNNI,
+// take q8_0's offset values, AVX2 its signed values; the scalar kernel takes either), and for
 // best_group_kernel().
 q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel);
 q8_format activation_format(const interleaved_layout &layout);
@@ -286,5 +283,9 @@ void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, fl
                      void *block_scratch);
 // The q8_rows view of activations quantized that way.
 q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, q8_format format);
+// quantize_q8_row for the q8_0 formats with AVX2 (row_kernels_avx2.cpp): from_float_q8_0_avx2's
+// values and scales (as float) straight into the split arrays, with the format's sums (if any).
+void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_format format, int8_t *qs, float *d,
+                              int32_t *sum);
 
 }  // namespace weft::cpu

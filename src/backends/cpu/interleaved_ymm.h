@@ -135,7 +135,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
 // - VNNI: the activations are their values + 128 (q8_rows::offset_values; see the AVX-512 build), the
 //   weights taken signed again, each slot started at -128 times their own sum.
 // - AVX2: the signed weights q = stored ^ 0x80 by the sign trick, |q| times x with q's sign (pairs of
-//   at most 2 x 128 x 127: maddubs does not saturate); the activations' slot sums go unread.
+//   at most 2 x 128 x 127: maddubs does not saturate).
 template <bool Vnni, int C, int J0, int J>
 [[gnu::always_inline]] inline void q8_0_pass(const interleaved_layout &l, const uint8_t *group,
                                              const q8_rows &a, int64_t c0, int half, __m256 lane[C][J]) {

@@ -45,12 +45,6 @@ void vec_dot_tq2_0_avx2(int64_t n, float *s, const void *x, const void *y);   //
 void to_float_f16_avx2(const void *src, float *dst, int64_t n);
 void from_float_f16_avx2(const float *src, void *dst, int64_t n);
 void from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
-// from_float_q8_0_avx2's values and scales (as float) straight into the split arrays of the
-// interleaved products' activations (quantize_q8_row): per block 32 values and its scale, and
-// besides them the sum of the block's values, or -128 times the sum of each four, or (offset_values)
-// no sums and the values + 128 as bytes.
-enum class q8_split : uint8_t { block_sums, slot_sums, offset_values };
-void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_split what, int8_t *qs, float *d, int32_t *sum);
 void from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
 void from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
 

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/interleaved.h"
 #include "backends/cpu/row_kernels.h"
+#include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/quant/blocks.h"
 
@@ -397,26 +399,23 @@ void from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_split what, int8_t *qs, float *d,
+void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_format format, int8_t *qs, float *d,
                               int32_t *sum) {
+    WEFT_ASSERT(format != q8_format::q8_k);
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / qk8_0; ++i, src += qk8_0) {
         const float amax = absmax_32(src);
         d[i] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));  // the scale as a q8_0 block stores it
         const __m256i q = quantize_32_nearest(src, amax != 0.0f ? 127.0f / amax : 0.0f);
-        if (what == q8_split::offset_values) {  // q + 128 = q ^ 0x80 for every q in [-128, 127]
+        if (format == q8_format::q8_0_offset_values) {  // q + 128 = q ^ 0x80 for every q in [-128, 127]
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + i * qk8_0),
                                 _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80))));
             continue;
         }
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + i * qk8_0), q);
-        // the sums of each four values, exact: byte pairs to 16 bits, then pairs of those to 32
-        const __m256i sums4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), _mm256_set1_epi16(1));
-        if (what == q8_split::slot_sums)
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(sum + i * 8),
-                                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums4, 7)));
-        else
-            sum[i] = hsum_i32x8(sums4);
+        // the block's sum (q8_0_block_sums), exact: byte pairs to 16 bits, then pairs of those to 32
+        if (format == q8_format::q8_0_block_sums)
+            sum[i] = hsum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), _mm256_set1_epi16(1)));
     }
 }
 
