@@ -578,18 +578,18 @@ class routes {
             sink.write(text.data(), text.size());
             sink.done();
         };
-        // most requests finish within a second: answer them with a plain body
-        serving::event e;
+        // most requests finish within a second: answer them with a plain body. Only the outcome is
+        // read, so the jobs' events are not queued and this thread is not woken per token.
+        for (auto &j : *jobs) j->ignore_events();
         const auto deadline = steady::now() + std::chrono::seconds(1);
         while (!finished() && steady::now() < deadline)
-            for (auto &j : *jobs) j->wait_event(e, std::chrono::milliseconds(20));
+            for (auto &j : *jobs) j->wait_finished(std::chrono::milliseconds(20));
         res.set_chunked_content_provider("application/json",
                                          [jobs, finished, respond](size_t, httplib::DataSink &sink) {
-                                             serving::event ev;
                                              auto last_beat = steady::now();
                                              while (!finished()) {
                                                  for (auto &j : *jobs)
-                                                     j->wait_event(ev, std::chrono::milliseconds(50));
+                                                     j->wait_finished(std::chrono::milliseconds(50));
                                                  if (steady::now() - last_beat >= std::chrono::seconds(1)) {
                                                      last_beat = steady::now();
                                                      if (!sink.is_writable() || !sink.write(" ", 1)) {

@@ -116,7 +116,9 @@ const char *finish_reason_name(finish_reason r) {
 
 bool job::wait_event(event &out, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
+    ++event_waiters_;
     cv_.wait_for(lock, timeout, [&] { return !events_.empty() || finished_; });
+    --event_waiters_;
     if (events_.empty()) return false;
     out = std::move(events_.front());
     events_.pop_front();
@@ -125,7 +127,21 @@ bool job::wait_event(event &out, std::chrono::milliseconds timeout) {
 
 bool job::wait_ready(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, timeout, [&] { return !events_.empty() || finished_; });
+    ++event_waiters_;
+    const bool ready = cv_.wait_for(lock, timeout, [&] { return !events_.empty() || finished_; });
+    --event_waiters_;
+    return ready;
+}
+
+bool job::wait_finished(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return finished_; });
+}
+
+void job::ignore_events() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ignore_events_ = true;
+    events_.clear();
 }
 
 bool job::poll_event(event &out) {
@@ -157,11 +173,14 @@ completion job::result() const {
 }
 
 void job::push(event e) {
+    bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (ignore_events_) return;
         events_.push_back(std::move(e));
+        wake = event_waiters_ > 0;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
 }
 
 void job::finish(completion c, event last) {
@@ -170,7 +189,7 @@ void job::finish(completion c, event last) {
         result_ = std::move(c);
         finished_ = true;
         last.final = true;
-        events_.push_back(std::move(last));
+        if (!ignore_events_) events_.push_back(std::move(last));
     }
     cv_.notify_all();
 }

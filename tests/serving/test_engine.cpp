@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -447,6 +448,54 @@ TEST(ServingEngine, WaitReady) {
     event e;
     EXPECT_FALSE(j->wait_event(e, 0ms)) << "all events were read";
 }
+
+#if defined(__linux__)
+// This thread's voluntary context switches (the times it went to sleep), from /proc.
+long voluntary_switches_of_this_thread() {
+    std::ifstream in("/proc/thread-self/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(line.find(':') + 1));
+    return -1;
+}
+
+// wait_finished: a reader that wants only the outcome sleeps through the tokens (a push wakes only
+// readers waiting for events), and the events stay queued for a reader that wants them later;
+// ignore_events drops them instead.
+TEST(ServingEngine, WaitFinishedIsNotWokenPerToken) {
+    const model &m = slow_synth();
+    engine eng(m, params(1, 512));
+    eng.start();
+    const int32_t n_tokens = 64;
+    auto j = eng.submit(fixed(m, "outcome only", n_tokens));
+    const long before = voluntary_switches_of_this_thread();
+    ASSERT_GE(before, 0) << "no voluntary_ctxt_switches in /proc/thread-self/status";
+    while (!j->wait_finished(60s)) {
+    }
+    const long slept = voluntary_switches_of_this_thread() - before;
+    EXPECT_LT(slept, n_tokens / 4) << "the reader was woken per token";
+    const completion c = j->result();
+    ASSERT_EQ(c.tokens.size(), size_t(n_tokens));
+    EXPECT_EQ(c.finish, finish_reason::length);
+    std::vector<token> queued;
+    event e;
+    while (j->poll_event(e))
+        for (const generated_token &t : e.tokens) queued.push_back(t.id);
+    ASSERT_EQ(queued.size(), c.tokens.size());
+    for (size_t i = 0; i < queued.size(); ++i) EXPECT_EQ(queued[i], c.tokens[i].id) << i;
+    EXPECT_TRUE(j->wait_finished(0ms));
+
+    auto k = eng.submit(fixed(m, "outcome only", n_tokens));
+    k->ignore_events();
+    while (!k->wait_finished(60s)) {
+    }
+    EXPECT_FALSE(k->poll_event(e)) << "events were dropped, the final one too";
+    const completion same = k->result();
+    ASSERT_EQ(same.tokens.size(), c.tokens.size());
+    for (size_t i = 0; i < same.tokens.size(); ++i) EXPECT_EQ(same.tokens[i].id, c.tokens[i].id) << i;
+    eng.stop();
+}
+#endif
 
 // --- 3. prompt caching
 

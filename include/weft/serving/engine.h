@@ -142,6 +142,13 @@ class job {
     bool wait_ready(std::chrono::milliseconds timeout);
     // Takes the next event if there is one, without waiting.
     bool poll_event(event &out);
+    // Waits up to `timeout` until the job is finished; true if it is. Events do not wake this
+    // waiter: a reader that wants only the outcome (a response that is not streamed) is not woken
+    // once per token (on a small machine that preempted the decode threads every step).
+    bool wait_finished(std::chrono::milliseconds timeout);
+    // From now on events are dropped instead of queued (and those queued are dropped): for a
+    // reader that takes only result().
+    void ignore_events();
     // Asks the engine to stop this job at its next step; the final event follows.
     void cancel();
     bool cancelled() const;
@@ -162,6 +169,8 @@ class job {
     completion result_;
     bool finished_ = false;
     bool cancel_ = false;
+    bool ignore_events_ = false;
+    int event_waiters_ = 0;  // readers in wait_event / wait_ready: push() wakes only those
 };
 
 struct engine_params {
