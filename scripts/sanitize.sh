@@ -13,4 +13,6 @@ cmake --build --preset asan -j "$JOBS"
 # the presets set these too; exporting them here covers a ctest run without --preset
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:print_summary=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# the Vulkan driver's memory, kept until the process ends (scripts/lsan.supp)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
 ctest --preset asan -j "$JOBS" "$@"

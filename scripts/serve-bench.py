@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """scripts/serve-bench.py — throughput of `weft serve` under concurrent clients.
 
-Starts `weft serve` (or uses --url), then for each concurrency level C runs C clients at once, each
-sending --requests streamed chat or completion requests one after another, and reports aggregate
-generated tokens/s, time to first token (TTFT), request latency percentiles, and the client's own CPU
-time per token (run beside the server, the client takes CPU from it). Standard library only.
+Starts `weft serve` (or uses --url), sends one request not counted (to warm the server up), then
+for each concurrency level C runs C clients at once, each sending --requests streamed completion
+requests one after another (--no-stream: whole answers), and reports aggregate generated tokens/s,
+time to first token (TTFT; a whole answer's is its latency), request latency percentiles, and the
+client's own CPU time per token (run beside the server, the client takes CPU from it). Standard
+library only.
 
     scripts/serve-bench.py -m /tmp/weft-bench/tl-q4_0.gguf --clients 1,4,16 --np 16 --max-tokens 64
+
+The "x 1 client" column is how much faster C clients are served than one client sending the same
+requests one by one, e.g. 16 greedy requests of 48 tokens, whole answers, 4 slots:
+
+    scripts/serve-bench.py -m small.gguf --np 4 --ctx 4096 --clients 1,16 --requests 16 \
+        --max-tokens 48 --temperature 0 --ignore-eos --no-stream
 """
 import argparse
 import http.client
@@ -96,15 +104,19 @@ class _Dechunk:
         return out
 
 
-def one_request(host, prompt, max_tokens, seed):
-    """A streamed completion; returns (ttft_s, latency_s, completion_tokens).
+def one_request(host, prompt, max_tokens, seed, opts):
+    """A completion, streamed unless opts.no_stream; returns (ttft_s, latency_s, completion_tokens).
 
     Reads the socket itself and parses only what it needs (the events up to the first text, and the
     usage at the end): the client shares the machine with the server, so it must stay cheap per token
     (http.client's line iterator and a JSON parse per event took about twice the CPU per token)."""
     h, p = host.split(":")
-    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed,
-                       "stream": True, "stream_options": {"include_usage": True}}).encode()
+    request = {"prompt": prompt, "max_tokens": max_tokens, "temperature": opts.temperature, "seed": seed}
+    if opts.ignore_eos:
+        request["ignore_eos"] = True
+    if not opts.no_stream:
+        request.update({"stream": True, "stream_options": {"include_usage": True}})
+    body = json.dumps(request).encode()
     t0 = time.perf_counter()
     sock = socket.create_connection((h, int(p)), timeout=600)
     try:
@@ -124,6 +136,16 @@ def one_request(host, prompt, max_tokens, seed):
             raise RuntimeError(f"HTTP {status}: {rest[:200]!r}")
         chunked = b"transfer-encoding: chunked" in head.lower()
         dechunk = _Dechunk()
+        if opts.no_stream:  # one JSON object (after the spaces a long wait sends), then the end
+            answer = bytearray(dechunk.feed(rest) if chunked else rest)
+            while not (chunked and dechunk.done):
+                data = sock.recv(65536)
+                if not data:
+                    break
+                answer += dechunk.feed(data) if chunked else data
+            tokens = (json.loads(answer).get("usage") or {}).get("completion_tokens", 0)
+            latency = time.perf_counter() - t0
+            return latency, latency, tokens
         events = bytearray()
         ttft = None
         tokens = 0
@@ -161,16 +183,16 @@ def one_request(host, prompt, max_tokens, seed):
     return (ttft if ttft is not None else latency), latency, tokens
 
 
-def level(host, clients, requests, max_tokens, stagger_ms=0):
+def level(host, clients, requests, max_tokens, opts):
     results, errors = [], []
     lock = threading.Lock()
 
     def client(i):
-        time.sleep(i * stagger_ms / 1000.0)  # arrivals spread out: steady state rather than one burst
+        time.sleep(i * opts.stagger_ms / 1000.0)  # arrivals spread out: steady state rather than one burst
         for r in range(requests):
             prompt = f"Once upon a time, client {i} request {r} told a story about"
             try:
-                out = one_request(host, prompt, max_tokens, 1000 * i + r)
+                out = one_request(host, prompt, max_tokens, 1000 * i + r, opts)
                 with lock:
                     results.append(out)
             except Exception as e:  # noqa: BLE001 - reported below
@@ -220,6 +242,10 @@ def main():
                     help="one more argument for `weft serve` (repeat it: --serve-arg=--http-nice --serve-arg=19)")
     ap.add_argument("--stagger-ms", type=float, default=0,
                     help="client i starts i x this many ms after the first (0: all at once)")
+    ap.add_argument("--temperature", type=float, default=0.8, help="of every request (0: greedy)")
+    ap.add_argument("--ignore-eos", action="store_true",
+                    help="requests generate --max-tokens tokens whatever they sample (random-weight models)")
+    ap.add_argument("--no-stream", action="store_true", help="whole answers instead of streamed events")
     ap.add_argument("--json", action="store_true", help="one JSON object per level instead of the table")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -229,9 +255,12 @@ def main():
     if not host:
         proc, host = start_server(args)
     try:
+        # one request first, not counted: the first after a start pays for page faults in the weights
+        # and the first graphs, which would be charged to the first level alone
+        one_request(host, "Once upon a time", args.max_tokens, 0, args)
         rows = []
         for c in [int(x) for x in args.clients.split(",")]:
-            row = level(host, c, args.requests, args.max_tokens, args.stagger_ms)
+            row = level(host, c, args.requests, args.max_tokens, args)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)

@@ -104,12 +104,14 @@ struct zmm {
             // nibbles, values 4j ..) and j + 4 (high nibbles, values 16 + 4j ..)
             __m512i z[4];
             for (int m = 0; m < 4; ++m) {
-                z[m] = _mm512_castsi128_si512(
-                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[m] + at + 2)));
-                for (int l = 1; l < 4; ++l)
-                    z[m] = _mm512_inserti32x4(
-                        z[m], _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 * l + m] + at + 2)),
-                        l);
+                auto nibbles = [&](int l) {
+                    return _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[4 * l + m] + at + 2));
+                };
+                // the lane numbers are written out: an immediate, also where loops are not unrolled (-O1)
+                z[m] = _mm512_castsi128_si512(nibbles(0));
+                z[m] = _mm512_inserti32x4(z[m], nibbles(1), 1);
+                z[m] = _mm512_inserti32x4(z[m], nibbles(2), 2);
+                z[m] = _mm512_inserti32x4(z[m], nibbles(3), 3);
             }
             __m512i u[4];
             transpose_in_lanes(z, u);
