@@ -130,7 +130,9 @@ constexpr int64_t columns_per_pass = 16;
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
     WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
-    const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]));
+    // the kernel, chosen once, and the activation format it takes
+    const group_kernel_fn kernel = best_group_kernel();
+    const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]), kernel);
     const int64_t k = b.ne[0];
     const int64_t n_cols = b.nrows();
     const interleaved_work w(k, n_cols, format, p.nth);
@@ -142,7 +144,7 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     for (int j = 0; j < n_dsts; ++j) {
         layouts[j] = interleaved_layout_of(*dsts[j]->src[0]);
         WEFT_ASSERT(layouts[j] && dsts[j]->src[1] == &b && dsts[j]->src[0]->ne[0] == k &&
-                    activation_format(*layouts[j]) == format);
+                    activation_format(*layouts[j], kernel) == format);
         const int64_t n_groups = dsts[j]->src[0]->ne[1] / interleave_rows;
         first_chunk[j + 1] = first_chunk[j] + (n_groups + groups_per_chunk - 1) / groups_per_chunk;
     }
@@ -172,7 +174,6 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     // 2. chunks of groups (every element is computed by one kernel call in the fixed order, so who
     //    computes it does not change it)
     const q8_rows act = make_q8_rows(qs, d, sum, k, format);
-    const group_kernel_fn kernel = best_group_kernel();
     int j = 0;  // the product of the chunk
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
         while (chunk >= first_chunk[j + 1]) ++j;
