@@ -48,6 +48,7 @@ constexpr std::array<type_info, n_types> make_table() {
     set(dtype::iq3_s, "iq3_s", 256, 2 + 64 + 8 + 32 + 4, true);
     set(dtype::tq1_0, "tq1_0", 256, 48 + 4 + 2, true);
     set(dtype::tq2_0, "tq2_0", 256, 64 + 2, true);
+    set(dtype::mxfp4, "mxfp4", 32, 1 + 16, true);
     return t;
 }
 
@@ -66,6 +67,7 @@ static_assert(table[size_t(dtype::iq1_m)].type_size == 56, "iq1_m block is 56 by
 static_assert(table[size_t(dtype::iq3_s)].type_size == 110, "iq3_s block is 110 bytes");
 static_assert(table[size_t(dtype::tq1_0)].type_size == 54, "tq1_0 block is 54 bytes");
 static_assert(table[size_t(dtype::tq2_0)].type_size == 66, "tq2_0 block is 66 bytes");
+static_assert(table[size_t(dtype::mxfp4)].type_size == 17, "mxfp4 block is 17 bytes");
 
 const type_info unknown{};
 

@@ -117,6 +117,8 @@ const char *gguf_file_type_name(int64_t file_type) {
             return "MOSTLY_TQ1_0";
         case 37:
             return "MOSTLY_TQ2_0";
+        case 38:
+            return "MOSTLY_MXFP4_MOE";
         case 1024:
             return "GUESSED";
         default:

@@ -101,6 +101,7 @@ WEFT_DECLARE_ROW_KERNELS(iq4_nl);
 WEFT_DECLARE_ROW_KERNELS(iq4_xs);
 WEFT_DECLARE_ROW_KERNELS(tq1_0);
 WEFT_DECLARE_ROW_KERNELS(tq2_0);
+WEFT_DECLARE_ROW_KERNELS(mxfp4);
 #undef WEFT_DECLARE_ROW_KERNELS
 
 // The grid i-quants: decoding and dot products (iq_grid_quants.cpp, iq1_quants.cpp). Their

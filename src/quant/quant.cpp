@@ -39,6 +39,7 @@ traits_table make_scalar_table() {
     set(dtype::iq4_xs, dtype::q8_k, to_float_iq4_xs, from_float_iq4_xs_ref, vec_dot_iq4_xs_ref);
     set(dtype::tq1_0, dtype::q8_k, to_float_tq1_0, from_float_tq1_0_ref, vec_dot_tq1_0_ref);
     set(dtype::tq2_0, dtype::q8_k, to_float_tq2_0, from_float_tq2_0_ref, vec_dot_tq2_0_ref);
+    set(dtype::mxfp4, dtype::q8_0, to_float_mxfp4, from_float_mxfp4_ref, vec_dot_mxfp4_ref);
     set(dtype::iq2_xxs, dtype::q8_k, to_float_iq2_xxs, nullptr, vec_dot_iq2_xxs_ref);  // importance only
     set(dtype::iq2_xs, dtype::q8_k, to_float_iq2_xs, nullptr, vec_dot_iq2_xs_ref);     // importance only
     set(dtype::iq2_s, dtype::q8_k, to_float_iq2_s, from_float_iq2_s_ref, vec_dot_iq2_s_ref);
@@ -138,7 +139,7 @@ size_t quantize_rows(dtype t, const float *src, void *dst, int64_t nrows, int64_
             weighted = quant::quantize_row_iq2_s_weighted;
             break;
         default:
-            break;  // q8_0, tq1_0, tq2_0 and the float types ignore importance
+            break;  // q8_0, tq1_0, tq2_0, mxfp4 and the float types ignore importance
     }
 
     // Weights are stored with the reference quantizer so files do not depend on the CPU.

@@ -113,7 +113,7 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    std::vector<std::string> types = {"q8_0", "q4_0", "q4_k", "iq4_nl"};
+    std::vector<std::string> types = {"q8_0", "q4_0", "q4_k", "iq4_nl", "mxfp4"};
     std::vector<std::string> cols = {"1", "3", "4", "16"};
     int64_t k = 512, rows = 256;
     double ms = 300;

@@ -63,10 +63,10 @@ test::quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint3
     return test::quantize_columns(format, k, n, seed);
 }
 
-const dtype interleaved_types[] = {dtype::q4_0,    dtype::q4_1,   dtype::q5_0,    dtype::q5_1,   dtype::q8_0,
-                                   dtype::q2_k,    dtype::q3_k,   dtype::q4_k,    dtype::q5_k,   dtype::q6_k,
-                                   dtype::iq4_nl,  dtype::iq4_xs, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
-                                   dtype::iq3_xxs, dtype::iq3_s,  dtype::iq1_s,   dtype::iq1_m};
+const dtype interleaved_types[] = {
+    dtype::q4_0,  dtype::q4_1,    dtype::q5_0,  dtype::q5_1,   dtype::q8_0,   dtype::q2_k,    dtype::q3_k,
+    dtype::q4_k,  dtype::q5_k,    dtype::q6_k,  dtype::iq4_nl, dtype::iq4_xs, dtype::iq2_xxs, dtype::iq2_xs,
+    dtype::iq2_s, dtype::iq3_xxs, dtype::iq3_s, dtype::iq1_s,  dtype::iq1_m,  dtype::mxfp4};
 
 TEST(CpuInterleaved, WhichWeightsQualify) {
     auto ctx = data_context();
@@ -89,7 +89,7 @@ TEST(CpuInterleaved, WhichWeightsQualify) {
 }
 
 TEST(CpuInterleaved, LayoutRoundTrips) {
-    for (dtype type : {dtype::q4_0, dtype::iq4_nl, dtype::q8_0}) {
+    for (dtype type : {dtype::q4_0, dtype::iq4_nl, dtype::q8_0, dtype::mxfp4}) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<uint8_t> plain;
@@ -437,7 +437,7 @@ TEST(CpuInterleaved, CodebookTypesAndQ8_0EqualTheRowKernelsBitForBit) {
         int64_t k, m;
     };
     for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::q8_0, dtype::iq2_xxs, dtype::iq2_xs, dtype::iq2_s,
-                       dtype::iq3_xxs, dtype::iq3_s, dtype::iq1_s, dtype::iq1_m}) {
+                       dtype::iq3_xxs, dtype::iq3_s, dtype::iq1_s, dtype::iq1_m, dtype::mxfp4}) {
         for (const shape s : {shape{256, 16}, shape{512, 48}, shape{768, 80}, shape{2048, 32}}) {
             // 32-value types: any 32s
             const int64_t k = type_traits(type).block_size == 32 && s.k == 256 ? 96 : s.k;
@@ -472,7 +472,7 @@ TEST(CpuInterleaved, CodebookTypesAndQ8_0EqualTheRowKernelsBitForBit) {
 
 // Row counts not in 16s stay in the plain layout (and its per-row kernels) when a model is repacked.
 TEST(CpuInterleaved, CodebookTypesWithRowsNotIn16sStayPlain) {
-    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs}) {
+    for (dtype type : {dtype::iq4_nl, dtype::iq4_xs, dtype::mxfp4}) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<uint8_t> plain;

@@ -104,7 +104,7 @@ void check_mul_mat_id(const moe_case &c) {
 }  // namespace
 
 TEST(CpuMoe, MulMatIdFloatAndQuantizedExperts) {
-    for (dtype type : {dtype::f32, dtype::q8_0, dtype::q4_0, dtype::q4_k}) {
+    for (dtype type : {dtype::f32, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::mxfp4}) {
         const int64_t k = type == dtype::f32 ? 67 : 256;
         for (bool per_pick : {false, true}) {
             SCOPED_TRACE(std::string(type_name(type)) + (per_pick ? " column per pick" : " one column"));
@@ -122,7 +122,7 @@ TEST(CpuMoe, MulMatIdLargerTilesAndUnusedExperts) {
 }
 
 TEST(CpuMoe, MulMatIdIsBatchInvariant) {
-    for (dtype type : {dtype::f32, dtype::q8_0}) {
+    for (dtype type : {dtype::f32, dtype::q8_0, dtype::mxfp4}) {
         SCOPED_TRACE(type_name(type));
         auto ctx = data_context();
         std::vector<float> w;
@@ -166,7 +166,8 @@ std::shared_ptr<std::vector<uint8_t>> repack(tensor &t) {
 // product of its expert repacked on its own, and stays close to the plain layout's result.
 TEST(CpuMoe, RepackedExpertsEqualTheirRepackedMatrices) {
     // (f32 experts are not repacked: see float_mm.cpp)
-    for (dtype type : {dtype::bf16, dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k}) {
+    for (dtype type :
+         {dtype::bf16, dtype::f16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k, dtype::mxfp4}) {
         SCOPED_TRACE(type_name(type));
         const int64_t k = 256, m = 32, n_expert = 3, n_used = 2, n_tokens = 5;
         auto ctx = data_context();

@@ -80,11 +80,11 @@ TEST_P(SimdVecDot, MatchesTheReferenceOnRandomRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, SimdVecDot, ::testing::ValuesIn(weight_types()), name_of);
 
-// The iq4 and ternary kernels keep the reference's operations (exact integer sums, then one
+// The iq4, ternary and mxfp4 kernels keep the reference's operations (exact integer sums, then one
 // std::fma per block in block order), so they must give its bits, not only its value within rounding.
 TEST(SimdVecDot, Iq4AndTernaryKernelsGiveTheReferenceBits) {
     REQUIRE_SIMD();
-    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0}) {
+    for (dtype t : {dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0, dtype::mxfp4}) {
         const quant_traits &tr = quant_traits_of(t);
         const vec_dot_fn vec_dot = avx2_traits(t).vec_dot;
         ASSERT_NE(vec_dot, tr.vec_dot_ref) << type_name(t);

@@ -16,9 +16,9 @@ namespace weft::test {
 // The weight types (those with a dot product) and the activation-only types.
 inline const std::vector<dtype> &weight_types() {
     static const std::vector<dtype> types = {
-        dtype::f32,  dtype::f16,    dtype::bf16,   dtype::q4_0,  dtype::q4_1, dtype::q5_0,
-        dtype::q5_1, dtype::q8_0,   dtype::q2_k,   dtype::q3_k,  dtype::q4_k, dtype::q5_k,
-        dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0};
+        dtype::f32,  dtype::f16,    dtype::bf16,   dtype::q4_0,  dtype::q4_1,  dtype::q5_0,
+        dtype::q5_1, dtype::q8_0,   dtype::q2_k,   dtype::q3_k,  dtype::q4_k,  dtype::q5_k,
+        dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs, dtype::tq1_0, dtype::tq2_0, dtype::mxfp4};
     return types;
 }
 

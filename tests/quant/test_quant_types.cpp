@@ -36,6 +36,8 @@ TEST(QuantBlocks, StructSizesMatchTheTypeTable) {
     EXPECT_EQ(sizeof(block_tq2_0), type_traits(dtype::tq2_0).type_size);
     EXPECT_EQ(qk_k, type_traits(dtype::tq1_0).block_size);
     EXPECT_EQ(qk_k, type_traits(dtype::tq2_0).block_size);
+    EXPECT_EQ(sizeof(block_mxfp4), type_traits(dtype::mxfp4).type_size);
+    EXPECT_EQ(qk_mxfp4, type_traits(dtype::mxfp4).block_size);
     EXPECT_EQ(sizeof(block_iq3_s), type_traits(dtype::iq3_s).type_size);
     EXPECT_EQ(sizeof(block_iq2_xxs), type_traits(dtype::iq2_xxs).type_size);
     EXPECT_EQ(sizeof(block_iq2_xs), type_traits(dtype::iq2_xs).type_size);
@@ -54,7 +56,7 @@ TEST(QuantTraits, EveryWeightTypeHasCompleteTraits) {
         {dtype::q5_1, dtype::q8_1},  {dtype::q8_0, dtype::q8_0},   {dtype::q2_k, dtype::q8_k},
         {dtype::q3_k, dtype::q8_k},  {dtype::q4_k, dtype::q8_k},   {dtype::q5_k, dtype::q8_k},
         {dtype::q6_k, dtype::q8_k},  {dtype::iq4_nl, dtype::q8_0}, {dtype::iq4_xs, dtype::q8_k},
-        {dtype::tq1_0, dtype::q8_k}, {dtype::tq2_0, dtype::q8_k}};
+        {dtype::tq1_0, dtype::q8_k}, {dtype::tq2_0, dtype::q8_k},  {dtype::mxfp4, dtype::q8_0}};
     for (dtype t : weight_types()) {
         SCOPED_TRACE(type_name(t));
         ASSERT_TRUE(has_quant_traits(t));

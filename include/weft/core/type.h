@@ -42,7 +42,8 @@ enum class dtype : int32_t {
     bf16 = 30,
     tq1_0 = 34,
     tq2_0 = 35,
-    count = 36,
+    mxfp4 = 39,  // gpt-oss's experts: 4-bit floats with a power-of-two scale per 32
+    count = 40,
 };
 
 struct type_info {

@@ -1,6 +1,7 @@
 // weft/quant/blocks.h — the on-disk block layouts of the quantized types, byte-identical to GGUF's.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -140,6 +141,29 @@ struct block_iq4_xs {
     uint8_t qs[qk_k / 2];
 };
 
+// MXFP4 (OCP microscaling FP4, gpt-oss's experts): 32 values share a power-of-two scale, each an
+// E2M1 float in {0, 0.5, 1, 1.5, 2, 3, 4, 6} with a sign bit. The levels are stored doubled as
+// integers (index 8 is -0) so that they fit int8 and an integer dot product; the scale is then
+// halved: x = kvalues_mxfp4[q] * 2^(e - 128) (e8m0_to_fp32_half).
+inline constexpr int qk_mxfp4 = 32;
+inline constexpr int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// e: the shared exponent (e8m0: no sign, no mantissa; 2^(e - 127), here halved). Nibbles as q4_0's:
+// element j in the low nibble of qs[j], element j + 16 in the high one.
+struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[qk_mxfp4 / 2];
+};
+
+// 2^(e - 128) exactly, as float bits: a normal float for e >= 2, the subnormals 2^-127 and 2^-128
+// for e = 1 and 0 (one mantissa bit, 0x00400000 and 0x00200000).
+inline uint32_t e8m0_half_bits(uint8_t e) {
+    return e < 2 ? uint32_t(0x00200000u) << e : uint32_t(e - 1) << 23;
+}
+inline float e8m0_to_fp32_half(uint8_t e) {
+    return std::bit_cast<float>(e8m0_half_bits(e));
+}
+
 // The ternary types (BitNet b1.58, TriLMs): x = d * t with t in {-1, 0, +1}, stored as the code
 // c = t + 1 in {0, 1, 2}; d is the block's largest magnitude.
 //
@@ -260,6 +284,7 @@ static_assert(sizeof(block_iq1_m) == 56, "iq1_m block is 56 bytes");
 static_assert(sizeof(block_iq3_s) == 110, "iq3_s block is 110 bytes");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block is 54 bytes");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block is 66 bytes");
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block is 17 bytes");
 
 // Sub-block j (< 8) of a q4_K / q5_K block: its six-bit scale and min. Bytes 0..3 hold scales
 // 0..3 (low six bits), bytes 4..7 mins 0..3; scales/mins 4..7 keep their low nibbles in bytes

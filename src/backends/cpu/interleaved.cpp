@@ -139,6 +139,11 @@ constexpr interleaved_layout with_codebook(interleaved_layout l, const std::arra
 // iq4_nl: q4_0's layout, indices for quants
 const interleaved_layout layout_iq4_nl = with_codebook(
     {interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32, scales_bytes + 4 * slot_bytes, 128}, iq4_levels_u8);
+// mxfp4: the 16 rows' e8m0 exponents a byte each, then q4_0's 4 slots of indices
+const interleaved_layout layout_mxfp4 =
+    with_codebook({interleaved_kind::mxfp4x16, dtype::mxfp4, 32, interleave_rows + 4 * slot_bytes, 128,
+                   /*low_at*/ interleave_rows},
+                  mxfp4_levels_u8);
 // iq4_xs: 32 nibble slots (as q4_K's), 8 signed scales a byte per row, d, 32 bytes of padding (so
 // that every block starts on a cache line)
 const interleaved_layout layout_iq4_xs =
@@ -191,6 +196,7 @@ static_assert((32 * slot_bytes + 16 * interleave_rows + scales_bytes + 32) % 64 
 
 static_assert(sizeof(block_q4_0) * interleave_rows == scales_bytes + 4 * slot_bytes);
 static_assert(sizeof(block_iq4_nl) * interleave_rows == scales_bytes + 4 * slot_bytes);
+static_assert(sizeof(block_mxfp4) * interleave_rows == interleave_rows + 4 * slot_bytes);
 static_assert(sizeof(block_iq4_xs) * interleave_rows + 64 ==
               32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32);
 static_assert((32 * slot_bytes + 8 * interleave_rows + scales_bytes + 32) % 64 == 0);
@@ -243,6 +249,8 @@ const interleaved_layout *layout_for(dtype t) {
             return &layout_iq1_s;
         case dtype::iq1_m:
             return &layout_iq1_m;
+        case dtype::mxfp4:
+            return &layout_mxfp4;
         default:
             return nullptr;
     }
@@ -344,9 +352,10 @@ int32_t stored_value(const interleaved_layout &l, const uint8_t *block, int r, i
 
 const interleaved_layout *interleaved_layout_of(const tensor &t) {
     for (const interleaved_layout *l :
-         {&layout_q4_0, &layout_q4_1, &layout_q5_0, &layout_q5_1, &layout_q8_0, &layout_q2_k, &layout_q3_k,
-          &layout_q4_k, &layout_q5_k, &layout_q6_k, &layout_iq4_nl, &layout_iq4_xs, &layout_iq2_xxs,
-          &layout_iq2_xs, &layout_iq2_s, &layout_iq3_xxs, &layout_iq3_s, &layout_iq1_s, &layout_iq1_m})
+         {&layout_q4_0,    &layout_q4_1,   &layout_q5_0,    &layout_q5_1,   &layout_q8_0,
+          &layout_q2_k,    &layout_q3_k,   &layout_q4_k,    &layout_q5_k,   &layout_q6_k,
+          &layout_iq4_nl,  &layout_iq4_xs, &layout_iq2_xxs, &layout_iq2_xs, &layout_iq2_s,
+          &layout_iq3_xxs, &layout_iq3_s,  &layout_iq1_s,   &layout_iq1_m,  &layout_mxfp4})
         if (t.extra == l) return l;
     return nullptr;
 }
@@ -487,8 +496,9 @@ void interleave_tensor(tensor &t, const void *src, void *dst) {
             for (int r = 0; r < interleave_rows; ++r) {
                 const uint8_t *plain =
                     in + size_t(g * interleave_rows + r) * t.nb[1] + size_t(b) * block_size;
-                std::memcpy(block + size_t(r) * sizeof(fp16_t), plain, sizeof(fp16_t));
-                const uint8_t *after_d = plain + sizeof(fp16_t);
+                const size_t scale_bytes = has_e8m0_scales(l.kind) ? 1 : sizeof(fp16_t);
+                std::memcpy(block + size_t(r) * scale_bytes, plain, scale_bytes);
+                const uint8_t *after_d = plain + scale_bytes;
                 if (has_block_min(l.kind)) {
                     std::memcpy(block + l.dmin_at + size_t(r) * sizeof(fp16_t), after_d, sizeof(fp16_t));
                     after_d += sizeof(fp16_t);
@@ -520,7 +530,7 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     const interleaved_layout *l = interleaved_layout_of(t);
     WEFT_ASSERT(l != nullptr &&
                 (l->kind == interleaved_kind::q4_0x16 || l->kind == interleaved_kind::iq4_nlx16 ||
-                 l->kind == interleaved_kind::q8_0x16) &&
+                 l->kind == interleaved_kind::q8_0x16 || l->kind == interleaved_kind::mxfp4x16) &&
                 row >= 0 && row < t.ne[1]);
     static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0));  // the same fields: d, 16 nibble bytes
     const int64_t nb = t.ne[0] / interleave_block;
@@ -529,6 +539,14 @@ void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks) {
     const auto *base = static_cast<const uint8_t *>(t.data);
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = base + (size_t(g) * size_t(nb) + size_t(b)) * l->block_bytes;
+        if (l->kind == interleaved_kind::mxfp4x16) {
+            auto &out = static_cast<block_mxfp4 *>(dst_blocks)[b];
+            out.e = block[r];
+            for (int i = 0; i < 16; ++i)
+                out.qs[i] = uint8_t(interleaved_quant(*l, block, r, i) |
+                                    (interleaved_quant(*l, block, r, i + 16) << 4));
+            continue;
+        }
         fp16_t d;
         std::memcpy(&d, block + size_t(r) * sizeof(fp16_t), sizeof d);
         if (l->kind != interleaved_kind::q8_0x16) {  // q4_0, iq4_nl
@@ -553,10 +571,16 @@ float fp16_at(const uint8_t *p) {
     return fp16_to_fp32(h);
 }
 
+// Row r's scale of one interleaved block, widened to float.
+float block_scale(const interleaved_layout &l, const uint8_t *block, int r) {
+    if (has_e8m0_scales(l.kind)) return e8m0_to_fp32_half(block[l.d_at + size_t(r)]);
+    return fp16_at(block + l.d_at + size_t(r) * sizeof(fp16_t));
+}
+
 // Row r of one interleaved block against one column: the canonical steps of interleaved.h.
 float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r, const int8_t *x,
                        const int32_t *sums, float da, float acc) {
-    const float dw = fp16_at(block + l.d_at + size_t(r) * sizeof(fp16_t));
+    const float dw = block_scale(l, block, r);
     if (!l.k_quant()) {
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) isum += stored_value(l, block, r, i) * x[i];

@@ -24,9 +24,11 @@
 // (1..31, one per 16 values) a byte per row and d, padded to whole cache lines; a product ends
 // multiplied by the type's unit (1/8, 1/4, 1; iq1 1/8).
 // The codebook types store 4-bit indices into kvalues_iq4nl where the others store quants: iq4_nl
-// is laid out as q4_0 (its 18-byte block has q4_0's shape); iq4_xs as q4_K's nibble plane (32 slots,
-// first in the block, so every slot is cache-line aligned), then its 8 signed six-bit scales a byte
-// per row (scale - 32, in [-32, 31]) and d, padded to whole cache lines (64 bytes more than the
+// is laid out as q4_0 (its 18-byte block has q4_0's shape); mxfp4 (indices into kvalues_mxfp4, the
+// E2M1 values doubled) as q4_0 too, but for its scales: the 16 rows' e8m0 exponents a byte each (16
+// bytes, then the 4 slots: its plain size), widened to float 2^(e - 128) by the kernels; iq4_xs as q4_K's
+// nibble plane (32 slots, first in the block, so every slot is cache-line aligned), then its 8 signed six-bit
+// scales a byte per row (scale - 32, in [-32, 31]) and d, padded to whole cache lines (64 bytes more than the
 // plain layout per 16 rows and 256 values). Their kernels turn the indices into levels with a byte
 // shuffle: into level + 128 where a dot product takes the weights unsigned (vpdpbusd; the offset
 // 128 comes off through the activation sums), into the signed level where AVX2's maddubs takes them
@@ -49,11 +51,12 @@
 // quant minus the type's offset, or the codebook level of the stored index; for the K-quants the sum over
 // sub-blocks of the integer scale times the sub-block's dot product), xsum_b the sum of the block's
 // activation quants, msum_b the sum of the integer mins times the sub-blocks' activation sums, dw_b / m_b /
-// dmin_b the weight's fp16 scales widened to float and da_b the activation scale. Integer sums are exact in
-// any order, so the kernels are free to compute them however suits the ISA; the float steps are fixed. For
-// iq4_nl and iq4_xs these are also the per-row kernels' steps (vec_dot_iq4_*: one integer sum and one fma per
-// block, into one float sum in block order), so repacking them does not change a bit; so for the grid
-// i-quants (vec_dot_grid of quant/iq_grid_quants.cpp), whose product then ends with acc * unit.
+// dmin_b the weight's fp16 scales widened to float (mxfp4: 2^(e - 128)) and da_b the activation scale.
+// Integer sums are exact in any order, so the kernels are free to compute them however suits the ISA; the
+// float steps are fixed. For iq4_nl, iq4_xs and mxfp4 these are also the per-row kernels' steps
+// (vec_dot_iq4_*, vec_dot_mxfp4_*: one integer sum and one fma per block, into one float sum in block
+// order), so repacking them does not change a bit; so for the grid i-quants (vec_dot_grid of
+// quant/iq_grid_quants.cpp), whose product then ends with acc times the type's unit.
 #pragma once
 
 #include <array>
@@ -83,19 +86,30 @@ enum class interleaved_kind : uint8_t {
     q6_kx16,
     iq4_nlx16,
     iq4_xsx16,
-    iq_gridx16
+    iq_gridx16,
+    mxfp4x16
 };
 
 // The types whose stored 4-bit values are indices into a codebook of 16 signed levels (the
 // layout's `codebook`): kvalues_iq4nl, or a grid i-quant's levels.
 constexpr bool is_codebook_kind(interleaved_kind k) {
     return k == interleaved_kind::iq4_nlx16 || k == interleaved_kind::iq4_xsx16 ||
-           k == interleaved_kind::iq_gridx16;
+           k == interleaved_kind::iq_gridx16 || k == interleaved_kind::mxfp4x16;
+}
+// mxfp4's block scales are e8m0 exponents, a byte per row (the others' are fp16): the kernels widen
+// them to float as 2^(e - 128) (e8m0_half_bits), the scale of its doubled levels.
+constexpr bool has_e8m0_scales(interleaved_kind k) {
+    return k == interleaved_kind::mxfp4x16;
 }
 // The codebook as the kernels' unsigned operands (level + 128; the layouts' offset is 128).
 inline constexpr std::array<uint8_t, 16> iq4_levels_u8 = [] {
     std::array<uint8_t, 16> a{};
     for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(kvalues_iq4nl[i] + 128);
+    return a;
+}();
+inline constexpr std::array<uint8_t, 16> mxfp4_levels_u8 = [] {
+    std::array<uint8_t, 16> a{};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(kvalues_mxfp4[i] + 128);
     return a;
 }();
 
@@ -104,7 +118,7 @@ inline constexpr std::array<uint8_t, 16> iq4_levels_u8 = [] {
 constexpr bool is_nibble_kind(interleaved_kind k) {
     return k == interleaved_kind::q4_0x16 || k == interleaved_kind::q4_1x16 ||
            k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16 ||
-           k == interleaved_kind::iq4_nlx16;
+           k == interleaved_kind::iq4_nlx16 || k == interleaved_kind::mxfp4x16;
 }
 constexpr bool has_fifth_bit_plane(interleaved_kind k) {
     return k == interleaved_kind::q5_0x16 || k == interleaved_kind::q5_1x16;
@@ -239,6 +253,8 @@ void with_interleaved_kind(interleaved_kind kind, Fn &&fn) {
             return fn(std::integral_constant<k, k::iq4_xsx16>{});
         case k::iq_gridx16:
             return fn(std::integral_constant<k, k::iq_gridx16>{});
+        case k::mxfp4x16:
+            return fn(std::integral_constant<k, k::mxfp4x16>{});
     }
 }
 // The kinds of 256-value super-blocks with integer sub-block scales (the K-quants, iq4_xs and the

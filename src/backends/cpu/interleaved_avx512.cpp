@@ -26,6 +26,21 @@ int32_t load_i32(const int8_t *p) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(l.codebook)));
 }
 
+// The 16 rows' block scales widened to float: fp16, or mxfp4's e8m0 exponents as 2^(e - 128) made
+// from its bits (e8m0_half_bits: e - 1 in the exponent field, or for e < 2 the subnormal 0x00200000 << e).
+template <interleaved_kind Kind>
+[[gnu::always_inline]] inline __m512 block_scales(const uint8_t *block) {
+    if constexpr (has_e8m0_scales(Kind)) {
+        const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block)));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        const __mmask16 below_2 = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        return _mm512_castsi512_ps(_mm512_mask_blend_epi32(below_2, normal, subnormal));
+    } else {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
+    }
+}
+
 // The 8 operand vectors of one block: w[j] holds elements 4j..4j+3 of every row (unsigned).
 template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_block(const interleaved_layout &l, const uint8_t *block,
@@ -73,7 +88,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *block = group + size_t(b) * block_bytes;
         if (prefetch) prefetch_block_share(block, block_bytes, 0, 1);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
+        const __m512 dw = block_scales<Kind>(block);
         __m512i w[8];
         load_block<Kind>(l, block, w);
         for (int c = 0; c < C; ++c) {

@@ -59,6 +59,23 @@ template <bool Vnni>
     return _mm256_broadcastsi128_si256(Vnni ? u : _mm_xor_si128(u, _mm_set1_epi8(char(0x80))));
 }
 
+// Rows 8 half .. 8 half + 7's block scales widened to float: fp16, or mxfp4's e8m0 exponents as
+// 2^(e - 128) made from its bits (e8m0_half_bits: e - 1 in the exponent field, or for e < 2 the
+// subnormal 0x00200000 << e).
+template <interleaved_kind Kind>
+[[gnu::always_inline]] inline __m256 block_scales(const uint8_t *block, int half) {
+    if constexpr (has_e8m0_scales(Kind)) {
+        const __m256i e =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(block + 8 * half)));
+        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+        const __m256i below_2 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+        return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, below_2));
+    } else {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
+    }
+}
+
 template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
                                              __m256i w[8]) {
@@ -98,8 +115,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t *block = group + size_t(b) * block_bytes;
             if (half == 0) prefetch_block_share(block, block_bytes, 0, 1);  // half 1 finds it in L2
-            const __m256 dw =
-                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
+            const __m256 dw = block_scales<Kind>(block, half);
             __m256i w[8];
             load_half<Vnni, Kind>(l, block, half, w);
             for (int c = 0; c < C; ++c) {

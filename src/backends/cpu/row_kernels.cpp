@@ -75,6 +75,7 @@ traits_table make_avx2_table() {
     dot(dtype::q5_k, vec_dot_q5_k_avx2);
     dot(dtype::q6_k, vec_dot_q6_k_avx2);
     dot(dtype::iq4_nl, vec_dot_iq4_nl_avx2);
+    dot(dtype::mxfp4, vec_dot_mxfp4_avx2);
     dot(dtype::iq4_xs, vec_dot_iq4_xs_avx2);
     dot(dtype::tq1_0, vec_dot_tq1_0_avx2);
     dot(dtype::tq2_0, vec_dot_tq2_0_avx2);

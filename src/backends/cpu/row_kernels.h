@@ -39,6 +39,7 @@ void vec_dot_q4_k_avx2(int64_t n, float *s, const void *x, const void *y);
 void vec_dot_q5_k_avx2(int64_t n, float *s, const void *x, const void *y);
 void vec_dot_q6_k_avx2(int64_t n, float *s, const void *x, const void *y);
 void vec_dot_iq4_nl_avx2(int64_t n, float *s, const void *x, const void *y);  // same bits as the reference
+void vec_dot_mxfp4_avx2(int64_t n, float *s, const void *x, const void *y);   // same bits as the reference
 void vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *x, const void *y);  // same bits as the reference
 void vec_dot_tq1_0_avx2(int64_t n, float *s, const void *x, const void *y);   // same bits as the reference
 void vec_dot_tq2_0_avx2(int64_t n, float *s, const void *x, const void *y);   // same bits as the reference

@@ -602,6 +602,23 @@ void vec_dot_iq4_nl_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sum;
 }
 
+// mxfp4: the same lookup into its doubled E2M1 levels; the scale 2^(e - 128) as vec_dot_mxfp4_ref
+// takes it, so the same bits.
+void vec_dot_mxfp4_avx2(int64_t n, float *s, const void *vx, const void *vy) {
+    const auto *x = static_cast<const block_mxfp4 *>(vx);
+    const auto *y = static_cast<const block_q8_0 *>(vy);
+    static_assert(qk_mxfp4 == qk8_0);
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kvalues_mxfp4)));
+    float sum = 0;
+    for (int64_t i = 0; i < n / qk_mxfp4; ++i) {
+        const __m256i levels = _mm256_shuffle_epi8(table, nibbles_32(x[i].qs));
+        const int sumi = hsum_i32x8(dot_i8_i8(levels, load_32(y[i].qs)));
+        sum = std::fma(e8m0_to_fp32_half(x[i].e) * half(y[i].d), float(sumi), sum);
+    }
+    *s = sum;
+}
+
 void vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const auto *x = static_cast<const block_iq4_xs *>(vx);
     const auto *y = static_cast<const block_q8_k *>(vy);
