@@ -313,3 +313,33 @@ TEST_F(QuantizeMix, RoutersAndPositionEmbeddingsStayF32) {
 }
 
 }  // namespace
+
+// MXFP4_MOE (gpt-oss's mix): the expert stacks mxfp4, every other converted weight q8_0 (token_embd
+// and output too), routers and norms f32, as the established tool; the file says so and `weft
+// inspect` names the type.
+TEST_F(QuantizeMix, Mxfp4MoeGivesTheExpertsMxfp4AndTheRestQ8_0) {
+    const std::string m = synth("moe4.gguf", {"--layers", "2", "--embd", "128", "--heads", "4", "--kv-heads",
+                                              "2", "--ff", "64", "--experts", "4", "--experts-used", "2"});
+    const std::string out = path("moe4-mxfp4.gguf");
+    const run_result q = run_weft({"quantize", m, out, "mxfp4_moe"});
+    ASSERT_EQ(q.status, 0) << q.err;
+    const plan p = types_of(out);
+    for (const auto &[name, type] : p) {
+        SCOPED_TRACE(name);
+        if (name.find("_exps.weight") != std::string::npos)
+            EXPECT_EQ(type, "mxfp4");
+        else if (name.find("_norm") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos)
+            EXPECT_EQ(type, "f32");
+        else
+            EXPECT_EQ(type, "q8_0");
+    }
+    expect_types(p, {{"blk.1.ffn_up_exps.weight", "mxfp4"},
+                     {"blk.0.ffn_down_exps.weight", "mxfp4"},
+                     {"token_embd.weight", "q8_0"},
+                     {"blk.0.attn_v.weight", "q8_0"}});
+    EXPECT_EQ(weft::gguf_file::open(out)->get_int("general.file_type"), 38);
+    const run_result inspect = run_weft({"inspect", out});
+    ASSERT_EQ(inspect.status, 0) << inspect.err;
+    EXPECT_NE(inspect.out.find("mxfp4"), std::string::npos) << inspect.out;
+    EXPECT_NE(inspect.out.find("MXFP4_MOE"), std::string::npos) << inspect.out;
+}

@@ -702,32 +702,36 @@ TEST(VulkanOps, Attention) {
 
 // --- placement ------------------------------------------------------------------------------------
 
+// (mxfp4, gpt-oss's expert type, has no shader: its products run on the CPU behind the device, as every
+// mul_mat_id does.)
 TEST(VulkanOps, UnsupportedOpRunsOnTheCpu) {
     REQUIRE_VULKAN();
-    for (device *d : vk_devices) {
-        inputs in;
-        std::vector<float> deq;
-        tensor *a = make_weights(*in.ctx, dtype::q5_k, 256, 7, 1, 1, 3, deq);
-        tensor *b = in.uniform(dtype::f32, {256, 3}, 4);
-        std::unique_ptr<backend> vk = d->make_backend(1);
-        context probe(context_params{context_overhead(4), true});
-        EXPECT_FALSE(vk->supports_op(*mul_mat(probe, a, b)));
-        EXPECT_FALSE(vk->supports_op(*argmax(probe, b)));
-        const outcome r =
-            run_both(*d, [&](context &c, graph_inputs &I) { return silu(c, mul_mat(c, I(a), I(b))); });
-        EXPECT_LE(nmse(r.vk, r.cpu), 1e-12);
-        // the mul_mat on the CPU (the scheduler may keep the silu there too)
-        cpu_backend cpu(1);
-        context c(context_params{context_overhead(16), true});
-        tensor *mm = mul_mat(c, a, b);
-        tensor *out = silu(c, mm);
-        graph g;
-        build_forward_expand(g, out);
-        EXPECT_TRUE(vk->supports_op(*out));
-        scheduler s({vk.get(), &cpu});
-        EXPECT_EQ(s.compute(g), compute_status::ok);
-        EXPECT_EQ(s.backend_of(mm), &cpu);
-    }
+    for (device *d : vk_devices)
+        for (dtype type : {dtype::q5_k, dtype::mxfp4}) {
+            SCOPED_TRACE(type_name(type));
+            inputs in;
+            std::vector<float> deq;
+            tensor *a = make_weights(*in.ctx, type, 256, 7, 1, 1, 3, deq);
+            tensor *b = in.uniform(dtype::f32, {256, 3}, 4);
+            std::unique_ptr<backend> vk = d->make_backend(1);
+            context probe(context_params{context_overhead(4), true});
+            EXPECT_FALSE(vk->supports_op(*mul_mat(probe, a, b)));
+            EXPECT_FALSE(vk->supports_op(*argmax(probe, b)));
+            const outcome r =
+                run_both(*d, [&](context &c, graph_inputs &I) { return silu(c, mul_mat(c, I(a), I(b))); });
+            EXPECT_LE(nmse(r.vk, r.cpu), 1e-12);
+            // the mul_mat on the CPU (the scheduler may keep the silu there too)
+            cpu_backend cpu(1);
+            context c(context_params{context_overhead(16), true});
+            tensor *mm = mul_mat(c, a, b);
+            tensor *out = silu(c, mm);
+            graph g;
+            build_forward_expand(g, out);
+            EXPECT_TRUE(vk->supports_op(*out));
+            scheduler s({vk.get(), &cpu});
+            EXPECT_EQ(s.compute(g), compute_status::ok);
+            EXPECT_EQ(s.backend_of(mm), &cpu);
+        }
 }
 
 // An observer sees the nodes it asks for, computed, with the CPU's values.

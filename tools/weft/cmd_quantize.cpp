@@ -64,6 +64,9 @@ const recipe recipes[] = {
      "(without an importance matrix); output q6_K"},
     {"TQ1_0", 36, dtype::tq1_0, "tq1_0 (ternary); token_embd q4_K; output q6_K"},
     {"TQ2_0", 37, dtype::tq2_0, "tq2_0 (ternary); token_embd q4_K; output q6_K"},
+    {"MXFP4_MOE", 38, dtype::mxfp4,
+     "mxfp4 for the expert stacks (3-D weights, ne[2] > 1: ffn_*_exps); every other converted weight, "
+     "token_embd and output included, q8_0"},
     // The grid i-quants; (i): needs an importance matrix, (g): q4_K for grouped queries, see below.
     {"IQ2_XXS", 19, dtype::iq2_xxs,
      "iq2_xxs (i); token_embd, attn_v (g) q2_K; ffn_down q2_K in the first 1/8 of the layers; output q5_K"},
@@ -207,7 +210,8 @@ dtype fallback_for_row(dtype t, int64_t ne0) {
 namespace ftype {
 constexpr uint32_t q4_0 = 2, q5_0 = 8, q2_k = 10, q3_k_s = 11, q3_k_m = 12, q3_k_l = 13, q4_k_s = 14,
                    q4_k_m = 15, q5_k_m = 17, iq2_xxs = 19, iq2_xs = 20, iq3_xs = 22, iq3_xxs = 23, iq1_s = 24,
-                   iq4_nl = 25, iq3_s = 26, iq3_m = 27, iq2_s = 28, iq2_m = 29, iq4_xs = 30, iq1_m = 31;
+                   iq4_nl = 25, iq3_s = 26, iq3_m = 27, iq2_s = 28, iq2_m = 29, iq4_xs = 30, iq1_m = 31,
+                   mxfp4_moe = 38;
 }
 
 // Chooses each tensor's output type in file order (the attn_v counter depends on the order, as in
@@ -250,6 +254,8 @@ class type_chooser {
         using namespace ftype;
         const std::string &name = t.name;
         const dtype base = r_.base;
+        // gpt-oss's mix: the experts in mxfp4, everything else q8_0 (the output and token_embd too)
+        if (is({mxfp4_moe})) return t.ne[2] > 1 ? dtype::mxfp4 : dtype::q8_0;
         const bool is_output = name == "output.weight" || (!m_.has_output && name == "token_embd.weight");
         if (is_output) {
             if (t.ne[0] % 256 != 0) return dtype::q8_0;
