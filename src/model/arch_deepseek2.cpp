@@ -60,33 +60,8 @@ class arch_deepseek2 final : public architecture {
         for (int64_t il = 0; il < hp.n_layer; ++il)
             checked_mul(hp.n_head(il), head_kv_b, keys + "head_count x (key_length - rope + value_length)");
 
-        hp.n_layer_dense_lead = f.get_int(p + "leading_dense_block_count").value_or(0);
-        if (hp.n_layer_dense_lead < 0 || hp.n_layer_dense_lead > hp.n_layer)
-            fail("leading_dense_block_count", "must be in [0, block_count]");
-        if (hp.n_layer_dense_lead < hp.n_layer && hp.n_expert == 0)
-            fail("expert_count",
-                 "missing or 0, but layers after the leading dense ones are mixtures of experts");
-        if (hp.n_expert > 0 && hp.n_ff_exp == 0)
-            fail("expert_feed_forward_length", "missing (required with experts)");
-        hp.n_expert_shared = f.get_int(p + "expert_shared_count").value_or(0);
-        if (hp.n_expert_shared < 0) fail("expert_shared_count", "must not be negative");
-        if (hp.n_ff_shexp == 0)
-            hp.n_ff_shexp =
-                checked_mul(hp.n_ff_exp, hp.n_expert_shared,
-                            f.path() + ": " + p + "expert_feed_forward_length x expert_shared_count");
-        hp.expert_weights_scale = read_hparam_float(f, hp, "expert_weights_scale", 0.0f);
-        hp.expert_weights_norm = f.get_bool(p + "expert_weights_norm").value_or(false);
-        const int64_t gating = f.get_int(p + "expert_gating_func").value_or(0);
-        if (gating == 0 || gating == 1)  // absent in older V2 files: softmax
-            hp.expert_gating_func = model_hparams::expert_gating::softmax;
-        else if (gating == 2)
-            hp.expert_gating_func = model_hparams::expert_gating::sigmoid;
-        else
-            fail("expert_gating_func", std::to_string(gating) + " is not supported (1 softmax, 2 sigmoid)");
-        const int64_t n_group = f.get_int(p + "expert_group_count").value_or(0);
-        const int64_t n_group_used = f.get_int(p + "expert_group_used_count").value_or(n_group);
-        if (n_group > 1 && n_group_used < n_group)
-            fail("expert_group_used_count", "group-limited expert selection is not supported");
+        // expert_gating_func is absent in older V2 files: softmax
+        read_v3_routing_hparams(f, hp, model_hparams::expert_gating::softmax);
 
         // The GGUF stores yarn_log_multiplier as 0.1 × mscale_all_dim; the reference divides it back.
         hp.rope_yarn_log_mul = read_hparam_float(f, hp, "rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;

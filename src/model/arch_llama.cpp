@@ -24,12 +24,7 @@ class arch_llama final : public architecture {
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
         if (hp.n_expert == 0) return create_llama_tensors(tl, hp, w);
-        create_llama_globals(tl, hp, w);
-        w.layers.resize(size_t(hp.n_layer));
-        for (int64_t il = 0; il < hp.n_layer; ++il) {
-            create_llama_attn(tl, hp, il, w.layers[size_t(il)]);
-            create_moe_ffn(tl, hp, il, w.layers[size_t(il)], moe_shared::none);
-        }
+        create_llama_moe_tensors(tl, hp, w);
     }
 
     graph_inputs build_graph(graph_builder &b) const override { return build_llama_graph(b); }

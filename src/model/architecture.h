@@ -58,5 +58,8 @@ std::unique_ptr<architecture> make_arch_deepseek2();
 std::unique_ptr<architecture> make_arch_qwen3moe();
 std::unique_ptr<architecture> make_arch_gemma3();
 std::unique_ptr<architecture> make_arch_mamba();
+std::unique_ptr<architecture> make_arch_smollm3();
+std::unique_ptr<architecture> make_arch_glm4moe();
+std::unique_ptr<architecture> make_arch_mistral3();
 
 }  // namespace weft

@@ -2,7 +2,12 @@
 // the picked experts through mul_mat_id, their weighted sum, and the gated shared expert.
 #include "model/graph_moe.h"
 
+#include <string>
+
 #include "model/tensor_loader.h"
+#include "weft/core/checked.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 
@@ -23,10 +28,45 @@ tensor *build_shared_expert(graph_builder &b, tensor *x, const layer_weights &l,
 
 }  // namespace
 
+void read_v3_routing_hparams(const gguf_file &f, model_hparams &hp,
+                             model_hparams::expert_gating absent_gating) {
+    const std::string p = hp.arch + ".";
+    auto fail = [&](const std::string &key, const std::string &what) {
+        throw error(f.path() + ": " + p + key + ": " + what);
+    };
+    hp.n_layer_dense_lead = f.get_int(p + "leading_dense_block_count").value_or(0);
+    if (hp.n_layer_dense_lead < 0 || hp.n_layer_dense_lead > hp.n_layer)
+        fail("leading_dense_block_count", "must be in [0, block_count]");
+    if (hp.n_layer_dense_lead < hp.n_layer && hp.n_expert == 0)
+        fail("expert_count", "missing or 0, but layers after the leading dense ones are mixtures of experts");
+    if (hp.n_expert > 0 && hp.n_ff_exp == 0)
+        fail("expert_feed_forward_length", "missing (required with experts)");
+    hp.n_expert_shared = f.get_int(p + "expert_shared_count").value_or(0);
+    if (hp.n_expert_shared < 0) fail("expert_shared_count", "must not be negative");
+    if (hp.n_ff_shexp == 0)
+        hp.n_ff_shexp = checked_mul(hp.n_ff_exp, hp.n_expert_shared,
+                                    f.path() + ": " + p + "expert_feed_forward_length x expert_shared_count");
+    hp.expert_weights_scale = read_hparam_float(f, hp, "expert_weights_scale", 0.0f);
+    hp.expert_weights_norm = f.get_bool(p + "expert_weights_norm").value_or(false);
+    const int64_t gating = f.get_int(p + "expert_gating_func").value_or(0);
+    if (gating == 0)
+        hp.expert_gating_func = absent_gating;
+    else if (gating == 1)
+        hp.expert_gating_func = model_hparams::expert_gating::softmax;
+    else if (gating == 2)
+        hp.expert_gating_func = model_hparams::expert_gating::sigmoid;
+    else
+        fail("expert_gating_func", std::to_string(gating) + " is not supported (1 softmax, 2 sigmoid)");
+    const int64_t n_group = f.get_int(p + "expert_group_count").value_or(0);
+    const int64_t n_group_used = f.get_int(p + "expert_group_used_count").value_or(n_group);
+    if (n_group > 1 && n_group_used < n_group)
+        fail("expert_group_used_count", "group-limited expert selection is not supported");
+}
+
 void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                    moe_shared shared) {
+                    moe_shared shared, const char *norm_name) {
     const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert, n_ff = hp.n_ff_exp;
-    l.ffn_norm = tl.create(block_tensor_name(il, "ffn_norm"), {n_embd});
+    l.ffn_norm = tl.create(block_tensor_name(il, norm_name), {n_embd});
     l.ffn_gate_inp = tl.create(block_tensor_name(il, "ffn_gate_inp"), {n_embd, n_expert});
     l.ffn_gate_exps = tl.create(block_tensor_name(il, "ffn_gate_exps"), {n_embd, n_ff, n_expert});
     l.ffn_up_exps = tl.create(block_tensor_name(il, "ffn_up_exps"), {n_embd, n_ff, n_expert});
@@ -39,6 +79,15 @@ void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, laye
     l.ffn_gate_shexp = tl.create(block_tensor_name(il, "ffn_gate_shexp"), {n_embd, n_ff_sh});
     l.ffn_up_shexp = tl.create(block_tensor_name(il, "ffn_up_shexp"), {n_embd, n_ff_sh});
     l.ffn_down_shexp = tl.create(block_tensor_name(il, "ffn_down_shexp"), {n_ff_sh, n_embd});
+}
+
+void create_llama_moe_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) {
+    create_llama_globals(tl, hp, w);
+    w.layers.resize(size_t(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        create_llama_attn(tl, hp, il, w.layers[size_t(il)]);
+        create_moe_ffn(tl, hp, il, w.layers[size_t(il)], moe_shared::none);
+    }
 }
 
 tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {

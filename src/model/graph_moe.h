@@ -9,18 +9,32 @@
 
 namespace weft {
 
+class gguf_file;
 class tensor_loader;
 
 // The shared expert of a MoE block: none, one scaled by sigmoid(ffn_gate_inp_shexp · x)
 // (qwen2moe), or one added as it is (deepseek2).
 enum class moe_shared { none, gated, plain };
 
-// The FFN half of a MoE block: ffn_norm, the router ffn_gate_inp, the experts ffn_{gate,up,down}_exps
-// of n_ff_exp rows each, the optional selection bias exp_probs_b, and unless shared is none the
-// shared expert ffn_{gate,up,down}_shexp of n_ff_shexp rows (with its gate ffn_gate_inp_shexp when
-// gated).
+// The keys of DeepSeek-V3-style routing (deepseek2, glm4moe), after read_hparams: <arch>.
+// leading_dense_block_count (dense FFN layers first), expert_shared_count (shared experts of
+// expert_feed_forward_length rows each, unless expert_shared_feed_forward_length says), and the
+// picked weights' expert_weights_scale, expert_weights_norm and expert_gating_func (1 softmax, 2
+// sigmoid; absent or 0: absent_gating). Throws weft::error naming the file and key on a missing
+// required key, an impossible value, or group-limited selection (expert_group_used_count < groups).
+void read_v3_routing_hparams(const gguf_file &f, model_hparams &hp,
+                             model_hparams::expert_gating absent_gating);
+
+// The FFN half of a MoE block: the norm `norm_name` (ffn_norm), the router ffn_gate_inp, the experts
+// ffn_{gate,up,down}_exps of n_ff_exp rows each, the optional selection bias exp_probs_b, and unless shared
+// is none the shared expert ffn_{gate,up,down}_shexp of n_ff_shexp rows (with its gate ffn_gate_inp_shexp
+// when gated).
 void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
-                    moe_shared shared);
+                    moe_shared shared, const char *norm_name = "ffn_norm");
+
+// Every tensor of a Mixtral-shaped model: the Llama globals, and per layer the Llama attention and a
+// mixture-of-experts FFN without a shared expert (llama and mistral3 with <arch>.expert_count > 0).
+void create_llama_moe_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w);
 
 // On the normed x [n_embd, n]: probs = softmax (or sigmoid, hp.expert_gating_func) of ffn_gate_inp · x
 // over the experts; the n_expert_used experts of each token with the largest probs (+ the selection

@@ -22,6 +22,9 @@ std::span<const architecture_entry> architecture_registry() {
         {"qwen3moe", &make_arch_qwen3moe},
         {"gemma3", &make_arch_gemma3},
         {"mamba", &make_arch_mamba},
+        {"smollm3", &make_arch_smollm3},
+        {"glm4moe", &make_arch_glm4moe},
+        {"mistral3", &make_arch_mistral3},
     };
     return entries;
 }

@@ -49,7 +49,10 @@ struct synth_vocab {
     std::vector<int32_t> types;
 };
 
-synth_vocab make_vocab(int64_t n_vocab) {
+// extra_control: control tokens that end the vocabulary in place of its last pieces (phi3's
+// "<|endoftext|>": the reference looks it up by name in every model named phi3 and refuses a
+// vocabulary without it).
+synth_vocab make_vocab(int64_t n_vocab, const std::vector<std::string> &extra_control = {}) {
     synth_vocab v;
     auto push = [&](const std::string &s, float score, int32_t type) {
         v.tokens.push_back(s);
@@ -90,6 +93,12 @@ synth_vocab make_vocab(int64_t n_vocab) {
         push(p, score, 1);
         score -= 1.0f;
     }
+    for (size_t i = 0; i < extra_control.size(); ++i) {
+        const size_t at = v.tokens.size() - extra_control.size() + i;
+        v.tokens[at] = extra_control[i];
+        v.scores[at] = 0.0f;
+        v.types[at] = 3;
+    }
     return v;
 }
 
@@ -98,14 +107,15 @@ struct synth_moe {
     int64_t n_expert = 0, n_used = 0;
     bool shared = false;       // a shared expert (qwen2moe, deepseek2)
     bool shared_gate = false;  // scaled by its sigmoid gate (qwen2moe)
-    int64_t dense_lead = 0;    // leading layers with a dense FFN (deepseek2: 1)
+    int64_t dense_lead = 0;    // leading layers with a dense FFN (deepseek2, glm4moe: 1)
 };
 
 synth_moe moe_of(const synth_spec &s) {
     synth_moe m;
-    m.shared = s.arch == "qwen2moe" || s.arch == "deepseek2";
+    const bool v3_routing = s.arch == "deepseek2" || s.arch == "glm4moe";
+    m.shared = s.arch == "qwen2moe" || v3_routing;
     m.shared_gate = s.arch == "qwen2moe";
-    m.dense_lead = s.arch == "deepseek2" ? 1 : 0;
+    m.dense_lead = v3_routing ? 1 : 0;
     m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
     return m;
@@ -165,6 +175,14 @@ struct synth_arch {
     bool output_bias = false;    // output.bias
     bool partial_rope = false;   // RoPE over half of each head
     bool latent_attn = false;    // multi-head latent attention (deepseek2; see latent_of)
+    // DeepSeek-V3's routing: sigmoid gating with a selection bias (exp_probs_b), renormalized and
+    // scaled weights, one shared expert, a dense first layer (deepseek2, glm4moe)
+    bool v3_routing = false;
+    const char *ffn_norm_name = "ffn_norm";  // glm4moe calls its pre-FFN norm post_attention_norm
+    // No output.weight whatever the spec says: the reference ties the output to token_embd for
+    // these families and refuses a file with a separate output matrix ("wrong number of tensors").
+    bool always_tied = false;
+    std::vector<std::string> extra_control_tokens = {};  // see make_vocab
 };
 
 // The shapes of multi-head latent attention in a synthetic deepseek2: K head = the spec's head size,
@@ -190,8 +208,8 @@ const synth_arch synth_archs[] = {
      .out_bias = true,
      .ffn_gate = false,
      .ffn_bias = true},
-    {.name = "gemma"},
-    {.name = "gemma2", .post_norms = true},
+    {.name = "gemma", .always_tied = true},
+    {.name = "gemma2", .post_norms = true, .always_tied = true},
     {.name = "phi2",
      .layer_norm = true,
      .norm_bias = true,
@@ -203,14 +221,26 @@ const synth_arch synth_archs[] = {
      .ffn_bias = true,
      .output_bias = true,
      .partial_rope = true},
-    {.name = "phi3", .fused_qkv = true, .ffn_gate = false, .fused_gate_up = true},
+    {.name = "phi3",
+     .fused_qkv = true,
+     .ffn_gate = false,
+     .fused_gate_up = true,
+     .extra_control_tokens = {"<|endoftext|>"}},
     {.name = "olmo2", .row_qk_norm = true, .attn_norm = false, .ffn_norm = false, .post_norms = true},
-    {.name = "command-r", .layer_norm = true, .ffn_norm = false},
+    {.name = "command-r", .layer_norm = true, .ffn_norm = false, .always_tied = true},
     {.name = "qwen2moe", .qkv_bias = true},
-    {.name = "deepseek2", .latent_attn = true},
+    {.name = "deepseek2", .latent_attn = true, .v3_routing = true},
     {.name = "qwen3moe", .head_qk_norm = true},
     {.name = "gemma3", .head_qk_norm = true, .post_norms = true},
-    {.name = "mamba"},  // a state-space model: see plan_mamba_tensors
+    {.name = "mamba"},     // a state-space model: see plan_mamba_tensors
+    {.name = "smollm3"},   // every fourth layer without RoPE: the reference's rule, no metadata
+    {.name = "mistral3"},  // YaRN RoPE: see synth_fill_writer
+    {.name = "glm4moe",
+     .qkv_bias = true,
+     .head_qk_norm = true,
+     .partial_rope = true,
+     .v3_routing = true,
+     .ffn_norm_name = "post_attention_norm"},
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -285,7 +315,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
     const synth_moe moe = moe_of(s);
     norm("output_norm");
-    if (!s.tied) matrix("output", s.n_embd, s.n_vocab, a.output_bias);
+    if (!s.tied && !a.always_tied) matrix("output", s.n_embd, s.n_vocab, a.output_bias);
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         if (a.attn_norm) norm(p + "attn_norm");
@@ -314,7 +344,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
         }
         matrix(p + "attn_output", a.latent_attn ? s.n_head * latent_of(s).head_v : n_q, s.n_embd, a.out_bias);
         if (a.post_norms) norm(p + "post_attention_norm");
-        if (a.ffn_norm) norm(p + "ffn_norm");
+        if (a.ffn_norm) norm(p + a.ffn_norm_name);
         if (moe.n_expert > 0 && il >= moe.dense_lead) {  // a router, the experts and the shared expert
             const int64_t ne = moe.n_expert;
             ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
@@ -325,7 +355,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
                           s.type,
                           0.0f,
                           amp(s.n_ff) * s.block_scale});
-            if (a.latent_attn)  // the selection bias of sigmoid gating (DeepSeek-V3)
+            if (a.v3_routing)  // the selection bias of sigmoid gating
                 ts.push_back({p + "exp_probs_b.bias", {ne}, f32, 0.0f, 0.1f});
             if (!moe.shared) continue;
             if (moe.shared_gate)
@@ -355,8 +385,8 @@ void synth_check(const synth_spec &s) {
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
     require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
-                s.arch == "deepseek2",
-            "synth: experts are for llama, qwen2moe, qwen3moe and deepseek2 only");
+                s.arch == "deepseek2" || s.arch == "glm4moe",
+            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2 and glm4moe only");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
             "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
     if (s.arch == "mamba") {
@@ -375,6 +405,8 @@ void synth_check(const synth_spec &s) {
         require(s.arch != "deepseek2" || (head_dim_of(s) % 4 == 0 && s.n_embd % 2 == 0),
                 "synth: deepseek2 needs a head size that is a multiple of 4 and an even embd");
     }
+    require(s.sliding_window >= -1 && (s.arch != "gemma3" || s.sliding_window != 0),
+            "synth: sliding-window must be -1 (the default), 0 (none; not gemma3) or a window size");
     require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
@@ -420,18 +452,21 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     else
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
     w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
-    if (features.latent_attn) {  // DeepSeek-V3's choices: sigmoid gating, renormalized and scaled weights
+    if (features.v3_routing) {  // DeepSeek-V3's choices: sigmoid gating, renormalized and scaled weights
+        w.set_u32(a + ".leading_dense_block_count", uint32_t(moe_of(s).dense_lead));
+        w.set_u32(a + ".expert_shared_count", 1);
+        w.set_f32(a + ".expert_weights_scale", 2.5f);
+        w.set_bool(a + ".expert_weights_norm", true);
+        w.set_u32(a + ".expert_gating_func", 2);
+    }
+    if (a == "glm4moe") w.set_u32(a + ".nextn_predict_layers", 0);  // no multi-token prediction layer
+    if (features.latent_attn) {
         const synth_latent la = latent_of(s);
         w.set_u32(a + ".rope.dimension_count", uint32_t(la.n_rot));
         w.set_u32(a + ".attention.key_length", uint32_t(la.head_k));
         w.set_u32(a + ".attention.value_length", uint32_t(la.head_v));
         w.set_u32(a + ".attention.q_lora_rank", uint32_t(la.rank_q));
         w.set_u32(a + ".attention.kv_lora_rank", uint32_t(la.rank_kv));
-        w.set_u32(a + ".leading_dense_block_count", uint32_t(moe_of(s).dense_lead));
-        w.set_u32(a + ".expert_shared_count", 1);
-        w.set_f32(a + ".expert_weights_scale", 2.5f);
-        w.set_bool(a + ".expert_weights_norm", true);
-        w.set_u32(a + ".expert_gating_func", 2);
     } else {
         w.set_u32(a + ".rope.dimension_count", uint32_t(features.partial_rope ? hd / 2 / 2 * 2 : hd));
     }
@@ -456,7 +491,15 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_f32(a + ".attn_logit_softcapping", 20.0f);
         w.set_f32(a + ".final_logit_softcapping", 10.0f);
     }
-    if (a == "gemma2" || a == "gemma3" || a == "phi3") w.set_u32(a + ".attention.sliding_window", 4);
+    if ((a == "gemma2" || a == "gemma3" || a == "phi3") && s.sliding_window != 0)
+        w.set_u32(a + ".attention.sliding_window", uint32_t(s.sliding_window < 0 ? 4 : s.sliding_window));
+    if (a == "mistral3") {  // Ministral 3's YaRN (factor 16 over 16384 positions), at a tiny scale
+        w.set_string(a + ".rope.scaling.type", "yarn");
+        w.set_f32(a + ".rope.scaling.factor", 4.0f);
+        w.set_u32(a + ".rope.scaling.original_context_length", 512);
+        w.set_f32(a + ".rope.scaling.yarn_beta_fast", 32.0f);
+        w.set_f32(a + ".rope.scaling.yarn_beta_slow", 1.0f);
+    }
     if (a == "gemma3") {  // the 4B-and-up setting: the global layers' RoPE linearly scaled
         w.set_string(a + ".rope.scaling.type", "linear");
         w.set_f32(a + ".rope.scaling.factor", 8.0f);
@@ -467,7 +510,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
 
 namespace {
 void synth_fill_vocab_and_tensors(const synth_spec &s, gguf_writer &w) {
-    const synth_vocab v = make_vocab(s.n_vocab);
+    const synth_vocab v = make_vocab(s.n_vocab, find_synth_arch(s.arch)->extra_control_tokens);
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", v.tokens);
     w.set_array("tokenizer.ggml.scores", gguf_type::f32, v.scores.data(), v.scores.size());

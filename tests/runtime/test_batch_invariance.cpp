@@ -12,6 +12,7 @@
 
 #include "common/decode_helpers.h"
 #include "model/model_test_util.h"
+#include "runtime/family_table.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 
@@ -134,6 +135,17 @@ TEST(SlidingWindows, Gemma3LogitsAreBatchAndThreadInvariant) {
         s.n_layer = 6;
         expect_batch_and_thread_invariant(s, std::string("batch-invariance-gemma3-") + type_name(type));
     }
+}
+
+// Every family checked against the 2026 reference engine (family_table.h), at its tiny shape, F32 and
+// Q8_0: each architecture's own graph (windows, NoPE layers, routers, state-space scans) in every split.
+TEST(FamilyTable, LogitsAreBatchAndThreadInvariant) {
+    for (const test::family_case &f : test::families())
+        for (dtype type : {dtype::f32, dtype::q8_0}) {
+            SCOPED_TRACE(f.name() + " " + type_name(type));
+            expect_batch_and_thread_invariant(f.spec(type),
+                                              "batch-invariance-family-" + f.name() + "-" + type_name(type));
+        }
 }
 
 // Every KV cache type (heads of 64: whole blocks), and K and V of different types: a row's quantized

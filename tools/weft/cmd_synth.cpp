@@ -30,7 +30,8 @@ int synth_main(int argc, char **argv) {
     app.add_option(
            "--arch", s.arch,
            "llama, qwen2, qwen3, qwen2moe, qwen3moe, granite, starcoder2, gemma, gemma2, gemma3, phi2, "
-           "phi3, olmo2, command-r, deepseek2 or mamba (a state-space model: --ssm-state, --ssm-conv); "
+           "phi3, olmo2, command-r, deepseek2, smollm3, mistral3, glm4moe or mamba (a state-space model: "
+           "--ssm-state, --ssm-conv); "
            "clip: a "
            "vision projector (mmproj) for --mmproj")
         ->capture_default_str();
@@ -52,8 +53,9 @@ int synth_main(int argc, char **argv) {
     app.add_option("--ff", s.n_ff, "feed-forward length")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(262144)));
-    app.add_option("--experts", s.n_expert,
-                   "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, qwen3moe, deepseek2: 0 is 4)")
+    app.add_option(
+           "--experts", s.n_expert,
+           "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, qwen3moe, deepseek2, glm4moe: 0 is 4)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(0), int64_t(1024)));
     app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")
@@ -83,6 +85,10 @@ int synth_main(int argc, char **argv) {
     app.add_option("--ssm-conv", s.ssm_d_conv, "mamba: the causal convolution's width (d_conv)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(2), int64_t(16)));
+    app.add_option("--sliding-window", s.sliding_window,
+                   "gemma2, gemma3, phi3: the attention window (-1: 4; 0: none, not for gemma3)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
     std::string lora_out;
     int64_t lora_rank = 8;

@@ -11,8 +11,8 @@ namespace weft {
 class gguf_writer;
 
 struct synth_spec {
-    std::string arch = "llama";  // any architecture weft runs but bert (llama, qwen2moe, qwen3moe and
-                                 // deepseek2 take --experts)
+    std::string arch = "llama";  // any architecture weft runs but bert (llama, qwen2moe, qwen3moe,
+                                 // deepseek2 and glm4moe take --experts)
     int64_t n_embd = 64;
     int64_t n_layer = 2;
     int64_t n_head = 4;
@@ -24,9 +24,13 @@ struct synth_spec {
     dtype type = dtype::f32;  // of the matrices; norms and biases stay f32
     uint32_t seed = 42;
     bool tied = false;  // no output.weight
-    // Mixture of experts of n_ff rows each (llama: 0 experts is a dense FFN; qwen2moe, qwen3moe, deepseek2:
-    // 0 means 4, and the shared expert has n_ff rows too; deepseek2's first layer is dense); 0 used
-    // means 2 (at most n_expert).
+    // gemma2, gemma3, phi3: <arch>.attention.sliding_window; -1: 4 (shorter than the tests' sequences),
+    // 0: no window (not gemma3). The 2026 reference ignores phi3's window (its "Phi SWA is currently
+    // disabled"): a phi3 file checked against it is written with 0.
+    int64_t sliding_window = -1;
+    // Mixture of experts of n_ff rows each (llama: 0 experts is a dense FFN; qwen2moe, qwen3moe, deepseek2,
+    // glm4moe: 0 means 4, and the shared expert has n_ff rows too; deepseek2's and glm4moe's first layer
+    // is dense); 0 used means 2 (at most n_expert).
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     // The blocks' output projections (attn_output, ffn_down and the experts') drawn this many times

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/data/families/record.sh — records the fixtures of test_family_reference.cpp: for each family
+# the file `weft synth` writes at F32 and at Q8_0, and the 2026 reference engine's logits for it
+# (refdump: every prompt position, 8 greedy tokens), with the synth flags added as "synth_args".
+#
+#   tests/data/families/record.sh BUILD_DIR [NAME ...]    (from the repository root; no NAME: all)
+#
+# Each line below must give the flags family_table.h renders for its entry (the test compares them).
+set -euo pipefail
+
+build=${1:?usage: record.sh BUILD_DIR [NAME ...]}
+shift
+weft="$build/weft"
+reference=${REFERENCE:-../shared/bench/reference-2026}
+out=tests/data/families
+prompt="Once upon a time"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The reference's shared libraries are found by their versioned names; where a copy turned its
+# symbolic links into small text files naming the target, link them again in a folder of our own.
+libs="$work/lib"
+mkdir -p "$libs"
+for f in "$reference"/lib*.so*; do
+    name=$(basename "$f")
+    if [ "$(stat -c %s "$f")" -lt 64 ] && ! grep -q $'\x7fELF' "$f" 2>/dev/null; then
+        ln -s "$(cat "$f")" "$libs/$name"
+    else
+        ln -s "$(realpath "$f")" "$libs/$name"
+    fi
+done
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+record() {
+    local name=$1
+    shift
+    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then return; fi
+    for type in F32 Q8_0; do
+        local model="$work/$name-$type.gguf"
+        "$weft" synth "$model" "$@" --type "${type,,}" >/dev/null 2>"$work/synth.log" ||
+            { cat "$work/synth.log" >&2; exit 1; }
+        "$reference/refdump" "$model" "$prompt" 8 2>"$work/refdump.log" >"$work/out.json" ||
+            { tail -5 "$work/refdump.log"; echo "refdump failed for $name $type" >&2; exit 1; }
+        python3 - "$work/out.json" "$out/$name-$type.json" "$*" <<'PY'
+import json, sys
+fixture = json.load(open(sys.argv[1]))
+fixture = {"synth_args": sys.argv[3], **fixture}
+with open(sys.argv[2], "w") as f:
+    json.dump(fixture, f, separators=(",", ":"))
+    f.write("\n")
+PY
+        echo "$name $type: $out/$name-$type.json"
+    done
+}
+
+wanted=("$@")
+common="--embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300"
+record llama --arch llama $common --seed 7
+record llama-moe --arch llama $common --experts 4 --experts-used 2 --seed 7
+record qwen2 --arch qwen2 $common --seed 7
+record qwen3 --arch qwen3 $common --seed 7
+record granite --arch granite $common --seed 7
+record starcoder2 --arch starcoder2 $common --seed 7
+record gemma --arch gemma $common --seed 7
+record gemma2 --arch gemma2 --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
+record gemma3 --arch gemma3 --embd 64 --layers 6 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
+record phi2 --arch phi2 $common --seed 7
+record phi3 --arch phi3 $common --sliding-window 0 --seed 7
+record olmo2 --arch olmo2 $common --seed 7
+record command-r --arch command-r $common --seed 7
+record qwen2moe --arch qwen2moe $common --experts 4 --experts-used 2 --seed 7
+record qwen3moe --arch qwen3moe $common --experts 4 --experts-used 2 --seed 7
+record deepseek2 --arch deepseek2 $common --experts 4 --experts-used 2 --seed 7
+record mamba --arch mamba $common --seed 7
+record smollm3 --arch smollm3 --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
+record mistral3 --arch mistral3 $common --seed 7
+record glm4moe --arch glm4moe $common --experts 4 --experts-used 2 --seed 7
