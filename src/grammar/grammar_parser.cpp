@@ -2,6 +2,8 @@
 // rules of their own, literals become one char set per character; then the checks (every rule
 // defined, no left recursion) and the text form back.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <tuple>
 #include <unordered_map>
@@ -20,6 +22,8 @@ constexpr uint32_t max_code_point = 0x10FFFF;
 constexpr uint64_t max_repetitions = 100000;
 // Groups nest by recursion in the parser: bounded so that hostile text cannot overflow the stack.
 constexpr int max_group_depth = 256;
+
+std::atomic<bool> grammar_work_stopped{false};
 
 bool is_name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -88,8 +92,12 @@ class grammar_parser {
     grammar_parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
 
     std::shared_ptr<const grammar> run(std::string_view root_name) {
+        if (text_.size() > max_grammar_bytes)
+            throw error(std::string(source_) + ": the grammar is " + std::to_string(text_.size()) +
+                        " bytes long; at most " + std::to_string(max_grammar_bytes) + " are taken");
         skip_space(true);
         while (pos_ < text_.size()) {
+            throw_if_grammar_work_cancelled();
             parse_rule();
             skip_space(true);
         }
@@ -115,19 +123,22 @@ class grammar_parser {
         size_t first_use = 0;   // offset of the first reference
     };
 
-    // 1-based line and column (in characters) of a byte offset
+    // 1-based line and column (in characters) of a byte offset: the line by binary search in a table
+    // of line starts made once, so that placing every rule costs the text's length once, not once a
+    // rule (20,000 rules took 17 s that way)
     std::pair<uint32_t, uint32_t> line_column(size_t offset) const {
-        uint32_t line = 1;
-        size_t line_start = 0;
-        for (size_t i = 0; i < offset && i < text_.size(); ++i)
-            if (text_[i] == '\n') {
-                ++line;
-                line_start = i + 1;
-            }
+        offset = std::min(offset, text_.size());
+        if (line_starts_.empty()) {
+            line_starts_.push_back(0);
+            for (size_t i = 0; i < text_.size(); ++i)
+                if (text_[i] == '\n') line_starts_.push_back(i + 1);
+        }
+        const auto after = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+        const size_t line_start = *(after - 1);
         uint32_t column = 1;
-        for (size_t i = line_start; i < offset && i < text_.size(); ++i)
+        for (size_t i = line_start; i < offset; ++i)
             if ((uint8_t(text_[i]) & 0xC0) != 0x80) ++column;
-        return {line, column};
+        return {uint32_t(after - line_starts_.begin()), column};
     }
     std::string position_of(size_t offset) const {
         const auto [line, column] = line_column(offset);
@@ -166,6 +177,9 @@ class grammar_parser {
     uint32_t rule_index(const std::string &name, size_t used_at) {
         auto [it, inserted] = names_.try_emplace(name, uint32_t(rules_.size()));
         if (inserted) {
+            if (rules_.size() - n_generated_ >= max_grammar_rules)
+                fail_at(used_at,
+                        "the grammar names more than " + std::to_string(max_grammar_rules) + " rules");
             rules_.push_back({});
             rules_.back().name = name;
             rules_.back().first_use = used_at;
@@ -174,6 +188,9 @@ class grammar_parser {
     }
 
     uint32_t new_generated_rule(std::vector<sequence> alternatives, size_t at) {
+        if (++n_generated_ > max_generated_rules)
+            fail_at(at, "the grammar's groups and repetitions make more than " +
+                            std::to_string(max_generated_rules) + " rules (x{0,n} makes n)");
         rule_draft r;
         r.alternatives = std::move(alternatives);
         r.defined = r.generated = true;
@@ -327,6 +344,11 @@ class grammar_parser {
     void repeat(sequence &seq, size_t from, uint64_t min, uint64_t max, size_t at) {
         if (min > max_repetitions || (max != UINT64_MAX && max > max_repetitions))
             fail_at(at, "repetition count is too large (at most " + std::to_string(max_repetitions) + ")");
+        // the rules it will make, refused before any is made
+        const uint64_t makes = (max == UINT64_MAX ? 1 : max - min) + 1;
+        if (n_generated_ + makes > max_generated_rules)
+            fail_at(at, "the grammar's groups and repetitions make more than " +
+                            std::to_string(max_generated_rules) + " rules (x{0,n} makes n)");
         sequence item(seq.begin() + ptrdiff_t(from), seq.end());
         seq.resize(from);
         if (item.size() != 1) item = {{grammar_element::kind::rule, new_generated_rule({item}, at)}};
@@ -475,19 +497,46 @@ class grammar_parser {
     // can match the empty text, would make the matcher expand it forever.
     void check_left_recursion() const {
         const size_t n = rules_.size();
+        // nullable rules by a worklist, linear in the grammar's size: an alternative is empty once
+        // every element of it is a nullable rule (a chain of rules each the next's only use took a
+        // pass over all rules per link before)
         std::vector<bool> nullable(n, false);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (size_t i = 0; i < n; ++i) {
-                if (nullable[i]) continue;
-                for (const auto &alt : rules_[i].alternatives) {
-                    const bool empty = std::all_of(alt.begin(), alt.end(), [&](const grammar_element &e) {
-                        return e.type == grammar_element::kind::rule && nullable[e.index];
-                    });
-                    if (empty) {
-                        nullable[i] = changed = true;
-                        break;
+        struct alternative_ref {
+            uint32_t rule;
+            uint32_t alternative;
+        };
+        std::vector<std::vector<alternative_ref>> used_in(n);  // rule -> the alternatives naming it
+        std::vector<std::vector<uint32_t>> pending(n);         // rule, alternative -> non-nullable left
+        std::vector<uint32_t> work;
+        for (size_t i = 0; i < n; ++i) {
+            pending[i].resize(rules_[i].alternatives.size());
+            for (size_t a = 0; a < rules_[i].alternatives.size(); ++a) {
+                uint32_t left = 0;
+                bool has_chars = false;
+                for (const auto &e : rules_[i].alternatives[a]) {
+                    if (e.type == grammar_element::kind::rule) {
+                        ++left;
+                        used_in[e.index].push_back({uint32_t(i), uint32_t(a)});
+                    } else {
+                        has_chars = true;
                     }
+                }
+                pending[i][a] = has_chars ? UINT32_MAX : left;  // characters: never empty
+                if (left == 0 && !has_chars && !nullable[i]) {
+                    nullable[i] = true;
+                    work.push_back(uint32_t(i));
+                }
+            }
+        }
+        while (!work.empty()) {
+            const uint32_t r = work.back();
+            work.pop_back();
+            for (const auto &[rule, alternative] : used_in[r]) {
+                uint32_t &left = pending[rule][alternative];
+                if (left == UINT32_MAX || left == 0) continue;
+                if (--left == 0 && !nullable[rule]) {
+                    nullable[rule] = true;
+                    work.push_back(rule);
                 }
             }
         }
@@ -557,6 +606,9 @@ class grammar_parser {
     }
 
     std::string_view text_, source_;
+    mutable std::vector<size_t> line_starts_;
+    size_t n_generated_ = 0;  // of rules_, made for groups and repetitions  // of text_, made when a position
+                              // is first asked for
     size_t pos_ = 0;
     std::vector<rule_draft> rules_;
     std::unordered_map<std::string, uint32_t> names_;
@@ -564,6 +616,15 @@ class grammar_parser {
     uint32_t current_rule_ = 0;
     int group_depth_ = 0;
 };
+
+void cancel_grammar_work() {
+    grammar_work_stopped = true;
+}
+
+void throw_if_grammar_work_cancelled() {
+    if (grammar_work_stopped.load(std::memory_order_relaxed))
+        throw error("grammar work cancelled: the process is stopping");
+}
 
 std::shared_ptr<const grammar> grammar::parse(std::string_view text, std::string_view source,
                                               std::string_view root) {

@@ -15,6 +15,7 @@
 
 #include "grammar/json_schema_pattern.h"
 #include "weft/core/error.h"
+#include "weft/grammar/grammar.h"
 
 namespace weft {
 
@@ -28,6 +29,10 @@ constexpr int max_int_digits = 16;
 constexpr int64_t max_int_magnitude = 9999999999999999;
 // Schemas nest by recursion in the converter: bounded so that a hostile one cannot overflow the stack.
 constexpr int max_schema_depth = 128;
+// Lists in a schema that become alternatives or rules one by one: enum values, anyOf / oneOf
+// schemas, an object's properties and required names. Bounded so that a schema a few megabytes
+// long cannot make a grammar whose matching costs minutes a token; json_schema.h has the numbers.
+constexpr size_t max_schema_list = 4096;
 
 // The primitives, written once and added to a grammar when used.
 const std::map<std::string, std::string> &primitives() {
@@ -258,9 +263,17 @@ class converter {
     }
 
     std::string add_rule(const std::string &hint, const std::string &body) {
+        if (rules_.size() >= max_grammar_rules)
+            fail("", "the schema makes more than " + std::to_string(max_grammar_rules) + " grammar rules");
         const std::string name = rule_name(hint);
         rules_.emplace_back(name, body);
         return name;
+    }
+
+    static void check_list_size(const json &list, const std::string &pointer, const std::string &what) {
+        if (list.size() > max_schema_list)
+            fail(pointer, "has " + std::to_string(list.size()) + " " + what + "; at most " +
+                              std::to_string(max_schema_list) + " are taken");
     }
 
     static std::optional<uint64_t> count_keyword(const json &schema, const char *key,
@@ -276,6 +289,7 @@ class converter {
     std::string visit(const json &schema, const std::string &pointer, const std::string &hint) {
         if (depth_ >= max_schema_depth)
             fail(pointer, "schemas nest deeper than " + std::to_string(max_schema_depth) + " levels");
+        throw_if_grammar_work_cancelled();
         ++depth_;
         std::string out = visit_schema(schema, pointer, hint);
         --depth_;
@@ -318,6 +332,7 @@ class converter {
         if (auto c = schema.find("const"); c != schema.end()) return literal(c->dump());
         if (auto e = schema.find("enum"); e != schema.end()) {
             if (!e->is_array() || e->empty()) fail(pointer + "/enum", "'enum' must be a non-empty array");
+            check_list_size(*e, pointer + "/enum", "'enum' values");
             std::string out;
             for (const auto &v : *e) out += (out.empty() ? "" : " | ") + literal(v.dump());
             return "( " + out + " )";
@@ -326,6 +341,7 @@ class converter {
             if (auto alts = schema.find(key); alts != schema.end()) {
                 if (!alts->is_array() || alts->empty())
                     fail(pointer + "/" + key, std::string("'") + key + "' must be a non-empty array");
+                check_list_size(*alts, pointer + "/" + key, std::string("'") + key + "' schemas");
                 std::string out;
                 for (size_t i = 0; i < alts->size(); ++i)
                     out += (i ? " | " : "") + visit((*alts)[i], pointer + "/" + key + "/" + std::to_string(i),
@@ -528,9 +544,11 @@ class converter {
         const auto props_it = schema.find("properties");
         const json &props = props_it == schema.end() ? empty : *props_it;
         if (!props.is_object()) fail(pointer + "/properties", "'properties' must be an object");
+        check_list_size(props, pointer + "/properties", "properties");
         std::set<std::string> required;
         if (auto req = schema.find("required"); req != schema.end()) {
             if (!req->is_array()) fail(pointer + "/required", "'required' must be an array of names");
+            check_list_size(*req, pointer + "/required", "required names");
             for (size_t i = 0; i < req->size(); ++i) {
                 if (!(*req)[i].is_string())
                     fail(pointer + "/required/" + std::to_string(i), "a name must be a string");
@@ -603,9 +621,39 @@ class converter {
     int depth_ = 0;
 };
 
+// How deep the JSON text's arrays and objects nest (strings skipped), in one pass and no memory:
+// checked before the text is parsed, because the parser's ordered objects copy a member's whole
+// subtree each time their list grows, which costs the depth squared (a schema 10,000 deep took 87 s).
+size_t json_nesting(std::string_view text) {
+    size_t depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            deepest = std::max(deepest, ++depth);
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 }  // namespace
 
 std::string json_schema_to_grammar(std::string_view schema_json) {
+    // a schema level is at most a few JSON levels ({"properties": {"name": {...}}} is two)
+    constexpr size_t max_json_depth = 4 * size_t(max_schema_depth);
+    if (const size_t depth = json_nesting(schema_json); depth > max_json_depth)
+        throw error("JSON schema: its objects and arrays nest " + std::to_string(depth) +
+                    " levels deep; schemas nest deeper than " + std::to_string(max_schema_depth) +
+                    " levels are refused (at most " + std::to_string(max_json_depth) + " JSON levels)");
     json schema;
     try {
         schema = json::parse(schema_json);

@@ -3,6 +3,7 @@
 #include "weft/model/lora.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -41,6 +42,18 @@ std::vector<float> rows_as_float(const gguf_file &f, const gguf_tensor_info &t) 
 
 }  // namespace
 
+void check_lora_scale(double scale, const std::string &what) {
+    if (!std::isfinite(scale) || std::fabs(scale) > lora_max_scale)
+        throw error(what + ": the LoRA scale " + std::to_string(scale) + " is not a finite number in [-" +
+                    std::to_string(int(lora_max_scale)) + ", " + std::to_string(int(lora_max_scale)) + "]");
+}
+
+void check_lora_alpha(double alpha, const std::string &what) {
+    if (!std::isfinite(alpha) || alpha < 0.0 || alpha > lora_max_alpha)
+        throw error(what + ": adapter.lora.alpha " + std::to_string(alpha) +
+                    " is not a finite number in [0, " + std::to_string(int(lora_max_alpha)) + "]");
+}
+
 lora_adapter::~lora_adapter() = default;
 
 std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const model &base) {
@@ -63,8 +76,9 @@ std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const 
     if (!arch || *arch != base.arch_name())
         throw error(path + ": an adapter for " + quoted_or_absent(arch) + ", the model " + base.path() +
                     " is " + weft::quoted(base.arch_name()));
-    a->alpha_ = float(f.get_float("adapter.lora.alpha").value_or(0.0));
-    if (!(a->alpha_ >= 0.0f)) throw error(path + ": adapter.lora.alpha is negative");
+    const double alpha = f.get_float("adapter.lora.alpha").value_or(0.0);
+    check_lora_alpha(alpha, path);
+    a->alpha_ = float(alpha);
     if (f.tensors().empty()) throw error(path + ": the adapter holds no tensors");
 
     // pair the tensors by the weight they adapt
@@ -100,6 +114,10 @@ std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const 
             throw error(path + ": " + weft::quoted(ta.name) + " has shape " + shape_of(ta) + ", expected [" +
                         std::to_string(n_in) + ", r] for " + weft::quoted(weight) + " of shape " +
                         shape_of(*w));
+        for (const gguf_tensor_info *t : {ab.first, ab.second})
+            if (!has_quant_traits(t->type))
+                throw error(path + ": " + weft::quoted(t->name) + " is of type " + type_name(t->type) +
+                            ", which has no conversion to float (adapters are f32, f16, bf16 or quantized)");
         pair p;
         p.rank = rank;
         p.a = tl.create(ta.name, {n_in, rank});
@@ -166,6 +184,11 @@ int64_t lora_merge_write(const std::string &base_path, std::span<const lora_use>
                         wo[i] = float(double(wo[i]) + double(factor) * row[size_t(i)]);
                 }
             }
+            // an adapter whose products overflow would leave a model whose every logit is NaN
+            for (size_t i = 0; i < wf.size(); ++i)
+                if (!std::isfinite(wf[i]))
+                    throw error("merging " + info.name + ": the merged weight " + std::to_string(i) +
+                                " is not finite (the adapters' values or scales are too large)");
             const size_t written = quantize_rows(info.type, wf.data(), dst, n_out, n_in);
             if (written != nbytes)
                 throw error("merging " + info.name + ": wrote " + std::to_string(written) + " bytes");

@@ -14,14 +14,24 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "weft/core/error.h"
 
 namespace weft::server {
 
 using clock_type = std::chrono::steady_clock;
+
+// What the gate must know of a head: how many body bytes follow, or that a worker must read them
+// (chunked, "Expect: 100-continue", anything unusual: httplib then answers as it does).
+struct gate_head_facts {
+    bool body_by_worker = false;
+    bool too_large = false;  // a Content-Length over max_body: the gate answers 413 itself
+    size_t body = 0;
+};
 
 struct gated_server::connection {
     int fd = -1;
@@ -34,6 +44,10 @@ struct gated_server::connection {
     bool body_buffered = false;       // the whole request is in buffer (a worker reads no socket)
     size_t request_bytes = 0;         // its length there: what follows is the next request
     size_t requests = 0;
+    size_t head_bytes = 0;    // the head's length, once head_done
+    gate_head_facts facts;    // what it says of the body, once head_done
+    bool discarding = false;  // answered 413: the body still arriving is read and dropped
+    size_t discard_left = 0;  // of it, by its Content-Length
 };
 
 namespace {
@@ -71,16 +85,10 @@ std::string header_value(const std::string &s, size_t b, size_t e, const char *n
     return out;
 }
 
-// What the gate must know of a head: how many body bytes follow, or that a worker must read them
-// (chunked, "Expect: 100-continue", anything unusual: httplib then answers as it does).
-struct head_facts {
-    bool body_by_worker = false;
-    size_t body = 0;
-};
-
-head_facts facts_of(const std::string &s, size_t head_end, size_t max_body) {
-    head_facts f;
+gate_head_facts facts_of(const std::string &s, size_t head_end, size_t max_body) {
+    gate_head_facts f;
     bool have_length = false;
+    bool length_ok = false;
     for (size_t b = s.find("\r\n"); b != std::string::npos && b + 2 < head_end;) {
         b += 2;
         const size_t e = s.find("\r\n", b);
@@ -92,20 +100,62 @@ head_facts facts_of(const std::string &s, size_t head_end, size_t max_body) {
             for (char ch : v) ok = ok && ch >= '0' && ch <= '9', n = n * 10 + size_t(ch - '0');
             if (!ok) f.body_by_worker = true;
             have_length = true;
+            length_ok = ok;
             f.body = n;
         } else if (header_is(s, b, e, "transfer-encoding") || header_is(s, b, e, "expect")) {
             f.body_by_worker = true;
         }
         b = e;
     }
-    if (f.body > max_body) f.body_by_worker = true;  // httplib answers 413
+    if (f.body > max_body) {
+        // With a plain Content-Length the gate answers and reads the rest away (a worker closing a
+        // connection with unread bytes would reset it before the client read the answer); anything
+        // else is httplib's to answer.
+        f.too_large = length_ok && !f.body_by_worker;
+        f.body_by_worker = true;
+    }
     return f;
 }
 
-void write_and_close(int fd, const char *status) {
-    const std::string reply =
-        std::string("HTTP/1.1 ") + status + "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+// A form content type (what `curl -d` sends) becomes application/json in the head: every route
+// reads its body as JSON whatever the type says (as the reference server does), while httplib would
+// parse a form body as parameters and refuse one over 8 KiB as too large. Returns the change in the
+// head's length.
+ptrdiff_t read_form_body_as_json(std::string &s, size_t head_end) {
+    static constexpr std::string_view form = "application/x-www-form-urlencoded";
+    for (size_t b = s.find("\r\n"); b != std::string::npos && b + 2 < head_end;) {
+        b += 2;
+        const size_t e = s.find("\r\n", b);
+        if (e == std::string::npos || e > head_end) break;
+        if (header_is(s, b, e, "content-type") && header_value(s, b, e, "content-type").rfind(form, 0) == 0) {
+            const std::string line = "Content-Type: application/json";
+            const ptrdiff_t change = ptrdiff_t(line.size()) - ptrdiff_t(e - b);
+            s.replace(b, e - b, line);
+            return change;
+        }
+        b = e;
+    }
+    return 0;
+}
+
+void write_and_close(int fd, const char *status, const std::string &json_body = {}) {
+    std::string reply = std::string("HTTP/1.1 ") + status + "\r\nConnection: close\r\n";
+    if (!json_body.empty()) reply += "Content-Type: application/json\r\n";
+    reply += "Content-Length: " + std::to_string(json_body.size()) + "\r\n\r\n" + json_body;
     [[maybe_unused]] const ssize_t n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// OpenAI's error object for a request the gate refuses itself (`message` holds no quote or
+// backslash: it is the gate's own text).
+std::string error_json(const std::string &message) {
+    return "{\"error\":{\"message\":\"" + message +
+           "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}";
+}
+
+// The first line of a request head, "METHOD /path", printable (for the log).
+std::string request_line_of(const std::string &s) {
+    const size_t end = std::min(s.find(' ', std::min(s.find(' '), s.size() - 1) + 1), s.find("\r\n"));
+    return printable(std::string_view(s).substr(0, std::min<size_t>(end, 200)));
 }
 
 // The stream a worker's request reads and writes: the bytes the gate read first, then the socket;
@@ -180,6 +230,9 @@ class gate_stream final : public httplib::Stream {
     std::chrono::milliseconds io_timeout_;
 };
 
+// The socket of the request the calling worker runs (-1: none), for client_still_connected.
+thread_local int current_request_fd = -1;
+
 // Lowers the calling thread's priority to nice value `nice` (never raises it). Linux keeps a nice
 // value per thread, which the threads it starts afterwards inherit; a failure only leaves the
 // priority as it was.
@@ -194,6 +247,17 @@ void lower_thread_priority(int nice) {
 }
 
 }  // namespace
+
+bool client_still_connected() {
+    const int fd = current_request_fd;
+    if (fd < 0) return true;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return true;
+    if (p.revents & (POLLHUP | POLLERR)) return false;
+    char b = 0;
+    const ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
 
 gated_server::gated_server(gate_limits limits) : limits_(limits) {
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -313,7 +377,7 @@ void gated_server::gate_loop() {
             } else if (c->fd < 0) {
                 continue;
             } else if (now >= c->deadline) {
-                if (c->started) write_and_close(c->fd, "408 Request Timeout");
+                if (c->started && !c->discarding) write_and_close(c->fd, "408 Request Timeout");
                 drop(*c);
             } else {
                 still.push_back(std::move(c));
@@ -359,8 +423,17 @@ void gated_server::evict_oldest() {
 
 void gated_server::read_from(connection &c) {
     char chunk[16384];
-    for (int rounds = 0; rounds < 64; ++rounds) {
+    // At most 1 MiB a turn, so that one fast sender cannot hold the gate: the rest is read at the
+    // next poll, which reports it at once. (Until Dec 6 the connection was dropped here instead, so
+    // every body of about 1 MiB or more that arrived quickly got no answer.)
+    for (int rounds = 0;; ++rounds) {
+        if (rounds == 64) return;
         const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+        if (n > 0 && c.discarding) {
+            c.discard_left -= std::min(c.discard_left, size_t(n));
+            if (c.discard_left == 0) break;  // all of it: the connection closes, nothing is reset
+            continue;
+        }
         if (n > 0) {
             if (!c.started) {
                 c.started = true;
@@ -390,29 +463,63 @@ void gated_server::drop(connection &c) {
 }
 
 bool gated_server::request_complete(connection &c) {
-    const size_t head_end = c.buffer.find("\r\n\r\n");
-    if (head_end == std::string::npos) {
-        if (c.buffer.size() > limits_.max_head) {
-            write_and_close(c.fd, "431 Request Header Fields Too Large");
-            drop(c);
-        }
-        return false;
-    }
-    const head_facts f = facts_of(c.buffer, head_end + 4, payload_max_length_);
+    if (c.discarding) return false;
     if (!c.head_done) {
+        const size_t head_end = c.buffer.find("\r\n\r\n");
+        if (head_end == std::string::npos) {
+            if (c.buffer.size() > limits_.max_head) {
+                write_and_close(c.fd, "431 Request Header Fields Too Large");
+                drop(c);
+            }
+            return false;
+        }
+        // A NUL in a head is invalid (RFC 9110); read as a C string it would end a header early, so
+        // that "Bearer KEY\0anything" would pass for the key.
+        if (std::memchr(c.buffer.data(), '\0', head_end) != nullptr) {
+            write_and_close(c.fd, "400 Bad Request", error_json("the request head holds a NUL byte"));
+            drop(c);
+            return false;
+        }
+        const ptrdiff_t change = read_form_body_as_json(c.buffer, head_end);
+        buffered_ += size_t(change);  // (wraps back when negative: unsigned arithmetic)
         c.head_done = true;
+        c.head_bytes = size_t(ptrdiff_t(head_end) + change) + 4;
+        c.facts = facts_of(c.buffer, c.head_bytes, payload_max_length_);
         c.deadline = clock_type::now() + limits_.io_timeout;  // the body's time
+        if (c.facts.too_large) {
+            refuse_too_large(c);
+            return false;
+        }
     }
-    c.body_buffered = !f.body_by_worker;
-    c.request_bytes = head_end + 4 + f.body;
-    return f.body_by_worker || c.buffer.size() >= head_end + 4 + f.body;
+    c.body_buffered = !c.facts.body_by_worker;
+    c.request_bytes = c.head_bytes + c.facts.body;
+    return c.facts.body_by_worker || c.buffer.size() >= c.request_bytes;
+}
+
+void gated_server::refuse_too_large(connection &c) {
+    const std::string message = "the request body (" + std::to_string(c.facts.body) +
+                                " bytes) is larger than the server accepts (--max-body " +
+                                std::to_string(payload_max_length_) + " bytes)";
+    std::fprintf(stderr, "weft serve: %s -> 413: %s\n", request_line_of(c.buffer).c_str(), message.c_str());
+    write_and_close(c.fd, "413 Payload Too Large", error_json(message));
+    // The answer is out; what the client still sends of its body is read and dropped (a close with
+    // unread bytes would reset the connection, and the client would never see the 413), for as long
+    // as a body may take.
+    ::shutdown(c.fd, SHUT_WR);
+    c.discarding = true;
+    c.discard_left = c.facts.body - std::min(c.facts.body, c.buffer.size() - c.head_bytes);
+    buffered_ -= c.buffer.size();
+    c.buffer.clear();
+    if (c.discard_left == 0) drop(c);
 }
 
 void gated_server::work(std::unique_ptr<connection> c) {
     gate_stream stream(*c, limits_.io_timeout);
     bool client_closes = false;
     const bool last = ++c->requests >= limits_.keep_alive_max || stopping_;
+    current_request_fd = c->fd;
     const bool written = process_request(stream, last, client_closes, nullptr);
+    current_request_fd = -1;
     // What the request left unread (a body that a 401 or 404 never looked at) is dropped; a
     // pipelined next request stays. A body read from the socket may have left bytes in flight:
     // no reuse then.

@@ -31,6 +31,11 @@ struct gate_limits {
     size_t keep_alive_max = 1000;                   // requests per connection
 };
 
+// Whether the client of the request this thread is running is still connected (no hang-up seen),
+// without writing to it: a handler waiting for a long answer polls this instead of committing to a
+// status early. True on a thread that runs no gated request.
+bool client_still_connected();
+
 class gated_server : public httplib::Server {
   public:
     explicit gated_server(gate_limits limits);
@@ -55,6 +60,7 @@ class gated_server : public httplib::Server {
     void accept_new();
     void read_from(connection &c);
     bool request_complete(connection &c);
+    void refuse_too_large(connection &c);  // a Content-Length over the body limit: 413, body dropped
     void evict_oldest();
     void drop(connection &c);  // closes a connection the gate holds
     void work(std::unique_ptr<connection> c);

@@ -1,10 +1,13 @@
 // src/server/openai_request.cpp — OpenAI request bodies read and checked (see openai_request.h).
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <utility>
 
@@ -12,6 +15,7 @@
 #include "server/tool_calls.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar/json_schema.h"
+#include "weft/model/lora.h"
 #include "weft/sampling/sampling.h"
 #include "weft/template/jinja.h"
 #include "weft/vision/clip.h"
@@ -116,6 +120,7 @@ struct openai_request_reader::impl {
         size_t n_lora;
         const vision::clip_model *mmproj;
         int n_threads;
+        int64_t n_ctx_slot;  // 0: not checked here
     };
     impl(const model &m, const template_choice &tmpl, limits l) : model_(&m), template_(tmpl), limits_(l) {}
 
@@ -137,36 +142,80 @@ struct openai_request_reader::impl {
         }
     }
 
-    // The chat prompt with each image's rows where its part left a marker: the images decoded (a bad
-    // one is a 400 naming it) and encoded, the text tokenized around them.
+    // The chat prompt with each image's rows where its part left a marker: the text tokenized around
+    // the images' places first, so that a prompt the context cannot hold is refused before any image
+    // is decoded; then each image decoded within the projector's limits (a bad one is a 400 naming it)
+    // and encoded, at most max_images_at_once in the whole server at a time (each costs up to ~115 MB
+    // while it decodes; more requests with images wait their turn).
     std::vector<token> encode_images(const std::string &prompt, std::span<const text_span> contents,
                                      const std::vector<std::string> &images,
                                      std::vector<serving::embd_chunk> &media) const {
-        std::vector<int32_t> n_tokens;
-        for (size_t i = 0; i < images.size(); ++i) {
-            const std::string name = "image " + std::to_string(i + 1) + " of the request";
-            serving::embd_chunk c;
-            try {
-                const vision::rgb_image img = vision::image_decode(
-                    std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(images[i].data()),
-                                             images[i].size()),
-                    name);
-                c.embd = limits_.mmproj->encode_image(img, limits_.n_threads);
-            } catch (const vision::image_error &e) {
-                throw request_error(e.what());
-            }
-            c.n_tokens = int32_t(limits_.mmproj->n_image_tokens());
-            n_tokens.push_back(c.n_tokens);
-            media.push_back(std::move(c));
-        }
+        if (images.size() > max_images_per_request)
+            throw request_error("'messages' hold " + std::to_string(images.size()) + " images; at most " +
+                                std::to_string(max_images_per_request) + " are taken in one request");
+        const int32_t n_image_tokens = int32_t(limits_.mmproj->n_image_tokens());
+        const std::vector<int32_t> n_tokens(images.size(), n_image_tokens);
         vision::marked_prompt marked;
         try {
             marked = vision::tokenize_with_markers(model_->vocab(), prompt, n_tokens, true, contents);
         } catch (const error &e) {
             throw request_error(std::string("'messages': ") + e.what());
         }
-        for (size_t i = 0; i < media.size(); ++i) media[i].at = marked.image_at[i];
+        if (limits_.n_ctx_slot > 0 && int64_t(marked.tokens.size()) > limits_.n_ctx_slot)
+            throw request_error("the prompt is " + std::to_string(marked.tokens.size()) +
+                                " tokens with its " + std::to_string(images.size()) + " images (" +
+                                std::to_string(n_image_tokens) + " tokens each); a slot's context holds " +
+                                std::to_string(limits_.n_ctx_slot));
+        const vision::image_limits image_limits =
+            vision::image_limits_for_encoder(limits_.mmproj->hparams().image_size);
+        for (size_t i = 0; i < images.size(); ++i) {
+            const std::string name = "image " + std::to_string(i + 1) + " of the request";
+            serving::embd_chunk c;
+            image_turn turn(*this);
+            try {
+                const vision::rgb_image img = vision::image_decode(
+                    std::span<const uint8_t>(reinterpret_cast<const uint8_t *>(images[i].data()),
+                                             images[i].size()),
+                    name, image_limits);
+                c.embd = limits_.mmproj->encode_image(img, limits_.n_threads);
+            } catch (const vision::image_error &e) {
+                throw request_error(e.what());
+            }
+            c.n_tokens = n_image_tokens;
+            c.at = marked.image_at[i];
+            media.push_back(std::move(c));
+        }
         return marked.tokens;
+    }
+
+    // One image's decoding and encoding: waits while max_images_at_once others are under way.
+    class image_turn {
+      public:
+        explicit image_turn(const impl &owner) : owner_(owner) {
+            std::unique_lock lock(owner_.images_mutex_);
+            owner_.image_turn_free_.wait(lock, [&] { return owner_.images_under_way_ < max_images_at_once; });
+            ++owner_.images_under_way_;
+        }
+        ~image_turn() {
+            {
+                std::lock_guard lock(owner_.images_mutex_);
+                --owner_.images_under_way_;
+            }
+            owner_.image_turn_free_.notify_one();
+        }
+        image_turn(const image_turn &) = delete;
+        image_turn &operator=(const image_turn &) = delete;
+
+      private:
+        const impl &owner_;
+    };
+
+    static void check_choices(size_t n_prompts, int32_t n) {
+        if (n_prompts * size_t(n) > max_choices_per_request)
+            throw request_error("the request asks for " + std::to_string(n_prompts) + " prompts x 'n' " +
+                                std::to_string(n) + " = " + std::to_string(n_prompts * size_t(n)) +
+                                " choices; at most " + std::to_string(max_choices_per_request) +
+                                " are taken in one request");
     }
 
     // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of such arrays.
@@ -208,7 +257,10 @@ struct openai_request_reader::impl {
         return out;
     }
 
-    // OpenAI's object {"token id": bias} or the array form [[id, bias], ...]; false bans a token.
+    // OpenAI's object {"token id": bias} or the array form [[id, bias], ...] (llama-server's, where
+    // false bans a token). A key is a token id written canonically (decimal digits, no sign, no
+    // leading zero: "+10" or "010" is refused rather than guessed at); a bias is a finite number
+    // (booleans, strings and values beyond a float are refused).
     std::vector<std::pair<token, float>> read_logit_bias(const json &body) const {
         std::vector<std::pair<token, float>> out;
         const auto lb = field(
@@ -216,33 +268,42 @@ struct openai_request_reader::impl {
             "an object {\"token id\": bias} or an array of [id, bias] pairs");
         if (!lb) return out;
         const int32_t n_vocab = model_->vocab().n_tokens();
-        auto add = [&](int64_t id, const json &bias) {
+        auto add = [&](int64_t id, const json &bias, bool false_bans) {
             if (id < 0 || id >= n_vocab)
                 throw request_error("'logit_bias': token id " + std::to_string(id) +
                                     " is outside the vocabulary");
-            if (bias.is_boolean()) {
-                if (!bias.get<bool>()) out.push_back({token(id), -std::numeric_limits<float>::infinity()});
-            } else if (bias.is_number()) {
-                out.push_back({token(id), float(bias.get<double>())});
-            } else {
-                throw request_error("'logit_bias' values must be numbers (or false), got " + json_kind(bias));
+            if (false_bans && bias.is_boolean() && !bias.get<bool>()) {
+                out.push_back({token(id), -std::numeric_limits<float>::infinity()});
+                return;
             }
+            if (!bias.is_number())
+                throw request_error("'logit_bias' values must be numbers" +
+                                    std::string(false_bans ? " (or false)" : "") + ", got " +
+                                    json_kind(bias));
+            const double value = bias.get<double>();
+            if (!std::isfinite(float(value)))
+                throw request_error("'logit_bias': the bias of token " + std::to_string(id) +
+                                    " is not a finite float: " + bias.dump());
+            out.push_back({token(id), float(value)});
         };
         if (lb->is_object()) {
             for (const auto &[key, bias] : lb->items()) {
-                char *end = nullptr;
-                errno = 0;
-                const long long id = std::strtoll(key.c_str(), &end, 10);
-                if (key.empty() || *end != '\0' || errno == ERANGE)
-                    throw request_error("'logit_bias' keys must be token ids, got '" + key.substr(0, 40) +
-                                        "'");
-                add(id, bias);
+                const bool canonical =
+                    !key.empty() && key.size() <= 10 &&
+                    std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                    (key == "0" || key[0] != '0');
+                if (!canonical)
+                    throw request_error(
+                        "'logit_bias' keys must be token ids in decimal digits (no sign, "
+                        "space or leading zero), got " +
+                        quoted(key, 40));
+                add(std::stoll(key), bias, false);
             }
         } else {
             for (const json &pair : *lb) {
                 if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
                     throw request_error("'logit_bias' array entries must be [token id, bias]");
-                add(integer_value(pair[0], "'logit_bias' token id"), pair[1]);
+                add(integer_value(pair[0], "'logit_bias' token id"), pair[1], true);
             }
         }
         return out;
@@ -457,8 +518,13 @@ struct openai_request_reader::impl {
             else
                 p.prompts.push_back(encode_images(prompt, contents, images, p.media));
         } else {
+            if (const auto prompt = body.find("prompt"); prompt != body.end() && prompt->is_array() &&
+                                                         !prompt->empty() &&
+                                                         !prompt->front().is_number_integer())
+                check_choices(prompt->size(), p.n);  // before tokenizing thousands of prompts
             p.prompts = read_prompts(body, p.prompt_text_bytes);
         }
+        check_choices(p.prompts.size(), p.n);
         return p;
     }
 
@@ -568,13 +634,17 @@ struct openai_request_reader::impl {
     const model *model_;
     const template_choice &template_;
     limits limits_;
+    mutable std::mutex images_mutex_;
+    mutable std::condition_variable image_turn_free_;
+    mutable size_t images_under_way_ = 0;
 };
 
 openai_request_reader::openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
                                              int32_t max_tokens_cap, size_t n_lora,
-                                             const vision::clip_model *mmproj, int n_threads)
-    : impl_(std::make_unique<impl>(m, tmpl,
-                                   impl::limits{n_predict, max_tokens_cap, n_lora, mmproj, n_threads})) {}
+                                             const vision::clip_model *mmproj, int n_threads,
+                                             int64_t n_ctx_slot)
+    : impl_(std::make_unique<impl>(
+          m, tmpl, impl::limits{n_predict, max_tokens_cap, n_lora, mmproj, n_threads, n_ctx_slot})) {}
 
 std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const std::string &what) {
     if (!list.is_array()) throw request_error("'" + what + "' must be an array of {\"id\", \"scale\"}");
@@ -598,8 +668,11 @@ std::vector<float> read_lora_scales(const json &list, size_t n_adapters, const s
             e, "scale", [](const json &j) { return j.is_number(); }, "a number");
         if (!scale) throw request_error("'" + at + ".scale' is required");
         const double v = scale->get<double>();
-        if (!std::isfinite(v) || std::fabs(v) > 1e6)
-            throw request_error("'" + at + ".scale' must be a finite number of at most 1e6 in size");
+        try {
+            check_lora_scale(v, "'" + at + ".scale'");
+        } catch (const error &e) {
+            throw request_error(e.what());
+        }
         scales[size_t(n)] = float(v);
     }
     return scales;

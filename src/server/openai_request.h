@@ -74,6 +74,15 @@ std::string message_content(const json &content, size_t index, std::vector<std::
 // 'messages': role and content of each (images as message_content takes them).
 std::vector<chat_message> read_messages(const json &body, std::vector<std::string> *images = nullptr);
 
+// The most choices (prompts x n) one request may ask for: each is a job in the engine's queue (256
+// places by default), so one request must not take it alone.
+constexpr size_t max_choices_per_request = 128;
+
+// Images: at most this many in one request, and this many decoded and encoded at once in a server
+// (the rest wait their turn), so that images cost the server a bounded amount of memory.
+constexpr size_t max_images_per_request = 8;
+constexpr size_t max_images_at_once = 2;
+
 // Everything one OpenAI request asks for, read and checked before anything is queued.
 struct parsed_request {
     bool chat = false;
@@ -98,9 +107,12 @@ class openai_request_reader {
     // n_lora: the LoRA adapters loaded (a request's "lora" field picks their scales).
     // mmproj: the vision projector that encodes images of chat messages (null: images are a 400);
     // n_threads: its threads.
+    // n_ctx_slot: a slot's context (a chat whose text and images cannot fit is refused before its
+    // images are decoded; 0: not checked here).
     openai_request_reader(const model &m, const template_choice &tmpl, int32_t n_predict,
                           int32_t max_tokens_cap, size_t n_lora = 0,
-                          const vision::clip_model *mmproj = nullptr, int n_threads = 0);
+                          const vision::clip_model *mmproj = nullptr, int n_threads = 0,
+                          int64_t n_ctx_slot = 0);
     ~openai_request_reader();
     openai_request_reader(const openai_request_reader &) = delete;
     openai_request_reader &operator=(const openai_request_reader &) = delete;

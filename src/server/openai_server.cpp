@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -86,6 +88,24 @@ json parse_body(const httplib::Request &req) {
     return body;
 }
 
+// Whether an Authorization header carries `key` as its Bearer token: the scheme is matched without
+// regard to case (RFC 9110 says it is case-insensitive: "bearer KEY" is as good as "Bearer KEY"),
+// the token byte for byte and whole (a token with anything after it, a NUL included, is another
+// token), in time that does not depend on where the first difference is.
+bool bearer_token_matches(const std::string &authorization, const std::string &key) {
+    static constexpr std::string_view scheme = "bearer";
+    if (authorization.size() <= scheme.size() || authorization[scheme.size()] != ' ') return false;
+    for (size_t i = 0; i < scheme.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+    size_t at = scheme.size();
+    while (at < authorization.size() && authorization[at] == ' ') ++at;
+    const std::string_view token = std::string_view(authorization).substr(at);
+    unsigned char difference = token.size() == key.size() ? 0 : 1;
+    for (size_t i = 0; i < key.size(); ++i)
+        difference |= static_cast<unsigned char>(key[i] ^ (i < token.size() ? token[i] : ~key[i]));
+    return difference == 0;
+}
+
 // --- the server
 
 // The server's metrics beyond the engine's.
@@ -105,9 +125,9 @@ class routes {
         model_ = &m;
         engine_ = &eng;
         template_ = std::move(tmpl);
-        reader_ = std::make_unique<openai_request_reader>(m, template_, opt_.n_predict, opt_.max_tokens_cap,
-                                                          eng.context().loras().size(), opt_.mmproj,
-                                                          opt_.n_threads > 0 ? opt_.n_threads : 2);
+        reader_ = std::make_unique<openai_request_reader>(
+            m, template_, opt_.n_predict, opt_.max_tokens_cap, eng.context().loras().size(), opt_.mmproj,
+            opt_.n_threads > 0 ? opt_.n_threads : 2, int64_t(eng.n_ctx_slot()));
         template_source_ = std::move(template_source);
         model_id_ = opt_.model_id.empty() ? m.name() : opt_.model_id;
         if (m.hparams().encoder) {  // an embedding model answers /v1/embeddings with its own context
@@ -140,7 +160,9 @@ class routes {
             // (not const), handed to us as const.
             const_cast<httplib::Request &>(req).ranges.clear();
             if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-            if (!opt_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
+            if (!opt_.api_key.empty() &&
+                (req.get_header_value_count("Authorization") != 1 ||
+                 !bearer_token_matches(req.get_header_value("Authorization"), opt_.api_key))) {
                 res.set_header("WWW-Authenticate", "Bearer");
                 send_error(res, "invalid or missing API key (send 'Authorization: Bearer KEY')", 401);
                 return httplib::Server::HandlerResponse::Handled;
@@ -230,8 +252,10 @@ class routes {
         svr.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { metrics(res); });
     }
 
-    // On SIGINT/SIGTERM: running and queued requests end now, as cancelled.
+    // On SIGINT/SIGTERM: running and queued requests end now, as cancelled, and so does the grammar
+    // work of requests still being read (a large schema's conversion does not hold the shutdown).
     void cancel_all() {
+        cancel_grammar_work();
         if (ready_) engine_->stop();
     }
 
@@ -524,83 +548,63 @@ class routes {
             whole(res, p, jobs, id, created);
     }
 
-    // Not streamed: the answer is one JSON object once every choice is done. It is written by a
-    // content provider so that a client that goes away is noticed: after a second without an
-    // answer, a space (which JSON allows before a value) goes out every second, and a failed write
-    // cancels the jobs.
+    // Not streamed: the answer is one JSON object once every choice is done, with the status of its
+    // outcome (a choice that failed, e.g. on NaN logits, makes it a 500 with the reason, never a 200).
+    // The wait writes nothing; a client that goes away meanwhile is seen by its hang-up (every 50 ms)
+    // and cancels the jobs.
     void whole(httplib::Response &res, std::shared_ptr<parsed_request> p,
                std::shared_ptr<std::vector<std::shared_ptr<serving::job>>> jobs, const std::string &id,
                int64_t created) {
-        auto finished = [jobs] {
-            for (auto &j : *jobs)
-                if (!j->finished()) return false;
-            return true;
-        };
-        auto respond = [this, p, jobs, id, created](httplib::DataSink &sink) {
-            std::vector<serving::completion> done;
-            for (auto &j : *jobs) done.push_back(j->result());
-            this_request.detail = note(done);
-            json out = envelope(id, created, p->chat, false);
-            out["choices"] = json::array();
-            for (size_t k = 0; k < done.size(); ++k) {
-                const serving::completion &c = done[k];
-                if (c.finish == serving::finish_reason::error) {
-                    const std::string body = error_body(c.error, 500).dump();
-                    sink.write(body.data(), body.size());
-                    sink.done();
+        // only the outcome is read, so the jobs' events are not queued and this thread is not woken
+        // per token
+        for (auto &j : *jobs) j->ignore_events();
+        for (auto &j : *jobs)
+            while (!j->finished()) {
+                j->wait_finished(std::chrono::milliseconds(50));
+                if (!client_still_connected()) {
+                    for (auto &other : *jobs) other->cancel();
+                    this_request.detail = "the client went away";
+                    send_error(res, "the client went away", 499);
                     return;
                 }
-                std::string text = c.text;
-                if (p->echo) text = model_->vocab().detokenize(p->prompts[k / size_t(p->n)]) + text;
-                json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
-                if (p->chat) {
-                    choice["message"] = {{"role", "assistant"}, {"content", text}};
-                    if (p->tools) {
-                        const parsed_reply reply = parse_tool_calls(text);
-                        if (!reply.calls.empty()) {
-                            choice["message"]["content"] =
-                                reply.content.empty() ? json(nullptr) : json(reply.content);
-                            choice["message"]["tool_calls"] = tool_calls_json(reply, false);
-                            choice["finish_reason"] = "tool_calls";
-                        }
-                    }
-                    choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
-                } else {
-                    choice["text"] = text;
-                    choice["logprobs"] =
-                        p->logprobs ? logprobs_json(c.tokens, false, prompt_offset(*p, k)) : json(nullptr);
-                }
-                out["choices"].push_back(choice);
             }
-            out["usage"] = usage(*p, done);
-            out["timings"] = timings(done);
-            const std::string text = out.dump();
-            sink.write(text.data(), text.size());
-            sink.done();
-        };
-        // most requests finish within a second: answer them with a plain body. Only the outcome is
-        // read, so the jobs' events are not queued and this thread is not woken per token.
-        for (auto &j : *jobs) j->ignore_events();
-        const auto deadline = steady::now() + std::chrono::seconds(1);
-        while (!finished() && steady::now() < deadline)
-            for (auto &j : *jobs) j->wait_finished(std::chrono::milliseconds(20));
-        res.set_chunked_content_provider("application/json",
-                                         [jobs, finished, respond](size_t, httplib::DataSink &sink) {
-                                             auto last_beat = steady::now();
-                                             while (!finished()) {
-                                                 for (auto &j : *jobs)
-                                                     j->wait_finished(std::chrono::milliseconds(50));
-                                                 if (steady::now() - last_beat >= std::chrono::seconds(1)) {
-                                                     last_beat = steady::now();
-                                                     if (!sink.is_writable() || !sink.write(" ", 1)) {
-                                                         for (auto &j : *jobs) j->cancel();
-                                                         return false;
-                                                     }
-                                                 }
-                                             }
-                                             respond(sink);
-                                             return true;
-                                         });
+        std::vector<serving::completion> done;
+        for (auto &j : *jobs) done.push_back(j->result());
+        this_request.detail = note(done);
+        for (const serving::completion &c : done)
+            if (c.finish == serving::finish_reason::error) {
+                send_error(res, c.error, 500);
+                return;
+            }
+        json out = envelope(id, created, p->chat, false);
+        out["choices"] = json::array();
+        for (size_t k = 0; k < done.size(); ++k) {
+            const serving::completion &c = done[k];
+            std::string text = c.text;
+            if (p->echo) text = model_->vocab().detokenize(p->prompts[k / size_t(p->n)]) + text;
+            json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
+            if (p->chat) {
+                choice["message"] = {{"role", "assistant"}, {"content", text}};
+                if (p->tools) {
+                    const parsed_reply reply = parse_tool_calls(text);
+                    if (!reply.calls.empty()) {
+                        choice["message"]["content"] =
+                            reply.content.empty() ? json(nullptr) : json(reply.content);
+                        choice["message"]["tool_calls"] = tool_calls_json(reply, false);
+                        choice["finish_reason"] = "tool_calls";
+                    }
+                }
+                choice["logprobs"] = p->logprobs ? logprobs_json(c.tokens, true, 0) : json(nullptr);
+            } else {
+                choice["text"] = text;
+                choice["logprobs"] =
+                    p->logprobs ? logprobs_json(c.tokens, false, prompt_offset(*p, k)) : json(nullptr);
+            }
+            out["choices"].push_back(choice);
+        }
+        out["usage"] = usage(*p, done);
+        out["timings"] = timings(done);
+        res.set_content(out.dump(), "application/json");
     }
 
     // Streamed: Server-Sent Events, one chunk per piece of text of each choice, nothing before the

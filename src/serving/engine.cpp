@@ -9,6 +9,7 @@
 
 #include "serving/drafter.h"
 #include "weft/grammar/grammar.h"
+#include "weft/model/lora.h"
 #include "weft/runtime/batch.h"
 #include "weft/runtime/kv_cache.h"
 #include "weft/serving/text.h"
@@ -47,15 +48,15 @@ generated_token token_probabilities(const float *logits, int32_t n_vocab, token 
     return g;
 }
 
-// Throws weft::error unless `scales` has one finite value per adapter (or none, when allowed).
+// Throws weft::error unless `scales` has one value per adapter (or none, when allowed), each within
+// check_lora_scale's bounds.
 void check_lora_scales(const std::vector<float> &scales, size_t n_adapters, bool empty_ok) {
     if (scales.empty() && empty_ok) return;
     if (scales.size() != n_adapters)
         throw error(std::to_string(scales.size()) + " LoRA scales for " + std::to_string(n_adapters) +
                     " adapters");
     for (size_t i = 0; i < scales.size(); ++i)
-        if (!std::isfinite(scales[i]))
-            throw error("LoRA adapter " + std::to_string(i) + ": the scale is not a number");
+        check_lora_scale(scales[i], "LoRA adapter " + std::to_string(i));
 }
 
 // Throws weft::error unless the request's embedding chunks lie in order inside the prompt, each over

@@ -254,8 +254,7 @@ std::vector<float> clip_model::preprocess(const rgb_image &img) const {
     for (size_t c = 0; c < 3; ++c)
         fill[c] = uint8_t(std::clamp(std::nearbyint(hp_.image_mean[c] * 255.0f), 0.0f, 255.0f));
     const int32_t side = int32_t(hp_.image_size);
-    return image_normalize(image_resize_bicubic(image_pad_to_square(img, fill), side, side), hp_.image_mean,
-                           hp_.image_std);
+    return image_normalize(image_pad_and_resize(img, fill, side), hp_.image_mean, hp_.image_std);
 }
 
 namespace {

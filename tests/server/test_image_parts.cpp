@@ -82,9 +82,9 @@ class ImageParts : public ::testing::Test {
 
 TEST_F(ImageParts, ImageRowsStandWhereThePartIs) {
     const server::openai_request_reader reader(*llm, tmpl, 16, 0, 0, proj.get(), 2);
-    const std::string ppm = weft::test::ppm_bytes(weft::test::random_image(30, 20, 1));
+    const std::string bmp = weft::test::bmp_bytes(weft::test::random_image(30, 20, 1));
     const server::parsed_request p =
-        reader.parse(chat_with_image("data:image/x-portable-pixmap;base64," + base64(ppm)), true);
+        reader.parse(chat_with_image("data:image/bmp;base64," + base64(bmp)), true);
     ASSERT_EQ(p.prompts.size(), 1u);
     ASSERT_EQ(p.media.size(), 1u);
     const weft::serving::embd_chunk &c = p.media[0];

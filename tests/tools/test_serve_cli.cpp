@@ -31,6 +31,7 @@
 
 // the engine layer's text helpers (header-only, standard library only)
 #include "common/fixtures.h"
+#include "common/served_model.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/sampling/sampling.h"
@@ -43,126 +44,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string read_all(const fs::path &p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// `weft serve ARGS` as a child process on a free loopback port (--port 0; the port is read from
-// its "listening on" log line). The destructor always ends it: SIGTERM, then SIGKILL after 5 s.
-class served_model {
-  public:
-    served_model(const fs::path &dir, const std::vector<std::string> &args)
-        : err_(dir / ("serve-" + std::to_string(n_started_++) + ".err")) {
-        // everything the child needs is made before fork: after it, only exec
-        std::vector<std::string> all = {WEFT_BINARY, "serve"};
-        all.insert(all.end(), args.begin(), args.end());
-        std::vector<char *> argv;
-        for (auto &a : all) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const std::string out_path = err_.string() + ".out";
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a test process that crashed
-            std::freopen(err_.c_str(), "w", stderr);
-            std::freopen(out_path.c_str(), "w", stdout);
-            ::execv(WEFT_BINARY, argv.data());
-            std::_Exit(127);
-        }
-        if (pid_ < 0) return;
-        const std::string listening = "listening on http://127.0.0.1:";
-        const auto deadline = std::chrono::steady_clock::now() + 60s;
-        while (std::chrono::steady_clock::now() < deadline && running()) {
-            const std::string log = read_all(err_);
-            const size_t at = log.find(listening);
-            if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
-                port_ = std::atoi(log.c_str() + at + listening.size());
-                break;
-            }
-            std::this_thread::sleep_for(20ms);
-        }
-        if (port_ <= 0) return;
-        // listening: wait until /health answers (bounded as well)
-        for (int attempt = 0; attempt < 250; ++attempt) {
-            auto res = client().Get("/health");
-            if (res && res->status == 200) {
-                healthy_ = true;
-                return;
-            }
-            std::this_thread::sleep_for(20ms);
-        }
-    }
-    ~served_model() { stop(); }
-    served_model(const served_model &) = delete;
-    served_model &operator=(const served_model &) = delete;
-
-    bool healthy() const { return healthy_; }
-    // The server's resident memory (VmRSS), in KiB; -1 when it cannot be read.
-    long rss_kib() const {
-        std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
-        std::string line;
-        while (std::getline(f, line))
-            if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-        return -1;
-    }
-    int port() const { return port_; }
-    std::string log() const { return read_all(err_); }
-    // Whether the log holds one of `texts`. The server writes a request's line after the response
-    // went out, so this waits for it (5 s at most).
-    bool log_has(std::initializer_list<std::string> texts) const {
-        for (int i = 0; i < 250; ++i) {
-            const std::string now = log();
-            for (const auto &t : texts)
-                if (now.find(t) != std::string::npos) return true;
-            std::this_thread::sleep_for(20ms);
-        }
-        return false;
-    }
-
-    httplib::Client client() const {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_connection_timeout(5s);
-        c.set_read_timeout(60s);
-        c.set_write_timeout(10s);
-        return c;
-    }
-
-    bool running() {
-        if (pid_ <= 0 || exited_) return false;
-        int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-            exited_ = true;
-            exit_status_ = status;
-            return false;
-        }
-        return true;
-    }
-
-    // SIGTERM and a bounded wait; true when the server exited on its own with status 0.
-    bool stop() {
-        if (!running()) return exited_ && WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0;
-        ::kill(pid_, SIGTERM);
-        for (int i = 0; i < 250 && running(); ++i) std::this_thread::sleep_for(20ms);
-        if (running()) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, &exit_status_, 0);
-            exited_ = true;
-            return false;
-        }
-        return WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0;
-    }
-
-  private:
-    static inline int n_started_ = 0;
-    fs::path err_;
-    pid_t pid_ = -1;
-    int port_ = -1;
-    bool healthy_ = false;
-    bool exited_ = false;
-    int exit_status_ = 0;
-};
+using weft::test::connect_to;
+using weft::test::served_model;
 
 constexpr uint32_t test_n_ctx = 128;  // per slot
 constexpr uint32_t test_slots = 4;
@@ -966,18 +849,6 @@ TEST_F(ServeCli, LoadOf64ClientsAndFlatMemory) {
     EXPECT_LT(rss_after - rss_before, 16 * 1024) << rss_before << " KiB -> " << rss_after << " KiB";
 }
 
-// A connected TCP socket to the server on 127.0.0.1 (-1 on failure).
-int connect_to(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) return fd;
-    if (fd >= 0) ::close(fd);
-    return -1;
-}
-
 // A crowd of slow clients far larger than the server's worker threads (4 x slots + 16): some send
 // their request head a byte at a time, some a complete head and then the body a byte at a time,
 // some hold kept-alive connections open after a request. /health and completions keep answering
@@ -1031,12 +902,7 @@ TEST_F(ServeCli, PipelinedRequestsAfterAnUnreadBody) {
         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
         "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     ASSERT_EQ(::send(fd, requests.data(), requests.size(), MSG_NOSIGNAL), ssize_t(requests.size()));
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string replies;
-    char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) replies.append(buf, size_t(n));
-    ::close(fd);
+    const std::string replies = weft::test::read_until_closed(fd, 5);
     EXPECT_EQ(replies.rfind("HTTP/1.1 404", 0), 0u) << replies;
     size_t oks = 0;
     for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;

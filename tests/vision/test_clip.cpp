@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/numpy_reference.h"
@@ -175,9 +176,9 @@ void expect_image_error(const std::string &bytes, const std::string &name, const
     }
 }
 
-TEST(ImageDecode, PngAndPpmRoundTrip) {
+TEST(ImageDecode, PngAndBmpRoundTrip) {
     const vision::rgb_image img = random_image(19, 7, 3);
-    for (const std::string &bytes : {png_bytes(img), weft::test::ppm_bytes(img)}) {
+    for (const std::string &bytes : {png_bytes(img), weft::test::bmp_bytes(img)}) {
         const vision::rgb_image back = vision::image_decode(as_bytes(bytes), "pic");
         EXPECT_EQ(back.width, 19);
         EXPECT_EQ(back.height, 7);
@@ -185,16 +186,34 @@ TEST(ImageDecode, PngAndPpmRoundTrip) {
     }
 }
 
+// The pad-free resize gives the bits of padding first and resizing the square (what the encoder's
+// preprocessing did before, at the cost of a side x side copy).
+TEST(ImageDecode, PadAndResizeMatchesPaddingFirst) {
+    const std::array<uint8_t, 3> fill = {122, 116, 104};
+    for (const auto &[w, h, side] : {std::tuple{19, 7, 28}, std::tuple{7, 19, 28}, std::tuple{300, 2, 28},
+                                     std::tuple{3, 64, 16}, std::tuple{28, 10, 28}, std::tuple{33, 33, 28}}) {
+        const vision::rgb_image img = random_image(w, h, uint32_t(w * 31 + h));
+        const vision::rgb_image expected =
+            vision::image_resize_bicubic(vision::image_pad_to_square(img, fill), side, side);
+        const vision::rgb_image got = vision::image_pad_and_resize(img, fill, side);
+        EXPECT_EQ(got.width, side);
+        EXPECT_EQ(got.height, side);
+        EXPECT_EQ(got.pixels, expected.pixels) << w << " x " << h << " -> " << side;
+    }
+}
+
 TEST(ImageDecode, BadImagesAreClearErrors) {
     const vision::rgb_image img = random_image(64, 48, 5);
     const std::string png = png_bytes(img);
     expect_image_error("", "empty.png", "empty");
-    expect_image_error("this is no image at all, just text", "junk.jpg", "not an image weft can decode");
-    expect_image_error(png.substr(0, png.size() / 2), "half.png", "cannot be decoded");
-    expect_image_error(png.substr(0, 40), "cut.png", "cannot be decoded");
+    expect_image_error("this is no image at all, just text", "junk.jpg", "not a PNG, JPEG, BMP or GIF image");
+    expect_image_error("P6\n64 48\n255\n" + std::string(64 * 48 * 3, 'x'), "pic.ppm",
+                       "not a PNG, JPEG, BMP or GIF image");
+    expect_image_error(png.substr(0, png.size() / 2), "half.png", "truncated");
+    expect_image_error(png.substr(0, 40), "cut.png", "truncated");
     // stb_image would decode these with the missing part blank: weft checks their ends
-    const std::string ppm = weft::test::ppm_bytes(img);
-    expect_image_error(ppm.substr(0, ppm.size() - 10), "cut.ppm", "truncated");
+    const std::string bmp = weft::test::bmp_bytes(img);
+    expect_image_error(bmp.substr(0, bmp.size() - 10), "cut.bmp", "truncated");
     std::string jpg;
     stbi_write_jpg_to_func(
         [](void *ctx, void *data, int size) {
@@ -210,8 +229,11 @@ TEST(ImageDecode, BadImagesAreClearErrors) {
     vision::image_limits few_pixels;
     few_pixels.max_pixels = 1000;
     expect_image_error(png, "wide.png", "64 x 48 pixels", few_pixels);
-    expect_image_error("P6\n100000 100000\n255\n" + std::string(64, 'x'), "huge.ppm",
-                       "100000 x 100000 pixels");
+    vision::rgb_image huge_header = random_image(2, 2, 1);
+    std::string huge = weft::test::bmp_bytes(huge_header);
+    for (int at : {18, 22})  // width and height: 100000
+        for (int k = 0; k < 4; ++k) huge[size_t(at + k)] = char(100000u >> (8 * k) & 0xFF);
+    expect_image_error(huge, "huge.bmp", "100000 x 100000 pixels");
     try {
         vision::image_load(vision_temp_path("does-not-exist.png"));
         ADD_FAILURE() << "a missing file loaded";

@@ -192,7 +192,7 @@ TEST_F(ImagePrompt, TwoSlotsDecodeTheirImagesSideBySide) {
 
 TEST(VisionCli, RunWithAnImage) {
     const std::string llm = vision_temp_path("cli-llm.gguf"), mmproj = vision_temp_path("cli-mmproj.gguf"),
-                      wrong = vision_temp_path("cli-wrong.gguf"), pic = vision_temp_path("cli-pic.ppm"),
+                      wrong = vision_temp_path("cli-wrong.gguf"), pic = vision_temp_path("cli-pic.bmp"),
                       bad = vision_temp_path("cli-bad.png");
     const std::string weft = weft::test::shell_quote(WEFT_BINARY);
     auto q = weft::test::shell_quote;
@@ -211,7 +211,7 @@ TEST(VisionCli, RunWithAnImage) {
                                     "--patch-size 7 --proj-embd 32")
                   .status,
               0);
-    std::ofstream(pic, std::ios::binary) << weft::test::ppm_bytes(weft::test::random_image(50, 40, 9));
+    std::ofstream(pic, std::ios::binary) << weft::test::bmp_bytes(weft::test::random_image(50, 40, 9));
     std::ofstream(bad, std::ios::binary) << "\x89PNG\r\n\x1a\n not really";
 
     const std::string run = weft + " run -m " + q(llm) + " -n 4 --temp 0 ";

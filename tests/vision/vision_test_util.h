@@ -61,10 +61,21 @@ inline void write_raw_image(const vision::rgb_image &img, const std::string &pat
     f.write(reinterpret_cast<const char *>(img.pixels.data()), std::streamsize(img.pixels.size()));
 }
 
-// A binary PPM (P6) of the image, which stb_image reads.
-inline std::string ppm_bytes(const vision::rgb_image &img) {
-    std::string s = "P6\n" + std::to_string(img.width) + " " + std::to_string(img.height) + "\n255\n";
-    s.append(reinterpret_cast<const char *>(img.pixels.data()), img.pixels.size());
+// A 24-bit uncompressed BMP of the image (rows bottom-up, BGR, each padded to 4 bytes).
+inline std::string bmp_bytes(const vision::rgb_image &img) {
+    const size_t row = (size_t(img.width) * 3 + 3) / 4 * 4;
+    auto le32 = [](uint32_t v) {
+        return std::string{char(v & 0xFF), char(v >> 8 & 0xFF), char(v >> 16 & 0xFF), char(v >> 24)};
+    };
+    const uint32_t pixels = uint32_t(row * size_t(img.height));
+    std::string s = "BM" + le32(54 + pixels) + le32(0) + le32(54) + le32(40) + le32(uint32_t(img.width)) +
+                    le32(uint32_t(img.height)) + std::string("\x01\x00\x18\x00", 4) + le32(0) + le32(pixels) +
+                    le32(2835) + le32(2835) + le32(0) + le32(0);
+    for (int32_t y = img.height - 1; y >= 0; --y) {
+        for (int32_t x = 0; x < img.width; ++x)
+            for (int c = 2; c >= 0; --c) s += char(img.at(x, y, c));
+        s.append(row - size_t(img.width) * 3, '\0');
+    }
     return s;
 }
 

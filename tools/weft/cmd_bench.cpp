@@ -22,6 +22,7 @@
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -82,7 +83,9 @@ int bench_main(int argc, char **argv) {
     uint32_t n_ubatch = 512;
     weft::tool::cache_type_options cache_types;
     bool json = false, no_bandwidth = false, profile = false, no_repack = false;
-    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "model file (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
     app.add_option("-p,--n-prompt", n_prompt, "prompt tokens per prompt-processing run (0: skip)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 16));

@@ -19,6 +19,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
@@ -291,7 +292,9 @@ int chat_main(int argc, char **argv) {
         "End with EOF (Ctrl-D); Ctrl-C stops a reply. Logs go to stderr.",
         "weft chat"};
     chat_options opt;
-    app.add_option("-m,--model", opt.model_path, "GGUF model file")->required();
+    app.add_option("-m,--model", opt.model_path, "GGUF model file")
+        ->required()
+        ->check(weft::tool::input_file());
     app.add_option("--system", opt.system_prompt, "system message that opens the conversation");
     app.add_option(
         "--chat-template", opt.chat_template,
@@ -324,7 +327,8 @@ int chat_main(int argc, char **argv) {
     app.add_option("--save", opt.save_path,
                    "when the chat ends, write the conversation and its KV cache to this file");
     app.add_option("--load", opt.load_path,
-                   "continue the conversation saved in this file (by --save, with the same model)");
+                   "continue the conversation saved in this file (by --save, with the same model)")
+        ->check(weft::tool::input_file());
     add_cache_type_options(app, opt.cache_types);
     add_device_options(app, opt.devices);
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");

@@ -8,6 +8,7 @@
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/file_arguments.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/embeddings.h"
@@ -25,7 +26,9 @@ int embed_main(int argc, char **argv) {
     std::string model_path, prompt, pooling_arg;
     bool normalize = false, json = false;
     int n_threads = 2;
-    app.add_option("-m,--model", model_path, "embedding model (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "embedding model (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
     app.add_option("-p,--prompt", prompt, "the text")->required();
     app.add_option("--pooling", pooling_arg, "none, mean, cls or last (default: the model's)");
     app.add_flag("--normalize", normalize, "scale every vector to unit length (L2)");

@@ -3,9 +3,11 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "weft/command.h"
 #include "weft/core/error.h"
+#include "weft/file_arguments.h"
 #include "weft/lora_options.h"
 #include "weft/model/lora.h"
 #include "weft/model/model.h"
@@ -21,12 +23,18 @@ int export_lora_main(int argc, char **argv) {
         "weft export-lora"};
     std::string model_path, out;
     weft::tool::lora_options loras;
-    app.add_option("-m,--model", model_path, "the base model (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "the base model (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
     weft::tool::add_lora_options(app, loras);
     app.add_option("-o,--output", out, "the merged model to write")->required();
     CLI11_PARSE(app, argc, argv);
     if (loras.empty())
         throw weft::error("name at least one adapter: --lora FILE or --lora-scaled FILE SCALE");
+    std::vector<std::string> inputs = loras.files;
+    inputs.push_back(model_path);
+    for (size_t i = 0; i < loras.scaled.size(); i += 2) inputs.push_back(loras.scaled[i]);
+    weft::tool::require_output_not_input(out, inputs);
 
     weft::model_params mp;
     mp.vocab_only = true;  // the adapters are checked against the file's tensors; the weights are read below

@@ -16,6 +16,7 @@
 #include "weft/core/ops.h"
 #include "weft/core/safe_file.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
@@ -169,7 +170,7 @@ int graph_main(int argc, char **argv) {
     app.add_option("-m,--model", opt.model_path,
                    "a GGUF model: the graph of one decode step of --tokens tokens")
         ->option_text("MODEL.gguf")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("--split-layers", opt.split,
                    "-m: the placement of a pipeline of as many ranks as values (e.g. 3,1), and the graph of "
                    "--rank's stage");

@@ -17,6 +17,7 @@
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
 #include "weft/core/tensor.h"
+#include "weft/file_arguments.h"
 #include "weft/model/model.h"
 #include "weft/quant/imatrix.h"
 #include "weft/runtime/context.h"
@@ -132,8 +133,10 @@ int imatrix_main(int argc, char **argv) {
     uint32_t n_ctx = 512;
     int n_chunks = -1, n_threads = 2;
     bool with_output = false;
-    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
-    app.add_option("-f,--file", file, "the text")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "model file (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
+    app.add_option("-f,--file", file, "the text")->required()->check(weft::tool::input_file());
     app.add_option("-o,--output", out_path, "the importance matrix file")->capture_default_str();
     app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")
         ->capture_default_str()
@@ -142,6 +145,7 @@ int imatrix_main(int argc, char **argv) {
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
     app.add_flag("--process-output", with_output, "also collect output.weight's activations");
     CLI11_PARSE(app, argc, argv);
+    weft::tool::require_output_not_input(out_path, {model_path, file});
 
     const std::string text = read_input_file(file);
     auto model = weft::model::load(model_path);

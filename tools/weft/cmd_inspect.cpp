@@ -9,6 +9,7 @@
 #include <string>
 
 #include "weft/command.h"
+#include "weft/file_arguments.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft::tool {
@@ -268,7 +269,7 @@ int inspect_main(int argc, char **argv) {
         "Only the header is read; the file is validated as the loader would.",
         "weft inspect"};
     inspect_options opt;
-    app.add_option("file", opt.path, "GGUF file")->required();
+    app.add_option("file", opt.path, "GGUF file")->required()->check(weft::tool::input_file());
     app.add_flag("--json", opt.as_json,
                  "print one JSON object to stdout (arrays as {array_of, count, head})");
     app.add_option("--max-elements", opt.max_elements, "array elements to show")->capture_default_str();

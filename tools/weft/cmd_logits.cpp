@@ -11,6 +11,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -53,7 +54,9 @@ int logits_main(int argc, char **argv) {
     int n_greedy = 16, n_threads = 2;
     uint32_t n_ctx = 0;
     bool json = false;
-    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "model file (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
     app.add_option("-p,--prompt", prompt, "prompt text (empty: BOS alone)");
     app.add_option("-n,--n-predict", n_greedy, "greedy tokens after the prompt")
         ->capture_default_str()

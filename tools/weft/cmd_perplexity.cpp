@@ -21,6 +21,7 @@
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -186,8 +187,10 @@ int perplexity_main(int argc, char **argv) {
     int n_chunks = -1, n_threads = 2;
     bool json = false;
     cache_type_options cache_types;
-    app.add_option("-m,--model", model_path, "model file (GGUF)")->required()->check(CLI::ExistingFile);
-    app.add_option("-f,--file", file, "the text")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", model_path, "model file (GGUF)")
+        ->required()
+        ->check(weft::tool::input_file());
+    app.add_option("-f,--file", file, "the text")->required()->check(weft::tool::input_file());
     app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk")
         ->capture_default_str()
         ->check(CLI::Range(8u, 1u << 20));
@@ -207,7 +210,7 @@ int perplexity_main(int argc, char **argv) {
                    "compare with a --kl-divergence-base file made from the same text and -c (weft's, or "
                    "the reference engine's llama-perplexity --kl-divergence-base): mean KL divergence, how "
                    "often the most likely token agrees, and the change of the actual token's probability")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     add_cache_type_options(app, cache_types);
     weft::tool::rank_options ranks;
     weft::tool::add_rank_options(app, ranks);

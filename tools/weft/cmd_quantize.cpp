@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "weft/command.h"
+#include "weft/file_arguments.h"
 #include "weft/gguf/gguf.h"
 #include "weft/quant/imatrix.h"
 #include "weft/quant/quant.h"
@@ -525,7 +526,7 @@ int quantize_main(int argc, char **argv) {
     std::string in_path, out_path, type_arg;
     int n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
     bool pure = false;
-    app.add_option("input", in_path, "input GGUF file")->required();
+    app.add_option("input", in_path, "input GGUF file")->required()->check(weft::tool::input_file());
     app.add_option("output", out_path, "output GGUF file")->required();
     app.add_option("type", type_arg, "target type or mix (see below)")->required();
     app.add_option("-t,--threads", n_threads, "threads used per tensor")
@@ -536,7 +537,7 @@ int quantize_main(int argc, char **argv) {
     app.add_option("--imatrix", imatrix_path,
                    "importance matrix (weft imatrix, or the reference engine's legacy .imatrix file): the "
                    "i-quant and K-quant quantizers weigh each column's rounding error by it")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     bool dry_run = false;
     app.add_flag("--dry-run", dry_run,
                  "print each tensor's type and size, check that every type can be made, write nothing");
@@ -548,9 +549,7 @@ int quantize_main(int argc, char **argv) {
     if (!has_quant_traits(r->base))
         throw error("type " + std::string(type_name(r->base)) +
                     " cannot be produced: the quant layer has no traits for it");
-    std::error_code ec;
-    if (in_path == out_path || std::filesystem::equivalent(in_path, out_path, ec))
-        throw error("input and output are the same file: " + in_path);
+    require_output_not_input(out_path, {in_path, imatrix_path});
 
     importance_matrix imatrix;
     if (!imatrix_path.empty()) {

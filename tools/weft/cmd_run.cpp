@@ -15,6 +15,7 @@
 #include "weft/core/error.h"
 #include "weft/core/type.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
@@ -50,7 +51,7 @@ int run_main(int argc, char **argv) {
     weft::tool::sampling_options sampling;
     weft::tool::speculative_options speculative;
     app.add_option("-m,--model", model_path, "model file (GGUF); none: the built-in stories260K")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS alone)");
     app.add_option("-n,--n-predict", n_predict,
                    "tokens to generate at most (stops earlier at end of generation)")
@@ -90,7 +91,8 @@ int run_main(int argc, char **argv) {
                  "--keep and going on");
     app.add_option("--prompt-cache", prompt_cache,
                    "state file for the prompt's KV cache: loaded when it exists (the prompt tokens it holds "
-                   "are not decoded again), written after a run that could not reuse it");
+                   "are not decoded again), written after a run that could not reuse it")
+        ->check(weft::tool::input_file(true));
     weft::tool::add_cache_type_options(app, cache_types);
     app.add_flag("--no-mmap", no_mmap, "read the weights into memory instead of mapping the file");
     app.add_flag("--no-repack", no_repack,

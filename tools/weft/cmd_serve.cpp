@@ -19,6 +19,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/device_options.h"
+#include "weft/file_arguments.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -102,7 +103,7 @@ int serve_main(int argc, char **argv) {
         "weft serve"};
     serve_options opt;
     app.add_option("-m,--model", opt.model_path, "GGUF model file; none: the built-in stories260K")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("--host", opt.http.host, "address to listen on")->capture_default_str();
     app.add_option("--port", opt.http.port, "TCP port (0: any free one)")
         ->capture_default_str()
@@ -176,7 +177,7 @@ int serve_main(int argc, char **argv) {
     app.add_option("--mmproj", opt.mmproj,
                    "the vision projector of a multimodal model (mmproj GGUF): chat messages may then hold "
                    "image_url parts with data: URIs")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     try {
         app.parse(cli_args(argc, argv));
     } catch (const CLI::ParseError &e) {

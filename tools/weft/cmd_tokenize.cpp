@@ -10,6 +10,7 @@
 #include "weft/command.h"
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
+#include "weft/file_arguments.h"
 #include "weft/gguf/gguf.h"
 #include "weft/vocab/vocab.h"
 
@@ -58,10 +59,10 @@ int tokenize_main(int argc, char **argv) {
     bool no_bos = false, parse_special = false, ids_only = false;
     app.add_option("-m,--model", model, "GGUF file holding the vocabulary")
         ->required()
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     auto *prompt_opt = app.add_option("-p,--prompt", prompt, "text to tokenize (default: read stdin)");
     app.add_option("-f,--file", file, "read the text from this file")
-        ->check(CLI::ExistingFile)
+        ->check(weft::tool::input_file())
         ->excludes(prompt_opt);
     app.add_flag("--no-bos", no_bos, "add no BOS/EOS (special tokens the vocabulary would add)");
     app.add_flag("--parse-special", parse_special,

@@ -8,6 +8,7 @@
 
 #include "weft/core/error.h"
 #include "weft/core/safe_file.h"
+#include "weft/file_arguments.h"
 #include "weft/grammar/grammar.h"
 #include "weft/grammar/json_schema.h"
 
@@ -24,7 +25,8 @@ inline void add_grammar_options(CLI::App &app, grammar_options &o) {
     auto *text = app.add_option("--grammar", o.grammar,
                                 "GBNF grammar the output must follow (llama.cpp's format; the start rule is "
                                 "'root')");
-    auto *file = app.add_option("--grammar-file", o.grammar_file, "read the GBNF grammar from this file");
+    auto *file = app.add_option("--grammar-file", o.grammar_file, "read the GBNF grammar from this file")
+                     ->check(input_file());
     auto *schema =
         app.add_option("--json-schema", o.json_schema,
                        "output JSON valid under this JSON Schema: a file, or the schema itself when it "

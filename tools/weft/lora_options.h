@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "weft/core/error.h"
+#include "weft/file_arguments.h"
 #include "weft/model/lora.h"
 #include "weft/model/model.h"
 #include "weft/ranks.h"
@@ -43,20 +44,22 @@ struct lora_options {
                          double(scale));
         };
         for (const std::string &f : files) add(f, 1.0f);
+        for (size_t i = 0; i + 1 < scaled.size(); i += 2) require_input_file(scaled[i]);
         for (size_t i = 0; i + 1 < scaled.size(); i += 2) {
+            const std::string what = "--lora-scaled " + scaled[i] + " " + scaled[i + 1];
             char *end = nullptr;
-            const float s = std::strtof(scaled[i + 1].c_str(), &end);
+            const double s = std::strtod(scaled[i + 1].c_str(), &end);
             if (end == scaled[i + 1].c_str() || *end != '\0')
-                throw error("--lora-scaled " + scaled[i] + " " + scaled[i + 1] +
-                            ": the scale is not a number");
-            add(scaled[i], s);
+                throw error(what + ": the scale is not a number");
+            check_lora_scale(s, what);
+            add(scaled[i], float(s));
         }
     }
 };
 
 inline void add_lora_options(CLI::App &app, lora_options &o) {
     app.add_option("--lora", o.files, "apply a LoRA adapter (GGUF) at run time, scale 1 (repeatable)")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("--lora-scaled", o.scaled,
                    "apply a LoRA adapter with this scale: --lora-scaled FILE SCALE (repeatable)")
         ->expected(2);

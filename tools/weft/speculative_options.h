@@ -10,6 +10,7 @@
 #include <string>
 
 #include "weft/core/error.h"
+#include "weft/file_arguments.h"
 #include "weft/model/model.h"
 #include "weft/serving/speculative.h"
 
@@ -39,7 +40,7 @@ inline void add_speculative_options(CLI::App &app, speculative_options &o) {
            "--draft-model", o.draft_path,
            "a smaller model with the same vocabulary that drafts tokens for the model to verify in one "
            "batch (speculative decoding: the output is what decoding without it gives)")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("--draft-max,--draft-n,--draft", o.params.n_max, "draft tokens per step at most")
         ->capture_default_str()
         ->check(CLI::Range(0, 256));

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "weft/core/error.h"
+#include "weft/file_arguments.h"
 #include "weft/vision/clip.h"
 #include "weft/vision/image.h"
 #include "weft/vision/media_prompt.h"
@@ -38,7 +39,8 @@ image_prompt vision_options::encode(const model &m, const std::string &prompt, i
     std::vector<int32_t> n_tokens;
     for (const std::string &path : images) {
         const auto t0 = std::chrono::steady_clock::now();
-        const vision::rgb_image img = vision::image_load(path);
+        const vision::rgb_image img =
+            vision::image_load(path, vision::image_limits_for_encoder(proj->hparams().image_size));
         serving::embd_chunk c;
         c.n_tokens = int32_t(proj->n_image_tokens());
         c.embd = proj->encode_image(img, n_threads);
@@ -58,11 +60,11 @@ image_prompt vision_options::encode(const model &m, const std::string &prompt, i
 void add_vision_options(CLI::App &app, vision_options &o) {
     app.add_option("--mmproj", o.mmproj,
                    "the vision projector of a multimodal model (mmproj GGUF: CLIP + projector)")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
     app.add_option("--image", o.images,
-                   "an image for the prompt (PNG, JPEG, BMP, GIF, ...; repeatable): where the prompt says "
+                   "an image for the prompt (PNG, JPEG, BMP or GIF; repeatable): where the prompt says "
                    "<__image__>, else before the prompt text; needs --mmproj")
-        ->check(CLI::ExistingFile);
+        ->check(weft::tool::input_file());
 }
 
 }  // namespace weft::tool

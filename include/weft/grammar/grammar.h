@@ -9,6 +9,7 @@
 // matcher reads UTF-8 and keeps a character split between two tokens pending until it is whole.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -45,6 +46,19 @@ struct grammar_rule {
     bool generated = false;              // made by the parser for a group or a repetition
     uint32_t line = 0, column = 0;       // where it was defined (a generated rule: its group / operator)
 };
+
+// The sizes a grammar may have (grammar::parse refuses more, naming the limit, before the work that
+// grows with them): its text, the rules it names, and the rules its groups and repetitions make
+// (x{0,n} makes n nested ones). JSON-schema grammars stay far below them (json_schema.h).
+constexpr size_t max_grammar_bytes = size_t(4) << 20;
+constexpr size_t max_grammar_rules = 10000;
+constexpr size_t max_generated_rules = 200000;
+
+// Makes every grammar parse and JSON-schema conversion in progress, and any started later, stop with
+// an error: for a process that is stopping (`weft serve` on SIGTERM), which should not wait for them.
+void cancel_grammar_work();
+// Throws weft::error ("grammar work cancelled") once cancel_grammar_work() was called.
+void throw_if_grammar_work_cancelled();
 
 class grammar {
   public:

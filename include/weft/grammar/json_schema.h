@@ -13,6 +13,12 @@
 // multipleOf, a range on a number, ...) is refused with an error naming its JSON pointer, rather
 // than silently allowing more than the schema does.
 //
+// Limits, checked before the work that grows with them (a 400 in the server, naming the JSON
+// pointer): schemas nest at most 128 levels; an enum, an anyOf / oneOf, an object's properties and
+// its required names hold at most 4,096 entries each; the grammar made has at most
+// max_grammar_rules (grammar.h) rules. Conversion stops with an error once cancel_grammar_work()
+// was called.
+//
 // The grammar allows a little whitespace inside objects and arrays (none before or after the value),
 // numbers of at most 16 integer digits, 16 fraction digits and 3 exponent digits, and no \u escape
 // of a surrogate, so every sentence parses with any conforming JSON parser.

@@ -58,6 +58,18 @@ class lora_adapter {
     std::unordered_map<std::string, pair> pairs_;
 };
 
+// The bounds every path that takes a LoRA scale or alpha holds them to (the command line, the
+// server's requests and /lora-adapters, the engine, the adapter loader, export-lora): a scale is
+// finite with |scale| <= lora_max_scale, an alpha finite in [0, lora_max_alpha]. Adapters are
+// trained for scales around 1 and alphas around their rank (8-256); far beyond, B·A·x overflows
+// float and every logit becomes NaN.
+constexpr double lora_max_scale = 100.0;
+constexpr double lora_max_alpha = 65536.0;
+// Throw weft::error, beginning with `what` ("--lora-scaled a.gguf", "'lora[0].scale'"), naming the
+// value and the bound, unless it is within them.
+void check_lora_scale(double scale, const std::string &what);
+void check_lora_alpha(double alpha, const std::string &what);
+
 // An adapter in use and its scale (--lora: 1, --lora-scaled FILE S: S).
 struct lora_use {
     const lora_adapter *adapter = nullptr;
