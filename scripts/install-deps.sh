@@ -29,5 +29,7 @@ command -v npm >/dev/null || test_pkgs+=(npm)
 install_missing "${test_pkgs[@]}" || echo "install-deps.sh: could not install ${test_pkgs[*]}; the browser and npm client tests will skip" >&2
 # the oracle the Jinja interpreter's live test compares with (the test skips without it)
 install_missing python3-jinja2 || echo "install-deps.sh: could not install python3-jinja2; the live Jinja oracle test will skip" >&2
+# the Python package (python/: `pip install ./python`, its pytest suite; the api tests skip without them)
+install_missing python3-pip python3-setuptools python3-venv python3-pytest || echo "install-deps.sh: could not install python3-pip, python3-setuptools, python3-venv or python3-pytest; the Python package's tests will skip" >&2
 # the NumPy reference forward passes (tests/reference; their tests skip without it)
 install_missing python3-numpy || echo "install-deps.sh: could not install python3-numpy; the NumPy reference tests will skip" >&2

@@ -606,10 +606,38 @@ void engine::save_slot(int32_t slot_id, const std::string &path, std::string_vie
     ctx_->seq_state_save_file(path, s.id, s.cached, user_data);
 }
 
+std::vector<uint8_t> engine::save_slot_state(int32_t slot_id, std::string_view user_data) {
+    slot &s = idle_slot(slot_id, "save_slot_state");
+    if (s.busy()) throw error("save_slot_state: slot " + std::to_string(slot_id) + " is busy");
+    return ctx_->seq_state_save(s.id, s.cached, user_data);
+}
+
 std::string engine::load_slot(int32_t slot_id, const std::string &path) {
     slot &s = idle_slot(slot_id, "load_slot");
     if (s.busy()) throw error("load_slot: slot " + std::to_string(slot_id) + " is busy");
-    inference_context::saved_state st = ctx_->seq_state_load_file(path, s.id);
+    return adopt_loaded_state(s, ctx_->seq_state_load_file(path, s.id), "state file " + path);
+}
+
+std::string engine::load_slot_state(int32_t slot_id, std::span<const uint8_t> bytes) {
+    slot &s = idle_slot(slot_id, "load_slot_state");
+    if (s.busy()) throw error("load_slot_state: slot " + std::to_string(slot_id) + " is busy");
+    return adopt_loaded_state(s, ctx_->seq_state_load(bytes, s.id), "saved state");
+}
+
+void engine::clear_slot(int32_t slot_id) {
+    slot &s = idle_slot(slot_id, "clear_slot");
+    if (s.busy()) throw error("clear_slot: slot " + std::to_string(slot_id) + " is busy");
+    ctx_->kv_seq_rm(s.id, -1, -1);
+    s.cached.clear();
+    publish_slot(s);
+}
+
+std::vector<token> engine::slot_tokens(int32_t slot_id) {
+    return idle_slot(slot_id, "slot_tokens").cached;
+}
+
+std::string engine::adopt_loaded_state(slot &s, inference_context::saved_state st,
+                                       const std::string &origin) {
     // the slot's tokens stand for positions [0, n): anything else cannot be continued
     const llm_pos n = llm_pos(st.tokens.size());
     if (size_t(n) >= n_ctx_slot() || ctx_->kv_seq_pos_min(s.id) != (n > 0 ? 0 : -1) ||
@@ -617,7 +645,7 @@ std::string engine::load_slot(int32_t slot_id, const std::string &path) {
         ctx_->kv_seq_rm(s.id, -1, -1);
         s.cached.clear();
         publish_slot(s);
-        throw error("state file " + path + ": holds " + std::to_string(n) + " tokens" +
+        throw error(origin + ": holds " + std::to_string(n) + " tokens" +
                     (size_t(n) >= n_ctx_slot() ? ", a slot's context is " + std::to_string(n_ctx_slot())
                                                : std::string(" that do not match its cells")));
     }

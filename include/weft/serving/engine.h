@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -276,6 +277,13 @@ class engine {
     // with the saved tokens decodes only the rest; returns the caller's bytes. Throws weft::error
     // (another model, a truncated file, more tokens than a slot's context, a busy slot).
     std::string load_slot(int32_t slot, const std::string &path);
+    // The same as bytes instead of a file (the C API's weft_session_state_save / _load).
+    std::vector<uint8_t> save_slot_state(int32_t slot, std::string_view user_data = {});
+    std::string load_slot_state(int32_t slot, std::span<const uint8_t> bytes);
+    // Drops an idle slot's cached tokens (its next request decodes its whole prompt).
+    void clear_slot(int32_t slot);
+    // The tokens an idle slot's cache holds, positions [0, size).
+    std::vector<token> slot_tokens(int32_t slot);
 
     // Submits `r` and steps until it finishes, handing each event to on_event on this thread (it
     // returns false to cancel). Not to be called while the background loop runs.
@@ -300,6 +308,7 @@ class engine {
     void verify(slot &s, int32_t first_row);
     size_t drop_cached(slot &s, size_t keep, size_t n_discard);
     slot &idle_slot(int32_t slot_id, const char *what);
+    std::string adopt_loaded_state(slot &s, inference_context::saved_state st, const std::string &origin);
     void finish(slot &s, finish_reason why, const std::string &error_text = {});
     void fail_batch(const std::vector<slot *> &in_batch, const std::string &why);
     void publish_slot(const slot &s);
