@@ -242,7 +242,8 @@ TEST_P(EveryArchitectureCacheType, LogitsNearTheF32Cache) {
     // rounding flips moves a row by up to 0.07 (q8_0) and such ties are common here, which measures the
     // router, not the cache; with every expert used there is no choice to flip (the other mixtures keep
     // their routing below)
-    if (GetParam() == "qwen3moe") s.n_expert = s.n_expert_used = 4;
+    // (glm4moe's sigmoid router over 4 experts flips as often: 0.31 at q5_0 with 2 used)
+    if (GetParam() == "qwen3moe" || GetParam() == "glm4moe") s.n_expert = s.n_expert_used = 4;
     synth_file f("kv-types-" + GetParam(), s);
     auto m = model::load(f.path());
     // A mixture's router may pick another expert for a row when the cache rounds its input: that
