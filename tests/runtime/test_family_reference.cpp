@@ -25,6 +25,7 @@
 
 #include "model/model_test_util.h"
 #include "runtime/family_table.h"
+#include "runtime/reference_run.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 
@@ -87,45 +88,11 @@ distance rows_distance(const std::vector<std::vector<float>> &got,
     return d;
 }
 
-struct weft_run {
-    std::vector<token> prompt_tokens;
-    std::vector<std::vector<float>> prompt_logits;
-    std::vector<token> greedy;
-};
-
-// As refdump: the prompt tokenized with BOS (special tokens parsed) in one decode with logits at every
-// position, then n greedy tokens decoded one at a time.
-weft_run run_weft(const model &m, const std::string &prompt, size_t n_greedy) {
-    weft_run out;
-    out.prompt_tokens = m.vocab().tokenize(prompt, true, true);
-    inference_params ip;
-    ip.n_ctx = 128;
-    ip.n_threads = ip.n_threads_batch = 2;
-    inference_context ctx(m, ip);
-    const int32_t n_vocab = ctx.n_vocab();
-    batch b;
-    for (size_t i = 0; i < out.prompt_tokens.size(); ++i) b.add(out.prompt_tokens[i], llm_pos(i), {0}, true);
-    EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
-    for (size_t i = 0; i < out.prompt_tokens.size(); ++i) {
-        const float *row = ctx.get_logits_ith(int32_t(i));
-        out.prompt_logits.emplace_back(row, row + n_vocab);
-    }
-    const float *last = ctx.get_logits_ith(-1);
-    for (size_t i = 0; i < n_greedy; ++i) {
-        const token t = token(std::max_element(last, last + n_vocab) - last);
-        out.greedy.push_back(t);
-        if (i + 1 == n_greedy) break;
-        EXPECT_EQ(ctx.decode(batch::from_tokens({t})), decode_ok) << ctx.last_error();
-        last = ctx.get_logits_ith(-1);
-    }
-    return out;
-}
-
-weft_run run_synth(const test::family_case &f, dtype type, const recorded &ref) {
+test::reference_run run_synth(const test::family_case &f, dtype type, const recorded &ref) {
     test::synth_file file("family-" + f.name() + "-" + type_name(type), f.spec(type));
     auto m = model::load(file.path());
     EXPECT_EQ(m->hparams().n_vocab, ref.n_vocab);
-    weft_run got = run_weft(*m, ref.prompt, ref.greedy.size());
+    test::reference_run got = test::run_like_the_reference(*m, ref.prompt, ref.greedy.size());
     EXPECT_EQ(got.prompt_tokens, ref.prompt_tokens);
     return got;
 }
@@ -141,13 +108,13 @@ TEST_P(Families, MatchThe2026Reference) {
             << "the fixture was recorded from another file than the table's line makes: re-record it "
                "with tests/data/families/record.sh";
 
-    const weft_run f32 = run_synth(f, dtype::f32, ref_f32);
+    const test::reference_run f32 = run_synth(f, dtype::f32, ref_f32);
     ASSERT_EQ(f32.prompt_logits.size(), ref_f32.prompt_logits.size());
     const distance d_f32 = rows_distance(f32.prompt_logits, ref_f32.prompt_logits);
     EXPECT_LE(d_f32.worst, 1e-6) << "F32 worst prompt row";
     EXPECT_EQ(f32.greedy, ref_f32.greedy) << "F32 greedy tokens";
 
-    const weft_run q8 = run_synth(f, dtype::q8_0, ref_q8);
+    const test::reference_run q8 = run_synth(f, dtype::q8_0, ref_q8);
     ASSERT_EQ(q8.prompt_logits.size(), ref_f32.prompt_logits.size());
     const distance weft_q8 = rows_distance(q8.prompt_logits, ref_f32.prompt_logits);
     const distance ref_q8_dist = rows_distance(ref_q8.prompt_logits, ref_f32.prompt_logits);
