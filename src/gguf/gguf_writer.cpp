@@ -257,8 +257,17 @@ void gguf_writer::set_alignment(size_t a) {
         set_u32("general.alignment", uint32_t(a));
 }
 
-void gguf_writer::write(const std::string &path) const {
-    const size_t alignment = impl_->alignment();
+// The header bytes (magic to the end of the tensor infos) and each tensor's offset in the data section.
+struct gguf_writer::layout {
+    std::vector<uint8_t> header;
+    std::vector<size_t> offsets;
+    size_t alignment = gguf_default_alignment;
+    size_t data_end = 0;  // the end of the last tensor in the data section
+};
+
+gguf_writer::layout gguf_writer::plan() const {
+    layout l;
+    l.alignment = impl_->alignment();
     for (const auto &kv : impl_->kvs) check_kv(kv);
 
     header_buffer h;
@@ -279,11 +288,10 @@ void gguf_writer::write(const std::string &path) const {
             h.bytes(kv.raw.data(), kv.raw.size());
         }
     }
-    std::vector<size_t> offsets;
     size_t offset = 0;
     for (const auto &t : impl_->tensors) {
-        offset = align_up(offset, alignment);
-        offsets.push_back(offset);
+        offset = align_up(offset, l.alignment);
+        l.offsets.push_back(offset);
         h.string(t.name);
         h.scalar<uint32_t>(t.n_dims);
         for (uint32_t d = 0; d < t.n_dims; ++d) h.scalar<int64_t>(t.ne[d]);
@@ -291,7 +299,17 @@ void gguf_writer::write(const std::string &path) const {
         h.scalar<uint64_t>(offset);
         offset += t.nbytes;
     }
+    l.data_end = offset;
+    l.header = h.data();
+    return l;
+}
 
+uint64_t gguf_writer::file_size() const {
+    const layout l = plan();
+    return align_up(l.header.size(), l.alignment) + align_up(l.data_end, l.alignment);
+}
+
+void gguf_writer::write(const std::string &path) const {
     // a temporary file beside path, renamed over it when complete; its errors are this writer's
     std::optional<output_file> out;
     try {
@@ -299,6 +317,19 @@ void gguf_writer::write(const std::string &path) const {
     } catch (const error &e) {
         throw gguf_error(e.what());
     }
+    write_to(*out);
+    try {
+        out->commit();
+    } catch (const gguf_error &) {
+        throw;
+    } catch (const error &e) {  // a failed flush or rename
+        throw gguf_error(e.what());
+    }
+}
+
+void gguf_writer::write_to(output_file &out) const {
+    const layout l = plan();
+    const size_t alignment = l.alignment;
     uint8_t *scratch = nullptr;  // a fill tensor's bytes
     size_t scratch_size = 0;
     auto release_scratch = [&] {
@@ -309,19 +340,19 @@ void gguf_writer::write(const std::string &path) const {
     try {
         size_t pos = 0;
         auto put = [&](const void *p, size_t n) {
-            if (n) out->write(p, n);
+            if (n) out.write(p, n);
             pos += n;
         };
         static const uint8_t zeros[256] = {};
         auto pad_to = [&](size_t target) {
             while (pos < target) put(zeros, std::min(sizeof zeros, target - pos));
         };
-        put(h.data().data(), h.data().size());
+        put(l.header.data(), l.header.size());
         pad_to(align_up(pos, alignment));
         const size_t data_start = pos;
         for (size_t i = 0; i < impl_->tensors.size(); ++i) {
             const auto &t = impl_->tensors[i];
-            pad_to(data_start + offsets[i]);
+            pad_to(data_start + l.offsets[i]);
             if (t.fill) {
                 if (scratch_size < t.nbytes) {
                     release_scratch();
@@ -338,11 +369,10 @@ void gguf_writer::write(const std::string &path) const {
         // The established writer pads the file to the alignment after the last tensor too.
         pad_to(align_up(pos, alignment));
         release_scratch();
-        out->commit();
     } catch (const gguf_error &) {
         release_scratch();
         throw;
-    } catch (const error &e) {  // a failed write or rename
+    } catch (const error &e) {  // a failed write
         release_scratch();
         throw gguf_error(e.what());
     } catch (...) {

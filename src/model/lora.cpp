@@ -27,7 +27,7 @@ std::string shape_of(const gguf_tensor_info &t) {
 }
 
 // Rows of a tensor as floats (any type with traits).
-std::vector<float> rows_as_float(const gguf_file &f, const gguf_tensor_info &t) {
+std::vector<float> rows_as_float(const gguf_set &f, const gguf_tensor_info &t) {
     const int64_t n_per_row = t.ne[0];
     int64_t n_rows = 1;
     for (uint32_t i = 1; i < t.n_dims; ++i) n_rows *= t.ne[i];
@@ -59,8 +59,9 @@ lora_adapter::~lora_adapter() = default;
 std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const model &base) {
     std::unique_ptr<lora_adapter> a(new lora_adapter());
     a->path_ = path;
-    a->file_ = gguf_file::open(path);
-    const gguf_file &f = *a->file_;
+    a->file_ = gguf_set::open(path);
+    const gguf_set &files = *a->file_;
+    const gguf_file &f = files.metadata();
     auto quoted_or_absent = [](const std::optional<std::string> &s) {
         return s ? weft::quoted(*s) : "absent";
     };
@@ -79,11 +80,11 @@ std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const 
     const double alpha = f.get_float("adapter.lora.alpha").value_or(0.0);
     check_lora_alpha(alpha, path);
     a->alpha_ = float(alpha);
-    if (f.tensors().empty()) throw error(path + ": the adapter holds no tensors");
+    if (files.tensors().empty()) throw error(path + ": the adapter holds no tensors");
 
     // pair the tensors by the weight they adapt
     std::map<std::string, std::pair<const gguf_tensor_info *, const gguf_tensor_info *>> stems;
-    for (const gguf_tensor_info &t : f.tensors()) {
+    for (const gguf_tensor_info &t : files.tensors()) {
         const std::string_view name = t.name;
         const bool is_a = name.ends_with(suffix_a), is_b = name.ends_with(suffix_b);
         if (!is_a && !is_b)
@@ -91,16 +92,16 @@ std::unique_ptr<lora_adapter> lora_adapter::load(const std::string &path, const 
         auto &slot = stems[std::string(name.substr(0, name.size() - suffix_a.size()))];
         (is_a ? slot.first : slot.second) = &t;
     }
-    mapped_tensors mapped = map_tensors(f);
-    a->buffer_ = std::move(mapped.buffer);
+    mapped_tensors mapped = map_tensors(files);
+    a->buffers_ = std::move(mapped.buffers);
     a->ctx_ = std::move(mapped.ctx);
-    tensor_loader tl(f, *a->ctx_, a->buffer_.get());
+    tensor_loader tl(files, *a->ctx_, a->buffers_);
     for (const auto &[stem, ab] : stems) {
         if (!ab.first || !ab.second)
             throw error(path + ": " + weft::quoted(stem + std::string(ab.first ? suffix_b : suffix_a)) +
                         " is missing (every .lora_a needs its .lora_b)");
         const std::string weight = stem + ".weight";
-        const gguf_tensor_info *w = base.file().find_tensor(weight);
+        const gguf_tensor_info *w = base.files().find_tensor(weight);
         if (!w)
             throw error(path + ": adapts " + weft::quoted(weight) + ", which the model " + base.path() +
                         " does not have");
@@ -134,9 +135,10 @@ const lora_adapter::pair *lora_adapter::find(const std::string &weight_name) con
 
 int64_t lora_merge_write(const std::string &base_path, std::span<const lora_use> loras,
                          const std::string &out_path) {
-    const auto base = gguf_file::open(base_path);
+    const auto base = gguf_set::open(base_path);
     gguf_writer w;
-    for (const gguf_kv &kv : base->kvs()) w.set_kv(kv);
+    for (const gguf_kv &kv : base->metadata().kvs())
+        if (!gguf_is_split_key(kv.key)) w.set_kv(kv);  // a split base is written as one file
     int64_t merged = 0;
     for (const gguf_tensor_info &t : base->tensors()) {
         std::vector<std::pair<const lora_adapter *, float>> uses;
@@ -151,7 +153,7 @@ int64_t lora_merge_write(const std::string &base_path, std::span<const lora_use>
             throw error(base_path + ": tensor " + weft::quoted(t.name) + " of type " + type_name(t.type) +
                         " cannot be merged (no conversion to float)");
         ++merged;
-        const gguf_file *file = base.get();
+        const gguf_set *file = base.get();
         const gguf_tensor_info info = t;
         w.add_tensor_fill(t.name, t.type, ne, [file, info, uses](uint8_t *dst, size_t nbytes) {
             const int64_t n_in = info.ne[0], n_out = info.ne[1];

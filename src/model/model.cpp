@@ -51,10 +51,13 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     gguf_open_options opt;
     opt.use_mmap = params.use_mmap;
     opt.load_data = !params.vocab_only;
-    m->file_ = params.memory.empty()
-                   ? gguf_file::open(path, opt)
-                   : gguf_file::from_memory(params.memory.data(), params.memory.size(), path);
-    const gguf_file &f = *m->file_;
+    if (params.memory.empty())
+        m->files_ = gguf_set::open(path, opt);
+    else
+        m->files_ =
+            gguf_set::of_file(gguf_file::from_memory(params.memory.data(), params.memory.size(), path));
+    const gguf_set &files = *m->files_;
+    const gguf_file &f = files.metadata();
 
     const auto arch_name = f.get_string("general.architecture");
     if (!arch_name) throw error(path + ": general.architecture is missing");
@@ -74,7 +77,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         return m;
     }
 
-    if (f.tensors().empty())
+    if (files.tensors().empty())
         throw error(path +
                     ": the file holds no tensors (a vocabulary-only file?); there are no weights to run");
     model_hparams hp = read_hparams(f, *arch_name);
@@ -86,13 +89,14 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     m->arch_->adjust_hparams(f, hp);
     m->hparams_ = hp;
 
-    // Zero copy: one host buffer over the whole data section; every weight points into it.
-    mapped_tensors mapped = map_tensors(f);
-    m->weights_buffer_ = std::move(mapped.buffer);
+    // Zero copy: one host buffer over the whole data section of each file; every weight points into
+    // its file's.
+    mapped_tensors mapped = map_tensors(files);
+    m->weights_buffers_ = std::move(mapped.buffers);
     m->weights_ctx_ = std::move(mapped.ctx);
 
     // Progress: the architecture creates tensors one by one; report per created tensor.
-    tensor_loader tl(f, *m->weights_ctx_, m->weights_buffer_.get());
+    tensor_loader tl(files, *m->weights_ctx_, m->weights_buffers_);
     m->arch_->create_tensors(tl, m->hparams_, m->weights_);
     tl.check_all_used(*arch_name);
     const int64_t n_layer = m->hparams_.n_layer;
@@ -113,7 +117,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
                         " (--max-memory); split the model across ranks: mpirun -np R weft ...");
         }
     }
-    if (params.offload_device && params.n_gpu_layers > 0) m->offload(params, f);
+    if (params.offload_device && params.n_gpu_layers > 0) m->offload(params, files);
     if (params.repack) {
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
@@ -129,7 +133,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
             matrices.push_back(m->weights_.output);
         // the copies in the mapping are not read again: their pages go back as soon as each is done
         m->repacked_buffer_ =
-            cpu_repack_weights(matrices, [&f](const void *old, size_t n) { f.release_pages(old, n); });
+            cpu_repack_weights(matrices, [&files](const void *p, size_t n) { files.release_pages(p, n); });
     }
     if (params.progress) {
         // Touching the mapped pages is the expensive part of a load; walk them tensor by tensor
@@ -151,7 +155,7 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
     return m;
 }
 
-void model::offload(const model_params &params, const gguf_file &f) {
+void model::offload(const model_params &params, const gguf_set &f) {
     device &dev = *params.offload_device;
     const int64_t n_blocks = layers_.end - layers_.begin;
     offloaded_blocks_ = std::min<int64_t>(params.n_gpu_layers, n_blocks);
@@ -212,11 +216,11 @@ std::vector<const tensor *> model::stage_tensors() const {
 }
 
 std::optional<std::string> model::chat_template() const {
-    return file_->get_string("tokenizer.chat_template");
+    return files_->metadata().get_string("tokenizer.chat_template");
 }
 
 std::string model::name() const {
-    if (auto n = file_->get_string("general.name")) return *n;
+    if (auto n = files_->metadata().get_string("general.name")) return *n;
     return std::filesystem::path(path_).filename().string();
 }
 

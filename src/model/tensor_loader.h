@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "weft/core/context.h"
 #include "weft/gguf/gguf.h"
@@ -16,8 +18,8 @@ class backend_buffer;
 
 class tensor_loader {
   public:
-    // buffer: a host buffer over f's data section (null for a metadata-only pass).
-    tensor_loader(const gguf_file &f, context &ctx, backend_buffer *buffer);
+    // buffers: one host buffer over each part's data section (empty for a metadata-only pass).
+    tensor_loader(const gguf_set &f, context &ctx, std::span<const std::unique_ptr<backend_buffer>> buffers);
 
     // The tensor `name` with shape ne (trailing 1s may be omitted on either side). Missing and
     // required: weft::error "<file>: missing tensor '<name>'"; present with another shape:
@@ -35,19 +37,20 @@ class tensor_loader {
   private:
     tensor *create_impl(const std::string &name, std::initializer_list<int64_t> ne, bool required);
 
-    const gguf_file &f_;
+    const gguf_set &f_;
     context &ctx_;
-    backend_buffer *buffer_;
+    std::span<const std::unique_ptr<backend_buffer>> buffers_;
     std::unordered_set<std::string> created_;
 };
 
-// Zero copy: one host buffer over the whole data section of f (every tensor points into it) and a
-// no_alloc context with room for its tensors. Throws weft::error when f has no tensor data.
+// Zero copy: one host buffer over the whole data section of each part of f (every tensor points
+// into its part's) and a no_alloc context with room for its tensors. Throws weft::error when f has
+// no tensor data.
 struct mapped_tensors {
-    std::unique_ptr<backend_buffer> buffer;
+    std::vector<std::unique_ptr<backend_buffer>> buffers;  // one per part
     std::unique_ptr<context> ctx;
 };
-mapped_tensors map_tensors(const gguf_file &f);
+mapped_tensors map_tensors(const gguf_set &f);
 
 // "blk.3.attn_q.weight"
 std::string block_tensor_name(int64_t il, const char *what, const char *suffix = "weight");

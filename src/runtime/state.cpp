@@ -50,7 +50,7 @@ uint64_t model_identity(const model &m) {
     for (int64_t v : {hp.n_layer, hp.n_embd, hp.n_vocab, hp.n_embd_head_k, hp.n_embd_head_v, hp.n_rot})
         h.add_value(v);
     for (int64_t il = 0; il < hp.n_layer; ++il) h.add_value(hp.n_head_kv(il));
-    const gguf_file &f = m.file();
+    const gguf_set &f = m.files();
     constexpr size_t sample = 64;
     for (const gguf_tensor_info &t : f.tensors()) {
         h.add_string(t.name);

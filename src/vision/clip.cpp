@@ -80,8 +80,9 @@ clip_model::~clip_model() = default;
 std::unique_ptr<clip_model> clip_model::load(const std::string &path) {
     std::unique_ptr<clip_model> m(new clip_model());
     m->path_ = path;
-    m->file_ = gguf_file::open(path);
-    const gguf_file &f = *m->file_;
+    m->file_ = gguf_set::open(path);
+    const gguf_set &files = *m->file_;
+    const gguf_file &f = files.metadata();
     auto fail = [&](const std::string &what) -> error { return error(path + ": " + what); };
     const auto arch = f.get_string("general.architecture");
     if (arch != "clip")
@@ -153,8 +154,8 @@ std::unique_ptr<clip_model> clip_model::load(const std::string &path) {
     // weights
     m->w_ = std::make_unique<clip_weights>();
     clip_weights &w = *m->w_;
-    w.mapped = map_tensors(f);
-    tensor_loader tl(f, *w.mapped.ctx, w.mapped.buffer.get());
+    w.mapped = map_tensors(files);
+    tensor_loader tl(files, *w.mapped.ctx, w.mapped.buffers);
     const int64_t n_embd = hp.n_embd, p = hp.patch_size;
     const int64_t n_pos = hp.n_patches() + (tl.has("v.class_embd") ? 1 : 0);
     w.patch_w = tl.create("v.patch_embd.weight", {p, p, 3, n_embd});
@@ -189,7 +190,7 @@ std::unique_ptr<clip_model> clip_model::load(const std::string &path) {
     const std::string mm_prefix = hp.projector == projector_kind::ldpv2 ? "mm.model.mlp." : "mm.";
     auto matrix = [&](int i, int64_t n_in) {
         const std::string base = mm_prefix + std::to_string(i) + ".";
-        const gguf_tensor_info *info = f.find_tensor(base + "weight");
+        const gguf_tensor_info *info = files.find_tensor(base + "weight");
         if (!info)
             throw fail("missing tensor '" + base + "weight' of the " + hp.projector_name + " projector");
         const int64_t n_out = info->ne[1];
@@ -210,7 +211,7 @@ std::unique_ptr<clip_model> clip_model::load(const std::string &path) {
                        " patches on a side is odd");
         const int64_t c = hp.n_output_embd = matrix(2, matrix(0, n_embd));
         // the depthwise kernel: [3, 3, C, 1] as the reference's converter writes it, or [3, 3, 1, C]
-        const gguf_tensor_info *info = f.find_tensor("mm.model.peg.0.weight");
+        const gguf_tensor_info *info = files.find_tensor("mm.model.peg.0.weight");
         const bool channels_last = info && info->ne[2] == 1 && info->ne[3] == c;
         w.peg_w = channels_last ? tl.create("mm.model.peg.0.weight", {3, 3, 1, c})
                                 : tl.create("mm.model.peg.0.weight", {3, 3, c});

@@ -7,6 +7,7 @@
 // write stays in host memory.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,8 @@
 #include "weft/backends/cpu.h"
 #include "weft/core/device.h"
 #include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/gguf/gguf_split.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/kv_cache.h"
@@ -250,6 +253,19 @@ TEST(Offload, CacheRowsMoveAndSaveThroughTheDevice) {
     test::all_logits(fresh, toks);
     ASSERT_EQ(fresh.decode(b), decode_ok) << fresh.last_error();
     EXPECT_EQ(test::last_logits(fresh), resumed);
+}
+
+TEST(Offload, ASplitSetOffloadsAsTheSingleFileDoes) {
+    synth_file f("offload-split-set", four_blocks(dtype::f32));
+    const auto in = gguf_set::open(f.path());
+    gguf_split_limits every_six;
+    every_six.max_tensors = 6;  // blocks straddle parts
+    const std::vector<gguf_split_part> parts = gguf_plan_split(*in, f.path() + ".split", every_six);
+    gguf_write_split(*in, parts);
+    const std::vector<std::vector<float>> whole = prompt_and_steps(*load_offloaded(f.path(), 3)),
+                                          split = prompt_and_steps(*load_offloaded(parts[0].path, 3));
+    for (const auto &p : parts) std::remove(p.path.c_str());
+    EXPECT_EQ(split, whole);
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ struct totals {
     double bits_per_weight() const { return parameters ? 8.0 * double(bytes) / double(parameters) : 0.0; }
 };
 
-totals count(const gguf_file &f) {
+totals count(const gguf_set &f) {
     totals t;
     for (const auto &ti : f.tensors()) {
         t.parameters += uint64_t(n_elements(ti));
@@ -164,13 +164,23 @@ std::string file_type_text(const gguf_file &f) {
     return std::string(name ? name : "unknown") + " (" + std::to_string(*id) + ")";
 }
 
-void print_json(const gguf_file &f, const inspect_options &opt) {
+void print_json(const gguf_set &set, const inspect_options &opt) {
+    const gguf_file &f = set.metadata();
     json out;
     out["path"] = f.path();
     out["version"] = f.version();
     out["alignment"] = f.alignment();
     out["file_size"] = f.file_size();
     out["data_offset"] = f.data_offset();
+    if (set.is_split()) {
+        json parts = json::array();
+        for (size_t i = 0; i < set.n_parts(); ++i)
+            parts.push_back({{"path", set.part(i).path()},
+                             {"file_size", set.part(i).file_size()},
+                             {"data_offset", set.part(i).data_offset()},
+                             {"tensors", set.part(i).tensors().size()}});
+        out["parts"] = parts;
+    }
     if (f.has("general.file_type")) {
         const auto id = *f.get_int("general.file_type");
         const char *name = gguf_file_type_name(id);
@@ -190,18 +200,20 @@ void print_json(const gguf_file &f, const inspect_options &opt) {
     }
     out["metadata"] = meta;
     json tensors = json::array();
-    for (const auto &ti : f.tensors()) {
+    for (const auto &ti : set.tensors()) {
         json shape = json::array();
         for (uint32_t d = 0; d < ti.n_dims; ++d) shape.push_back(ti.ne[d]);
-        tensors.push_back({{"name", ti.name},
-                           {"shape", shape},
-                           {"type", type_name(ti.type)},
-                           {"bytes", ti.nbytes},
-                           {"offset", ti.offset}});
+        json entry = {{"name", ti.name},
+                      {"shape", shape},
+                      {"type", type_name(ti.type)},
+                      {"bytes", ti.nbytes},
+                      {"offset", ti.offset}};
+        if (set.is_split()) entry["part"] = ti.part + 1;  // counted from 1, as the file names count
+        tensors.push_back(entry);
     }
     out["tensors"] = tensors;
-    const totals t = count(f);
-    out["totals"] = {{"tensors", f.tensors().size()},
+    const totals t = count(set);
+    out["totals"] = {{"tensors", set.tensors().size()},
                      {"parameters", t.parameters},
                      {"bytes", t.bytes},
                      {"bits_per_weight", t.bits_per_weight()},
@@ -210,8 +222,16 @@ void print_json(const gguf_file &f, const inspect_options &opt) {
     std::printf("%s\n", out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
 }
 
-void print_text(const gguf_file &f, const inspect_options &opt) {
+void print_text(const gguf_set &set, const inspect_options &opt) {
+    const gguf_file &f = set.metadata();
     std::printf("file:       %s\n", f.path().c_str());
+    if (set.is_split()) {
+        std::printf("split set:  %zu parts, %" PRIu64 " bytes (%s) in all\n", set.n_parts(),
+                    set.total_file_size(), human_bytes(double(set.total_file_size())).c_str());
+        for (size_t i = 0; i < set.n_parts(); ++i)
+            std::printf("  part %zu:   %s, %zu tensors, %" PRIu64 " bytes\n", i + 1,
+                        set.part(i).path().c_str(), set.part(i).tensors().size(), set.part(i).file_size());
+    }
     std::printf("version:    %u\n", f.version());
     std::printf("alignment:  %zu\n", f.alignment());
     std::printf("size:       %" PRIu64 " bytes (%s), data section at offset %" PRIu64 "\n", f.file_size(),
@@ -240,19 +260,23 @@ void print_text(const gguf_file &f, const inspect_options &opt) {
                     value.c_str());
     }
 
-    std::printf("\ntensors (%zu):%s\n", f.tensors().size(), f.tensors().empty() ? " none" : "");
+    const std::vector<gguf_tensor_info> &tensors = set.tensors();
+    std::printf("\ntensors (%zu):%s\n", tensors.size(), tensors.empty() ? " none" : "");
     size_t name_width = 4;
-    for (const auto &ti : f.tensors()) name_width = std::max(name_width, ti.name.size());
+    for (const auto &ti : tensors) name_width = std::max(name_width, ti.name.size());
     name_width = std::min<size_t>(name_width, 64);
-    if (!f.tensors().empty())
-        std::printf("  %-*s %-26s %-6s %12s\n", int(name_width), "name", "shape", "type", "bytes");
-    for (const auto &ti : f.tensors())
-        std::printf("  %-*s %-26s %-6s %12zu\n", int(name_width), printable(ti.name).c_str(),
-                    shape_of(ti).c_str(), type_name(ti.type), ti.nbytes);
+    if (!tensors.empty())
+        std::printf("  %-*s %-26s %-6s %12s%s\n", int(name_width), "name", "shape", "type", "bytes",
+                    set.is_split() ? "  part" : "");
+    for (const auto &ti : tensors) {
+        const std::string part = set.is_split() ? "  " + std::to_string(ti.part + 1) : "";
+        std::printf("  %-*s %-26s %-6s %12zu%s\n", int(name_width), printable(ti.name).c_str(),
+                    shape_of(ti).c_str(), type_name(ti.type), ti.nbytes, part.c_str());
+    }
 
-    const totals t = count(f);
+    const totals t = count(set);
     std::printf("\ntotals:\n");
-    std::printf("  tensors:         %zu\n", f.tensors().size());
+    std::printf("  tensors:         %zu\n", tensors.size());
     std::printf("  parameters:      %" PRIu64 "\n", t.parameters);
     std::printf("  tensor bytes:    %" PRIu64 " (%s)\n", t.bytes, human_bytes(double(t.bytes)).c_str());
     std::printf("  bits per weight: %.4f\n", t.bits_per_weight());
@@ -266,7 +290,8 @@ int inspect_main(int argc, char **argv) {
     CLI::App app{
         "Shows a GGUF file: format version, alignment, metadata (long arrays and strings summarised),\n"
         "the tensor table (name, shape, type, bytes), totals, bits per weight and the file type.\n"
-        "Only the header is read; the file is validated as the loader would.",
+        "Only the header is read; the file is validated as the loader would. Given the first part of a\n"
+        "split set (NAME-00001-of-0000N.gguf) it shows the whole model, every part's tensors.",
         "weft inspect"};
     inspect_options opt;
     app.add_option("file", opt.path, "GGUF file")->required()->check(weft::tool::input_file());
@@ -279,7 +304,7 @@ int inspect_main(int argc, char **argv) {
 
     gguf_open_options open_opt;
     open_opt.load_data = false;
-    const auto f = gguf_file::open(opt.path, open_opt);
+    const auto f = gguf_set::open(opt.path, open_opt);
     if (opt.as_json)
         print_json(*f, opt);
     else

@@ -147,10 +147,11 @@ struct model_shape {
     bool has_output = false;
 };
 
-model_shape shape_of_model(const gguf_file &in) {
+model_shape shape_of_model(const gguf_set &files) {
+    const gguf_file &in = files.metadata();
     model_shape m;
     int max_layer = -1;
-    for (const auto &t : in.tensors()) {
+    for (const auto &t : files.tensors()) {
         max_layer = std::max(max_layer, layer_of(t.name));
         if (contains(t.name, "attn_v.weight")) ++m.n_attention_wv;
         if (t.name == "output.weight") m.has_output = true;
@@ -557,13 +558,14 @@ int quantize_main(int argc, char **argv) {
         std::fprintf(stderr, "weft quantize: %zu importance entries from %s (%d chunks)\n",
                      imatrix.entries.size(), imatrix_path.c_str(), imatrix.chunks);
     }
-    const auto in = gguf_file::open(in_path);
+    const auto in = gguf_set::open(in_path);  // a split set is read whole and written as one file
     const model_shape shape = shape_of_model(*in);
     type_chooser chooser(*r, shape, pure, !imatrix_path.empty());
 
     gguf_writer out;
-    for (const auto &kv : in->kvs()) {
+    for (const auto &kv : in->metadata().kvs()) {
         if (kv.key == "general.file_type" || kv.key == "general.quantization_version") continue;
+        if (gguf_is_split_key(kv.key)) continue;
         out.set_kv(kv);
     }
     // As the established quantizer: the quantization version, then the file type, after the copied keys.

@@ -17,6 +17,8 @@
 
 namespace weft {
 
+class output_file;
+
 // Metadata value types, with their on-disk ids.
 enum class gguf_type : uint32_t {
     u8 = 0,
@@ -66,6 +68,7 @@ struct gguf_tensor_info {
     dtype type = dtype::f32;
     uint64_t offset = 0;  // relative to the start of the data section
     size_t nbytes = 0;    // from type and shape
+    uint32_t part = 0;    // in a gguf_set: the index of the part (file) holding it; 0 in a gguf_file
 };
 
 struct gguf_open_options {
@@ -144,6 +147,59 @@ class gguf_file {
     size_t data_size_ = 0;
 };
 
+// --- split sets: one model in N files, as the established gguf-split tool writes them. Every part
+// is a GGUF file of its own holding some of the tensors and the three split keys; the first part also
+// holds all the other metadata. Part i+1 of n is named "<prefix>-%05d-of-%05d.gguf".
+inline constexpr const char *gguf_split_no_key = "split.no";                        // u16, from 0
+inline constexpr const char *gguf_split_count_key = "split.count";                  // u16, parts in the set
+inline constexpr const char *gguf_split_tensors_count_key = "split.tensors.count";  // i32, of the whole set
+// True for the three keys above (a merged or rewritten model drops them).
+bool gguf_is_split_key(std::string_view key);
+// The path of part index (from 0) of count: "<prefix>-00002-of-00005.gguf" for 1 of 5.
+std::string gguf_split_path(const std::string &prefix, uint32_t index, uint32_t count);
+// The prefix of `path` when it is named as part index of count; nullopt when it is not.
+std::optional<std::string> gguf_split_prefix(const std::string &path, uint32_t index, uint32_t count);
+
+// A model's GGUF files: one file, or every part of a split set, each opened (mapped) and validated,
+// seen as one list of tensors. Metadata lives in the first part (metadata()).
+class gguf_set {
+  public:
+    // Opens `path`. When it is the first part of a split set (split.count > 1) the other parts are
+    // opened from the names beside it and checked: each present and a GGUF file, split.count,
+    // split.no and split.tensors.count consistent with the first part, no tensor in two parts and
+    // the set's tensor count as split.tensors.count says. Throws gguf_error naming the file at fault
+    // and what is wrong. A later part given in place of the first is refused, naming the first.
+    static std::unique_ptr<gguf_set> open(const std::string &path, const gguf_open_options &opt = {});
+    // One file (e.g. from gguf_file::from_memory) as a set of one part; a file that says it is the
+    // first of several parts is refused, as its other parts cannot be found.
+    static std::unique_ptr<gguf_set> of_file(std::unique_ptr<gguf_file> f);
+    ~gguf_set();
+
+    const std::string &path() const { return metadata().path(); }
+    size_t n_parts() const { return parts_.size(); }
+    bool is_split() const { return parts_.size() > 1; }
+    const gguf_file &part(size_t i) const { return *parts_[i]; }
+    // The first part: every metadata key of the model (and the split keys).
+    const gguf_file &metadata() const { return *parts_[0]; }
+
+    // Every part's tensors, part by part in file order; each says its part.
+    const std::vector<gguf_tensor_info> &tensors() const { return tensors_; }
+    const gguf_tensor_info *find_tensor(std::string_view name) const;
+    // The tensor's bytes in its part's mapping (or read buffer); null when opened without data.
+    const uint8_t *tensor_data(const gguf_tensor_info &t) const;
+    // gguf_file::release_pages on the part whose mapping holds [p, p + n).
+    void release_pages(const void *p, size_t n) const;
+    uint64_t total_file_size() const;  // of all parts
+
+  private:
+    gguf_set() = default;
+    void add_part(std::unique_ptr<gguf_file> f);
+
+    std::vector<std::unique_ptr<gguf_file>> parts_;
+    std::vector<gguf_tensor_info> tensors_;
+    std::unordered_map<std::string_view, size_t> tensor_index_;  // views into tensors_' names
+};
+
 // Builds a GGUF file: metadata in insertion order (setting a key again replaces it), tensors in
 // insertion order at aligned offsets. write() goes to "<path>.tmp.<pid>" and renames on success,
 // so a failed write leaves no partial file.
@@ -181,9 +237,16 @@ class gguf_writer {
 
     void set_alignment(size_t a);  // also recorded as general.alignment when not 32
     void write(const std::string &path) const;
+    // The whole file into `out`, which the caller commits (several files renamed into place only
+    // when all are complete, as gguf-split writes its parts).
+    void write_to(output_file &out) const;
+    // The bytes write() would produce (header, tensors and padding).
+    uint64_t file_size() const;
 
   private:
     struct impl;
+    struct layout;
+    layout plan() const;
     std::unique_ptr<impl> impl_;
 };
 

@@ -18,7 +18,7 @@
 namespace weft {
 
 class backend_buffer;
-class gguf_file;
+class gguf_set;
 class model;
 
 class lora_adapter {
@@ -52,9 +52,9 @@ class lora_adapter {
     lora_adapter() = default;
     std::string path_;
     float alpha_ = 0.0f;
-    std::unique_ptr<gguf_file> file_;
+    std::unique_ptr<gguf_set> file_;
     std::unique_ptr<context> ctx_;
-    std::unique_ptr<backend_buffer> buffer_;
+    std::vector<std::unique_ptr<backend_buffer>> buffers_;
     std::unordered_map<std::string, pair> pairs_;
 };
 

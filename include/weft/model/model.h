@@ -20,7 +20,7 @@ namespace weft {
 
 class context;
 class device;
-class gguf_file;
+class gguf_set;
 class backend_buffer;
 struct graph;
 class architecture;
@@ -206,8 +206,9 @@ struct k_shift_inputs {
 
 class model {
   public:
-    // Opens the GGUF file, picks the architecture by general.architecture, reads hyper-parameters,
-    // the vocabulary and (unless vocab_only) the weights, pointing them into the file mapping.
+    // Opens the GGUF file (or, given the first part of a split set, every part: gguf_set::open), picks
+    // the architecture by general.architecture, reads hyper-parameters, the vocabulary and (unless
+    // vocab_only) the weights, pointing them into the file mappings.
     // Throws weft::error naming the file and the problem (unknown architecture with the supported
     // list, missing tensor, shape mismatch ...), load_cancelled when the callback says stop.
     static std::unique_ptr<model> load(const std::string &path, const model_params &params = {});
@@ -220,7 +221,8 @@ class model {
     const model_hparams &hparams() const { return hparams_; }
     const weft::vocab &vocab() const { return *vocab_; }
     const model_weights &weights() const { return weights_; }
-    const gguf_file &file() const { return *file_; }
+    // The model's GGUF files: one, or every part of a split set (metadata in files().metadata()).
+    const gguf_set &files() const { return *files_; }
     bool vocab_only() const { return vocab_only_; }
     // tokenizer.chat_template, when the file has one
     std::optional<std::string> chat_template() const;
@@ -266,13 +268,14 @@ class model {
 
   private:
     model();
-    void offload(const model_params &params, const gguf_file &f);
+    void offload(const model_params &params, const gguf_set &f);
     std::string path_;
     model_hparams hparams_;
-    std::unique_ptr<gguf_file> file_;
+    std::unique_ptr<gguf_set> files_;
     std::unique_ptr<weft::vocab> vocab_;
     std::unique_ptr<context> weights_ctx_;
-    std::unique_ptr<backend_buffer> weights_buffer_;   // host buffer over the mapping's data section
+    // host buffers over the mappings' data sections, one per file of a split set
+    std::vector<std::unique_ptr<backend_buffer>> weights_buffers_;
     std::unique_ptr<backend_buffer> repacked_buffer_;  // weights repacked at load (model_params::repack)
     std::vector<std::unique_ptr<backend_buffer>> offload_buffers_;  // one per offloaded block (+ output)
     device *offload_ = nullptr;

@@ -19,7 +19,7 @@
 
 namespace weft {
 class model;
-class gguf_file;
+class gguf_set;
 }  // namespace weft
 
 namespace weft::vision {
@@ -95,7 +95,7 @@ class clip_model {
     clip_model();
     std::string path_;
     clip_hparams hp_;
-    std::unique_ptr<gguf_file> file_;
+    std::unique_ptr<gguf_set> file_;
     std::unique_ptr<clip_weights> w_;
 };
 
