@@ -56,6 +56,11 @@ constexpr auto op_table = std::to_array<op_info>({
     {op_kind::sigmoid, "sigmoid", "sigmoid(x)", true, false},
     {op_kind::ssm_conv, "ssm_conv", "ssm_conv(x)", false, false},
     {op_kind::ssm_scan, "ssm_scan", "ssm_scan(x)", false, false},
+    {op_kind::ssm_scan_mamba2, "ssm_scan_mamba2", "ssm_scan_mamba2(x)", false, false},
+    {op_kind::add_id, "add_id", "x+b[ids]", true, false},
+    {op_kind::l2_norm, "l2_norm", "l2_norm(x)", true, false},
+    {op_kind::gated_delta_net, "gated_delta_net", "gated_delta_net(q,k,v)", false, false},
+    {op_kind::softplus, "softplus", "softplus(x)", true, false},
     {op_kind::view, "view", "view(x)", false, true},
     {op_kind::reshape, "reshape", "reshape(x)", false, true},
     {op_kind::permute, "permute", "permute(x)", false, true},
@@ -63,7 +68,7 @@ constexpr auto op_table = std::to_array<op_info>({
 });
 
 static_assert(op_table.size() == size_t(op_kind::count), "one op_table entry per op_kind");
-static_assert(size_t(op_kind::count) == 33, "op set changed: update op_table and the CPU kernel table");
+static_assert(size_t(op_kind::count) == 38, "op set changed: update op_table and the CPU kernel table");
 constexpr bool op_table_in_enum_order() {
     for (size_t i = 0; i < op_table.size(); ++i)
         if (size_t(op_table[i].op) != i || op_table[i].name == nullptr) return false;
@@ -247,6 +252,9 @@ tensor *tanh(context &ctx, tensor *a) {
 tensor *sigmoid(context &ctx, tensor *a) {
     return unary(ctx, op_kind::sigmoid, a);
 }
+tensor *softplus(context &ctx, tensor *a) {
+    return unary(ctx, op_kind::softplus, a);
+}
 
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind) {
     const char *n = "glu";
@@ -256,10 +264,22 @@ tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind) {
     require_float(n, "up", *up);
     if (!same_shape(*gate, *up))
         fail(n, "gate is " + gate->shape_str() + ", up is " + up->shape_str() + ": shapes must match");
+    if (kind == glu_kind::swiglu_oai) fail(n, "swiglu_oai takes alpha and limit: call swiglu_oai()");
     if (kind != glu_kind::swiglu && kind != glu_kind::geglu)
         fail(n, "unknown glu kind " + std::to_string(int32_t(kind)) + " for gate " + gate->shape_str());
     tensor *r = record(ctx.new_tensor(dtype::f32, shape_of(*gate)), op_kind::glu, {gate, up});
     r->set_param_i32(0, int32_t(kind));
+    return r;
+}
+
+tensor *swiglu_oai(context &ctx, tensor *gate, tensor *up, float alpha, float limit) {
+    tensor *r = glu(ctx, gate, up, glu_kind::swiglu);
+    if (!std::isfinite(alpha) || !(limit > 0.0f) || !std::isfinite(limit))
+        fail("glu",
+             "swiglu_oai of gate " + gate->shape_str() + ": alpha must be finite and limit finite and > 0");
+    r->set_param_i32(0, int32_t(glu_kind::swiglu_oai));
+    r->set_param_f32(1, alpha);
+    r->set_param_f32(2, limit);
     return r;
 }
 
@@ -268,6 +288,9 @@ tensor *rms_norm(context &ctx, tensor *a, float eps) {
 }
 tensor *norm(context &ctx, tensor *a, float eps) {
     return normalize(ctx, op_kind::norm, a, eps);
+}
+tensor *l2_norm(context &ctx, tensor *a, float eps) {
+    return normalize(ctx, op_kind::l2_norm, a, eps);
 }
 
 // --- matrix product ----------------------------------------------------------------------------
@@ -306,6 +329,26 @@ tensor *mul_mat_id(context &ctx, tensor *experts, tensor *b, tensor *ids) {
     if (experts->is_transposed()) fail(n, shapes + ": experts must not be transposed (nb[0] > nb[1])");
     return record(ctx.new_tensor(dtype::f32, {experts->ne[1], ids->ne[0], ids->ne[1]}), op_kind::mul_mat_id,
                   {experts, b, ids});
+}
+
+tensor *add_id(context &ctx, tensor *a, tensor *bias, tensor *ids) {
+    const char *n = "add_id";
+    require_tensor(n, "a", a);
+    require_tensor(n, "bias", bias);
+    require_tensor(n, "ids", ids);
+    require_type(n, "a", *a, dtype::f32);
+    require_type(n, "bias", *bias, dtype::f32);
+    require_type(n, "ids", *ids, dtype::i32);
+    const std::string shapes =
+        "a is " + a->shape_str() + ", bias is " + bias->shape_str() + ", ids is " + ids->shape_str();
+    if (a->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1 || ids->ne[0] != a->ne[1] ||
+        ids->ne[1] != a->ne[2])
+        fail(n, shapes + ": a must be [m, n_used, n_tokens] and ids [n_used, n_tokens]");
+    if (bias->ne[0] != a->ne[0] || bias->ne[2] != 1 || bias->ne[3] != 1 || bias->nb[0] != sizeof(float))
+        fail(n, shapes + ": bias must be [a.ne[0], n_expert] with contiguous rows");
+    if (a->nb[0] != sizeof(float) || ids->nb[0] != sizeof(int32_t))
+        fail(n, shapes + ": a and ids must have contiguous rows");
+    return record(ctx.new_tensor(dtype::f32, shape_of(*a)), op_kind::add_id, {a, bias, ids});
 }
 
 tensor *top_k(context &ctx, tensor *a, int64_t k) {
@@ -451,7 +494,7 @@ bool is_attention_kv_type(dtype t) {
 }
 
 tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale, float softcap,
-                  tensor *positions) {
+                  tensor *positions, tensor *sinks) {
     const char *n = "attention";
     require_tensor(n, "q", q);
     require_tensor(n, "k", k);
@@ -483,8 +526,13 @@ tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, f
             fail(n, shapes + ", positions is " + positions->shape_str() +
                         ": positions must be a contiguous [>= k.ne[1]]");
     }
+    if (sinks) {
+        require_type(n, "sinks", *sinks, dtype::f32);
+        if (sinks->nelements() != q->ne[2] || !sinks->is_contiguous())
+            fail(n, shapes + ", sinks is " + sinks->shape_str() + ": sinks must be a contiguous [q.ne[2]]");
+    }
     tensor *r = record(ctx.new_tensor(dtype::f32, {v->ne[0], q->ne[2], q->ne[1]}), op_kind::attention,
-                       {q, k, v, mask, positions});
+                       {q, k, v, mask, positions, sinks});
     r->set_param_f32(0, scale);
     r->set_param_f32(1, softcap);
     return r;
@@ -559,6 +607,83 @@ tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tens
     if (B->ne[0] != d_state || B->ne[1] != x->ne[1] || C->ne[0] != d_state || C->ne[1] != x->ne[1])
         fail(n, shapes + ": B and C must be [A.ne[0], x.ne[1]]");
     return record_ssm(ctx, op_kind::ssm_scan, x, states, d_state, seq_of, {x, dt, A, B, C, states, seq_of});
+}
+
+tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
+                        tensor *seq_of, tensor *D) {
+    const char *n = "ssm_scan_mamba2";
+    for (const auto &[role, t] : {std::pair<const char *, tensor *>{"x", x},
+                                  {"dt", dt},
+                                  {"A", A},
+                                  {"B", B},
+                                  {"C", C},
+                                  {"states", states},
+                                  {"seq_of", seq_of}})
+        require_tensor(n, role, t);
+    for (const auto &[role, t] :
+         {std::pair<const char *, tensor *>{"dt", dt}, {"A", A}, {"B", B}, {"C", C}, {"D", D}}) {
+        if (t == nullptr) continue;  // D is optional
+        require_type(n, role, *t, dtype::f32);
+        if (t->nb[0] != sizeof(float) || t->ne[2] != 1 || t->ne[3] != 1)
+            fail(n, std::string(role) + " is " + t->shape_str() + ": must be a matrix with contiguous rows");
+    }
+    const int64_t n_head = dt->ne[0], d_state = states->ne[0];
+    const std::string shapes = "x is " + x->shape_str() + ", dt is " + dt->shape_str() + ", A is " +
+                               A->shape_str() + ", B is " + B->shape_str() + ", C is " + C->shape_str() +
+                               ", states is " + states->shape_str();
+    if (n_head < 1 || x->ne[0] % n_head != 0 || dt->ne[1] != x->ne[1])
+        fail(n, shapes + ": dt must be [n_head, x.ne[1]] with n_head dividing x.ne[0]");
+    if (A->nelements() != n_head || !A->is_contiguous())
+        fail(n, shapes + ": A must be a contiguous [n_head]");
+    if (D && (D->nelements() != n_head || !D->is_contiguous()))
+        fail(n, shapes + ", D is " + D->shape_str() + ": D must be a contiguous [n_head]");
+    if (d_state < 1 || B->ne[0] % d_state != 0 || !same_shape(*B, *C) || B->ne[1] != x->ne[1])
+        fail(n, shapes + ": B and C must be [d_state * n_group, x.ne[1]] with d_state = states.ne[0]");
+    const int64_t n_group = B->ne[0] / d_state;
+    if (n_head % n_group != 0)
+        fail(n, shapes + ": the " + std::to_string(n_group) + " groups must divide the " +
+                    std::to_string(n_head) + " heads");
+    return record_ssm(ctx, op_kind::ssm_scan_mamba2, x, states, d_state, seq_of,
+                      {x, dt, A, B, C, states, seq_of, D});
+}
+
+tensor *gated_delta_net(context &ctx, tensor *q, tensor *k, tensor *v, tensor *g, tensor *beta,
+                        tensor *states, tensor *seq_of, float scale, delta_net_form form) {
+    const char *n = "gated_delta_net";
+    for (const auto &[role, t] : {std::pair<const char *, tensor *>{"q", q},
+                                  {"k", k},
+                                  {"v", v},
+                                  {"g", g},
+                                  {"beta", beta},
+                                  {"states", states},
+                                  {"seq_of", seq_of}})
+        require_tensor(n, role, t);
+    for (const auto &[role, t] :
+         {std::pair<const char *, tensor *>{"q", q}, {"k", k}, {"g", g}, {"beta", beta}}) {
+        require_type(n, role, *t, dtype::f32);
+        if (t->nb[0] != sizeof(float) || t->ne[2] != 1 || t->ne[3] != 1)
+            fail(n, std::string(role) + " is " + t->shape_str() + ": must be a matrix with contiguous rows");
+    }
+    const std::string shapes = "q is " + q->shape_str() + ", k is " + k->shape_str() + ", v is " +
+                               v->shape_str() + ", g is " + g->shape_str() + ", beta is " +
+                               beta->shape_str() + ", states is " + states->shape_str();
+    const int64_t n_tokens = v->ne[1], n_head_v = g->ne[0], d_k = states->ne[0];
+    if (!same_shape(*q, *k) || q->ne[1] != n_tokens || !same_shape(*g, *beta) || g->ne[1] != n_tokens)
+        fail(n, shapes + ": q and k must share a shape, g and beta too, all with v's n_tokens (ne[1])");
+    if (d_k < 1 || q->ne[0] % d_k != 0)
+        fail(n, shapes + ": q.ne[0] must be d_k * n_head_k with d_k = states.ne[0]");
+    const int64_t n_head_k = q->ne[0] / d_k;
+    if (n_head_v < 1 || v->ne[0] % n_head_v != 0 || n_head_v % n_head_k != 0)
+        fail(n, shapes + ": v.ne[0] must be d_v * n_head_v (n_head_v = g.ne[0]) and n_head_k = " +
+                    std::to_string(n_head_k) + " must divide n_head_v");
+    if (!std::isfinite(scale)) fail(n, shapes + ": scale must be finite");
+    if (form != delta_net_form::automatic && form != delta_net_form::recurrent)
+        fail(n, "unknown form " + std::to_string(int32_t(form)));
+    tensor *r =
+        record_ssm(ctx, op_kind::gated_delta_net, v, states, d_k, seq_of, {q, k, v, g, beta, states, seq_of});
+    r->set_param_f32(0, scale);
+    r->set_param_i32(1, int32_t(form));
+    return r;
 }
 
 // --- copies and layout -------------------------------------------------------------------------

@@ -32,6 +32,7 @@ constexpr float hidden = -std::numeric_limits<float>::infinity();
 struct attention_case {
     tensor *q, *k, *v, *mask, *out;
     float softcap = 0.0f;
+    const float *sinks = nullptr;  // each query head's sink logit (the op's sinks), or none
     // K and V as the kernel sees them: the cache rows widened to floats by their type's to_float
     std::vector<float> k_values, v_values;
     float k_at(int64_t i, int64_t j, int64_t g) const {
@@ -91,6 +92,16 @@ void set_positions(context &ctx, attention_case &c, const std::vector<int32_t> &
     std::memcpy(pos->data, positions.data(), positions.size() * sizeof(int32_t));
     c.out =
         attention(ctx, c.q, c.k, c.v, c.mask, c.softcap > 0.0f ? 0.125f / c.softcap : 0.125f, c.softcap, pos);
+}
+
+// The op again with a sink logit per query head (and the positions, when given).
+void set_sinks(context &ctx, attention_case &c, const std::vector<float> &values,
+               tensor *positions = nullptr) {
+    tensor *sinks = ctx.new_tensor(dtype::f32, {int64_t(values.size())});
+    std::memcpy(sinks->data, values.data(), values.size() * sizeof(float));
+    c.sinks = static_cast<const float *>(sinks->data);
+    c.out = attention(ctx, c.q, c.k, c.v, c.mask, c.softcap > 0.0f ? 0.125f / c.softcap : 0.125f, c.softcap,
+                      positions, sinks);
 }
 
 float round_f16(float x) {
@@ -203,9 +214,11 @@ std::vector<float> canonical(const attention_case &c, const std::vector<int32_t>
                 max = std::max(max, x[size_t(s)]);
             }
             double sum = 0;
+            if (c.sinks) max = std::max(max, c.sinks[h]);
             for (int64_t s = 0; s < n_slots; ++s)
                 if (cell[size_t(s)] >= 0) e[size_t(s)] = cpu::exp_reference(x[size_t(s)] - max);
             for (int64_t s = 0; s < n_slots; s += 16) sum += double(sum_lanes_16(&e[size_t(s)]));
+            if (c.sinks) sum += double(std::exp(c.sinks[h] - max));
             const float inv = float(1.0 / sum);
             for (float &p : e) {
                 p *= inv;
@@ -239,7 +252,9 @@ double reference(const attention_case &c, int64_t d, int64_t h, int64_t t) {
             (c.softcap > 0.0f ? c.softcap * std::tanh(dot * 0.125 / c.softcap) : dot * 0.125) + m[j];
         max = std::max(max, s[size_t(j)]);
     }
-    double sum = 0, acc = 0;
+    if (max == -INFINITY) return 0.0;  // nothing visible: zeros, sink or not
+    if (c.sinks) max = std::max(max, double(c.sinks[h]));
+    double sum = c.sinks ? std::exp(double(c.sinks[h]) - max) : 0.0, acc = 0;
     for (int64_t j = 0; j < n_kv; ++j) {
         if (m[j] == hidden) continue;
         const double p = std::exp(s[size_t(j)] - max);
@@ -407,6 +422,48 @@ TEST(CpuAttention, EveryCacheTypeMatchesTheReference) {
             limit_to_avx2(false);
             EXPECT_EQ(avx2, scalar) << "the AVX2 build differs from the scalar build";
         }
+}
+
+// gpt-oss's attention sinks: one more term per query head in the softmax's denominator, on every
+// cache type, for a block of tokens and for one (read from the rows), sinks below, among and above
+// the scores; the canonical order's bits in every build, the softmax with the sink in double.
+TEST(CpuAttention, SinksMatchTheReferenceOnEveryCacheTypeAndBuild) {
+    for (dtype type : attention_kv_types())
+        for (int64_t n_tokens : {9, 1}) {
+            SCOPED_TRACE(std::string(type_name(type)) + ", " + std::to_string(n_tokens) + " tokens");
+            auto ctx = data_context();
+            attention_case c = make_case(*ctx, 64, 32, n_tokens, 6, 2, 37, 17, 0.0f, type, type);
+            std::vector<int32_t> pos(37);
+            for (int32_t j = 0; j < 37; ++j) pos[size_t(j)] = (j * 17 + 5) % 37;
+            tensor *positions = ctx->new_tensor(dtype::i32, {37});
+            std::memcpy(positions->data, pos.data(), pos.size() * sizeof(int32_t));
+            set_sinks(*ctx, c, {-3.0f, 0.0f, 0.4f, 2.5f, 8.0f, -0.7f}, positions);
+            const std::vector<float> best = expect_matches_reference(
+                c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
+            const std::vector<float> expected = canonical(c, &pos);
+            EXPECT_EQ(std::memcmp(best.data(), expected.data(), expected.size() * sizeof(float)), 0);
+            force_scalar(true);
+            EXPECT_EQ(run(c.out, 1), best) << "the scalar build differs";
+            force_scalar(false);
+            limit_to_avx2(true);
+            EXPECT_EQ(run(c.out, 2), best) << "the AVX2 build differs";
+            limit_to_avx2(false);
+            // a sink far above every score takes nearly all the weight: the output nears zero
+            set_sinks(*ctx, c, std::vector<float>(6, 60.0f), positions);
+            for (float x : run(c.out)) EXPECT_LT(std::fabs(x), 1e-12f);
+        }
+}
+
+TEST(CpuAttention, SinksOfTheWrongShapeAreRefused) {
+    auto ctx = data_context();
+    attention_case c = make_case(*ctx, 32, 32, 2, 4, 2, 9, 8);
+    tensor *sinks = ctx->new_tensor(dtype::f32, {3});
+    try {
+        attention(*ctx, c.q, c.k, c.v, c.mask, 0.125f, 0.0f, nullptr, sinks);
+        FAIL() << "expected an error";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("sinks must be"), std::string::npos) << e.what();
+    }
 }
 
 // Every build computes exactly the canonical order written out above: cells in cache order and

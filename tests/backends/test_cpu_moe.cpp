@@ -251,6 +251,33 @@ std::vector<int32_t> sorted_indices(const std::vector<float> &row) {
 
 }  // namespace
 
+// gpt-oss's per-expert biases after mul_mat_id: each pick's row plus its expert's bias row, a strided
+// view for a; ids outside the experts fail the graph.
+TEST(CpuMoe, AddIdAddsThePickedExpertsBias) {
+    auto ctx = data_context();
+    const int64_t m = 13, n_used = 3, n_tokens = 5, n_expert = 7;
+    tensor *wide = ctx->new_tensor(dtype::f32, {m + 2, n_used, n_tokens});
+    tensor *bias = ctx->new_tensor(dtype::f32, {m, n_expert});
+    fill_uniform(*wide, 61);
+    fill_uniform(*bias, 62);
+    tensor *a = view_3d(*ctx, wide, m, n_used, n_tokens, wide->nb[1], wide->nb[2], sizeof(float));
+    tensor *ids = make_ids(*ctx, n_expert, n_used, n_tokens, 63);
+    tensor *out = add_id(*ctx, a, bias, ids);
+    expect_matches_reference(
+        out,
+        [&](int64_t i0, int64_t i, int64_t t, int64_t) {
+            return double(float(at(*a, i0, i, t) + at(*bias, i0, id_at(*ids, i, t))));
+        },
+        0.0);
+    static_cast<int32_t *>(ids->data)[4] = int32_t(n_expert);
+    graph g;
+    build_forward_expand(g, out);
+    cpu_backend backend(2);
+    EXPECT_THROW(backend.graph_compute(g, {}), error);
+    tensor *ids_short = ctx->new_tensor(dtype::i32, {n_used, n_tokens - 1});
+    EXPECT_THROW(add_id(*ctx, a, bias, ids_short), error);
+}
+
 TEST(CpuMoe, TopKAndArgsortAreStableAndDescending) {
     auto ctx = data_context();
     const int64_t n = 37, rows = 11;

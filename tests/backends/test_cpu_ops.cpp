@@ -10,6 +10,7 @@
 #include <random>
 
 #include "backends/cpu_testing.h"
+#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/quant/quant.h"
@@ -179,7 +180,25 @@ TEST(CpuOps, UnaryOps) {
             expect_matches_reference(silu(*ctx, a), ref(silu_ref), float_ops);
             expect_matches_reference(gelu(*ctx, a), ref(gelu_ref), float_ops);
             expect_matches_reference(tanh(*ctx, a), ref([](double x) { return std::tanh(x); }), float_ops);
+            expect_matches_reference(softplus(*ctx, a), ref([](double x) { return std::log1p(std::exp(x)); }),
+                                     float_ops);
         }
+}
+
+// softplus is x itself above 20 (the reference engine's cut, where ln(1 + e^x) - x < 2e-9), and stays
+// finite far below 0 and far above (no e^x overflow).
+TEST(CpuOps, SoftplusAtItsCutAndExtremes) {
+    auto ctx = data_context();
+    tensor *a = ctx->new_tensor(dtype::f32, {7});
+    const float values[7] = {-100.0f, -20.0f, -0.5f, 19.5f, 20.0f, 20.5f, 100.0f};
+    std::memcpy(a->data, values, sizeof values);
+    expect_matches_reference(
+        softplus(*ctx, a),
+        [&](int64_t i0, int64_t, int64_t, int64_t) {
+            const double x = values[i0];
+            return x > 20.0 ? x : std::log1p(std::exp(x));
+        },
+        1e-6);
 }
 
 TEST(CpuOps, GluOnHalvesOfAFusedTensor) {
@@ -203,6 +222,37 @@ TEST(CpuOps, GluOnHalvesOfAFusedTensor) {
                 },
                 float_ops);
         }
+}
+
+// gpt-oss's clamped swiglu: gates and ups on both sides of the limit, strided halves of one tensor;
+// every ISA build of the row gives the scalar build's bits.
+TEST(CpuOps, SwigluOaiClampsAndMatchesTheReference) {
+    const float alpha = 1.702f, limit = 7.0f;
+    auto ctx = data_context();
+    tensor *fused = ctx->new_tensor(dtype::f32, {2 * 37, 5, 3});
+    fill_uniform(*fused, 8, -12.0f, 12.0f);
+    const size_t half = size_t(37) * fused->nb[0];
+    tensor *gate = view_3d(*ctx, fused, 37, 5, 3, fused->nb[1], fused->nb[2], 0);
+    tensor *up = view_3d(*ctx, fused, 37, 5, 3, fused->nb[1], fused->nb[2], half);
+    tensor *out = swiglu_oai(*ctx, gate, up, alpha, limit);
+    EXPECT_EQ(out->param_i32(0), int32_t(glu_kind::swiglu_oai));
+    const std::vector<float> best = expect_matches_reference(
+        out,
+        [&](int64_t i0, int64_t i1, int64_t i2, int64_t) {
+            const double g = std::min(at(*gate, i0, i1, i2), double(limit));
+            const double u = std::clamp(at(*up, i0, i1, i2), -double(limit), double(limit));
+            return g / (1.0 + std::exp(-double(alpha) * g)) * (u + 1.0);
+        },
+        float_ops);
+    force_scalar(true);
+    graph g;
+    build_forward_expand(g, out);
+    cpu_backend scalar(2);
+    EXPECT_EQ(scalar.graph_compute(g, {}), compute_status::ok);
+    force_scalar(false);
+    EXPECT_EQ(values_of(*out), best) << "the scalar build differs from the best build";
+    EXPECT_THROW(glu(*ctx, gate, up, glu_kind::swiglu_oai), error);  // needs alpha and limit
+    EXPECT_THROW(swiglu_oai(*ctx, gate, up, alpha, 0.0f), error);
 }
 
 // --- normalisation ----------------------------------------------------------------------------
@@ -242,7 +292,26 @@ TEST(CpuOps, RmsNormAndNorm) {
                     return (at(*a, i0, i1, i2, i3) - mean) / std::sqrt(var + double(eps));
                 },
                 1e-9);
+            expect_matches_reference(
+                l2_norm(*ctx, a, eps),
+                [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+                    double mean, var, mean_sq;
+                    row_stats(i1, i2, i3, mean, var, mean_sq);
+                    return at(*a, i0, i1, i2, i3) / std::max(std::sqrt(mean_sq * double(ne[0])), double(eps));
+                },
+                float_ops);
         }
+}
+
+// l2_norm's eps bounds the divisor: a row of zeros stays zeros, a tiny row is scaled by 1 / eps.
+TEST(CpuOps, L2NormOfTinyRowsDividesByEps) {
+    auto ctx = data_context();
+    tensor *a = ctx->new_tensor(dtype::f32, {4, 2});
+    const float values[8] = {0, 0, 0, 0, 1e-9f, 0, 0, 0};
+    std::memcpy(a->data, values, sizeof values);
+    expect_matches_reference(
+        l2_norm(*ctx, a, 1e-6f),
+        [&](int64_t i0, int64_t i1, int64_t, int64_t) { return i1 == 1 && i0 == 0 ? 1e-3 : 0.0; }, 1e-12);
 }
 
 TEST(CpuOps, SoftMaxWithMaskScaleAndFullyMaskedRows) {

@@ -1,9 +1,12 @@
-// tests/backends/test_cpu_ssm.cpp — ssm_conv and ssm_scan against slow double references: odd shapes,
-// several sequences of unequal lengths interleaved in one call, split calls equal to one call.
+// tests/backends/test_cpu_ssm.cpp — the recurrent sequence ops (ssm_conv, ssm_scan, ssm_scan_mamba2)
+// against slow double references: odd shapes, strided views, several sequences of unequal lengths
+// interleaved in one call, each sequence alone equal to the interleaved call, split calls equal to
+// one call.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -253,6 +256,377 @@ TEST(CpuSsm, SoftplusIsCloseToTheLibmOneAndTheSameInEveryIsa) {
         cpu::softplus_row_avx512(x.data(), got.data(), int64_t(x.size()));
         EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "avx512";
     }
+}
+
+// Mamba-2's scan in doubles, sequence by sequence; layout as the op's result.
+ssm_reference mamba2_reference(const tensor &x, const tensor &dt, const tensor &A, const tensor &B,
+                               const tensor &C, const tensor *D, const tensor &states,
+                               const std::vector<int32_t> &seq_of) {
+    const int64_t n_ch = x.ne[0], n_tokens = x.ne[1], n_head = dt.ne[0], head_dim = n_ch / n_head;
+    const int64_t d_state = states.ne[0], n_seqs = states.ne[2], n_group = B.ne[0] / d_state;
+    ssm_reference r;
+    r.out.assign(size_t(n_ch * n_tokens + states.nelements()), 0.0);
+    for (int64_t s = 0; s < n_seqs; ++s)
+        for (int64_t ch = 0; ch < n_ch; ++ch) {
+            const int64_t h = ch / head_dim, g = h / (n_head / n_group);
+            std::vector<double> st(static_cast<size_t>(d_state));
+            for (int64_t i = 0; i < d_state; ++i) st[size_t(i)] = at(states, i, ch, s);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                if (seq_of[size_t(t)] != s) continue;
+                const double raw = at(dt, h, t);
+                const double delta = raw > 20.0 ? raw : std::log1p(std::exp(raw));
+                const double decay = std::exp(delta * at(A, h));
+                double y = 0.0;
+                for (int64_t i = 0; i < d_state; ++i) {
+                    st[size_t(i)] = st[size_t(i)] * decay + at(B, g * d_state + i, t) * at(x, ch, t) * delta;
+                    y += at(C, g * d_state + i, t) * st[size_t(i)];
+                }
+                r.out[size_t(t * n_ch + ch)] = y + (D ? at(*D, h) * at(x, ch, t) : 0.0);
+            }
+            for (int64_t i = 0; i < d_state; ++i)
+                r.out[size_t(n_ch * n_tokens + (s * n_ch + ch) * d_state + i)] = st[size_t(i)];
+        }
+    return r;
+}
+
+// Builds a recurrent op from its per-token inputs (token t is column t of each), its states [...,
+// n_seqs] (sequences along the last dim) and the token -> sequence map.
+using recurrent_op_fn = std::function<tensor *(context &, const std::vector<tensor *> &token_inputs,
+                                               tensor *states, tensor *seq_of)>;
+
+tensor *run_alone(tensor *out, int n_threads) {
+    graph g;
+    build_forward_expand(g, out);
+    auto b = host_memory_devices().front()->make_backend(n_threads);
+    EXPECT_EQ(b->graph_compute(g, {}), compute_status::ok);
+    return out;
+}
+
+// Each sequence computed alone (its tokens' columns copied out, its state alone) gives the bits the
+// interleaved call gives it: its outputs and its final state. The op's batch invariance.
+void expect_each_sequence_alone_equals_interleaved(const recurrent_op_fn &make,
+                                                   const std::vector<tensor *> &token_inputs, tensor *states,
+                                                   const std::vector<int32_t> &seq_of) {
+    auto ctx = data_context();
+    const int n_dims = states->n_dims() < 2 ? 2 : states->n_dims();
+    const int64_t n_seqs = states->ne[n_dims - 1], state_floats = states->nelements() / n_seqs;
+    const auto n_tokens = int64_t(seq_of.size());
+    tensor *all = run_alone(make(*ctx, token_inputs, states, i32_input(*ctx, seq_of)), 3);
+    const int64_t y_per_token = (all->nelements() - states->nelements()) / n_tokens;
+    const auto *all_out = static_cast<const float *>(all->data);
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        std::vector<int64_t> tokens;
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (seq_of[size_t(t)] == s) tokens.push_back(t);
+        if (tokens.empty()) continue;
+        std::vector<tensor *> inputs;
+        for (tensor *in : token_inputs) {
+            tensor *mine = ctx->new_tensor(dtype::f32, {in->ne[0], int64_t(tokens.size())});
+            for (size_t j = 0; j < tokens.size(); ++j)
+                for (int64_t i0 = 0; i0 < in->ne[0]; ++i0)
+                    tensor_set_f32(*mine, tensor_get_f32(*in, i0, tokens[j]), i0, int64_t(j));
+            inputs.push_back(mine);
+        }
+        int64_t ne[max_dims] = {states->ne[0], states->ne[1], states->ne[2], states->ne[3]};
+        ne[n_dims - 1] = 1;
+        tensor *state = ctx->new_tensor(dtype::f32, {ne[0], ne[1], ne[2], ne[3]});
+        std::memcpy(state->data, static_cast<const float *>(states->data) + s * state_floats,
+                    size_t(state_floats) * sizeof(float));
+        tensor *alone =
+            run_alone(make(*ctx, inputs, state, i32_input(*ctx, std::vector<int32_t>(tokens.size(), 0))), 2);
+        const auto *alone_out = static_cast<const float *>(alone->data);
+        for (size_t j = 0; j < tokens.size(); ++j)
+            EXPECT_EQ(std::memcmp(alone_out + int64_t(j) * y_per_token, all_out + tokens[j] * y_per_token,
+                                  size_t(y_per_token) * sizeof(float)),
+                      0)
+                << op_name(all->op) << ": sequence " << s << ", token " << tokens[j];
+        EXPECT_EQ(std::memcmp(alone_out + int64_t(tokens.size()) * y_per_token,
+                              all_out + n_tokens * y_per_token + s * state_floats,
+                              size_t(state_floats) * sizeof(float)),
+                  0)
+            << op_name(all->op) << ": final state of sequence " << s;
+    }
+}
+
+struct mamba2_case {
+    int64_t head_dim, n_head, n_group, d_state, n_tokens, n_seqs;
+    bool with_D;
+};
+
+// x, B, C and dt are views into one projection [x | B | C | dt | pad, n_tokens], as the model's
+// in-projection gives them (strided rows); groups of 1, 2 and 3; state sizes with and without a tail
+// past the 16 lanes.
+TEST(CpuSsm, Mamba2ScanMatchesReferenceWithStridedInputsAndInterleavedSequences) {
+    for (const mamba2_case k : {mamba2_case{3, 4, 2, 5, 11, 3, true}, mamba2_case{4, 6, 3, 16, 9, 4, false},
+                                mamba2_case{5, 2, 1, 21, 13, 2, true}, mamba2_case{8, 3, 3, 32, 1, 2, true},
+                                mamba2_case{16, 4, 1, 64, 7, 3, true}}) {
+        auto ctx = data_context();
+        const int64_t n_ch = k.head_dim * k.n_head, n_bc = k.d_state * k.n_group;
+        const int64_t width = n_ch + 2 * n_bc + k.n_head + 3;
+        tensor *proj = ctx->new_tensor(dtype::f32, {width, k.n_tokens});
+        tensor *A = ctx->new_tensor(dtype::f32, {k.n_head});
+        tensor *D = ctx->new_tensor(dtype::f32, {k.n_head});
+        tensor *states = ctx->new_tensor(dtype::f32, {k.d_state, n_ch, k.n_seqs});
+        fill_uniform(*proj, 21);
+        fill_uniform(*A, 22, -3.0f, -0.05f);
+        fill_uniform(*D, 23);
+        fill_uniform(*states, 24);
+        auto cols = [&](int64_t offset, int64_t rows) {
+            return view_2d(*ctx, proj, rows, k.n_tokens, proj->nb[1], size_t(offset) * sizeof(float));
+        };
+        tensor *x = cols(0, n_ch), *B = cols(n_ch, n_bc), *C = cols(n_ch + n_bc, n_bc);
+        tensor *dt = cols(n_ch + 2 * n_bc, k.n_head);
+        for (int64_t t = 0; t < k.n_tokens; ++t)
+            for (int64_t h = 0; h < k.n_head; ++h)
+                tensor_set_f32(*dt, float(-4.0 + 5.0 * ((h * 7 + t * 3) % 11) / 10.0), h, t);
+        tensor_set_f32(*dt, 25.0f, 0, 0);  // above the softplus cut-off
+        const std::vector<int32_t> seq_of = interleaved_sequences(k.n_tokens, k.n_seqs);
+        tensor *out =
+            ssm_scan_mamba2(*ctx, x, dt, A, B, C, states, i32_input(*ctx, seq_of), k.with_D ? D : nullptr);
+        out->set_name("mamba2 scan");
+        const ssm_reference ref =
+            mamba2_reference(*x, *dt, *A, *B, *C, k.with_D ? D : nullptr, *states, seq_of);
+        expect_matches_reference(out, ref.fn(), 1e-10);
+        expect_each_sequence_alone_equals_interleaved(
+            [&](context &c, const std::vector<tensor *> &in, tensor *st, tensor *seq) {
+                return ssm_scan_mamba2(c, in[0], in[1], A, in[2], in[3], st, seq, k.with_D ? D : nullptr);
+            },
+            {x, dt, B, C}, states, seq_of);
+    }
+}
+
+TEST(CpuSsm, Mamba2ScanStepOfEveryIsaEqualsScalarBitForBit) {
+    const cpu_features &f = host_cpu_features();
+    std::vector<cpu::ssm_scan_mamba2_step_fn> builds;
+    if (f.avx2 && f.fma) builds.push_back(cpu::ssm_scan_mamba2_step_avx2);
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.fma) builds.push_back(cpu::ssm_scan_mamba2_step_avx512);
+    if (builds.empty()) GTEST_SKIP() << "no SIMD build of the Mamba-2 scan step for this CPU";
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (const int64_t n : {1, 7, 16, 21, 64, 128}) {
+        const size_t len = static_cast<size_t>(n);
+        std::vector<float> b(len), c(len), h0(len);
+        for (size_t i = 0; i < len; ++i) {
+            b[i] = dist(rng);
+            c[i] = dist(rng);
+            h0[i] = dist(rng);
+        }
+        std::vector<float> want_h = h0;
+        const float want =
+            cpu::ssm_scan_mamba2_step_scalar(want_h.data(), b.data(), c.data(), 0.93f, 0.7f, n);
+        for (cpu::ssm_scan_mamba2_step_fn step : builds) {
+            std::vector<float> h = h0;
+            const float got = step(h.data(), b.data(), c.data(), 0.93f, 0.7f, n);
+            EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "state size " << n;
+            EXPECT_EQ(std::memcmp(h.data(), want_h.data(), h.size() * sizeof(float)), 0)
+                << "state size " << n;
+        }
+    }
+}
+
+TEST(CpuSsm, Mamba2ShapeErrorsNameTheProblem) {
+    auto ctx = data_context();
+    tensor *x = ctx->new_tensor(dtype::f32, {12, 3});  // 4 heads of 3
+    tensor *dt = ctx->new_tensor(dtype::f32, {4, 3});
+    tensor *A = ctx->new_tensor(dtype::f32, {4});
+    tensor *BC = ctx->new_tensor(dtype::f32, {16, 3});  // 2 groups of 8
+    tensor *states = ctx->new_tensor(dtype::f32, {8, 12, 2});
+    tensor *seq = ctx->new_tensor(dtype::i32, {3});
+    EXPECT_NO_THROW(ssm_scan_mamba2(*ctx, x, dt, A, BC, BC, states, seq));
+    auto expect_error = [](auto &&make, const char *what) {
+        try {
+            make();
+            ADD_FAILURE() << "expected an error about " << what;
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find("[ssm_scan_mamba2]"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    tensor *dt5 = ctx->new_tensor(dtype::f32, {5, 3});
+    expect_error([&] { ssm_scan_mamba2(*ctx, x, dt5, A, BC, BC, states, seq); }, "n_head dividing");
+    tensor *A3 = ctx->new_tensor(dtype::f32, {3});
+    expect_error([&] { ssm_scan_mamba2(*ctx, x, dt, A3, BC, BC, states, seq); }, "A must be");
+    tensor *BC3 = ctx->new_tensor(dtype::f32, {24, 3});  // 3 groups do not divide 4 heads
+    expect_error([&] { ssm_scan_mamba2(*ctx, x, dt, A, BC3, BC3, states, seq); }, "groups must divide");
+    tensor *states_bad = ctx->new_tensor(dtype::f32, {8, 11, 2});
+    expect_error([&] { ssm_scan_mamba2(*ctx, x, dt, A, BC, BC, states_bad, seq); }, "states must be");
+    expect_error([&] { ssm_scan_mamba2(*ctx, x, dt, A, BC, BC, states, seq, A3); }, "D must be");
+}
+
+// --- gated delta net ---------------------------------------------------------------------------
+
+// The delta rule's recurrence in doubles, token by token, sequence by sequence; layout as the op's.
+ssm_reference delta_net_reference(const tensor &q, const tensor &k, const tensor &v, const tensor &g,
+                                  const tensor &beta, const tensor &states, float scale,
+                                  const std::vector<int32_t> &seq_of) {
+    const int64_t n_ch = v.ne[0], n_tokens = v.ne[1], n_head = g.ne[0], d_v = n_ch / n_head;
+    const int64_t d_k = states.ne[0], n_head_k = q.ne[0] / d_k, n_seqs = states.ne[2];
+    ssm_reference r;
+    r.out.assign(size_t(n_ch * n_tokens + states.nelements()), 0.0);
+    for (int64_t s = 0; s < n_seqs; ++s)
+        for (int64_t h = 0; h < n_head; ++h) {
+            const int64_t hk = h % n_head_k;
+            std::vector<double> st(size_t(d_k * d_v));  // st[j * d_k + i] = S[i, j]
+            for (int64_t j = 0; j < d_v; ++j)
+                for (int64_t i = 0; i < d_k; ++i) st[size_t(j * d_k + i)] = at(states, i, h * d_v + j, s);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                if (seq_of[size_t(t)] != s) continue;
+                const double decay = std::exp(at(g, h, t)), b = at(beta, h, t);
+                for (int64_t j = 0; j < d_v; ++j) {
+                    double sk = 0.0;
+                    for (int64_t i = 0; i < d_k; ++i) {
+                        st[size_t(j * d_k + i)] *= decay;
+                        sk += st[size_t(j * d_k + i)] * at(k, hk * d_k + i, t);
+                    }
+                    const double u = b * (at(v, h * d_v + j, t) - sk);
+                    double y = 0.0;
+                    for (int64_t i = 0; i < d_k; ++i) {
+                        st[size_t(j * d_k + i)] += at(k, hk * d_k + i, t) * u;
+                        y += st[size_t(j * d_k + i)] * at(q, hk * d_k + i, t);
+                    }
+                    r.out[size_t(t * n_ch + h * d_v + j)] = double(scale) * y;
+                }
+            }
+            for (int64_t j = 0; j < d_v; ++j)
+                for (int64_t i = 0; i < d_k; ++i)
+                    r.out[size_t(n_ch * n_tokens + (s * n_ch + h * d_v + j) * d_k + i)] =
+                        st[size_t(j * d_k + i)];
+        }
+    return r;
+}
+
+// The inputs of a delta net layer as the model makes them: q, k, v, g, beta views into one
+// projection [q | k | v | g | beta | pad, n_tokens], q and k L2-normalised per head, beta in (0, 1),
+// g in [-1.5, -0.01].
+struct delta_net_inputs {
+    tensor *q, *k, *v, *g, *beta, *states;
+};
+
+delta_net_inputs make_delta_net_inputs(context &ctx, int64_t d_k, int64_t d_v, int64_t n_head_k,
+                                       int64_t n_head_v, int64_t n_tokens, int64_t n_seqs, uint32_t seed) {
+    const int64_t nq = d_k * n_head_k, nv = d_v * n_head_v;
+    tensor *proj = ctx.new_tensor(dtype::f32, {2 * nq + nv + 2 * n_head_v + 3, n_tokens});
+    fill_uniform(*proj, seed);
+    auto cols = [&](int64_t offset, int64_t rows) {
+        return view_2d(ctx, proj, rows, n_tokens, proj->nb[1], size_t(offset) * sizeof(float));
+    };
+    delta_net_inputs in{cols(0, nq),
+                        cols(nq, nq),
+                        cols(2 * nq, nv),
+                        cols(2 * nq + nv, n_head_v),
+                        cols(2 * nq + nv + n_head_v, n_head_v),
+                        ctx.new_tensor(dtype::f32, {d_k, nv, n_seqs})};
+    fill_uniform(*in.states, seed + 1, -0.5f, 0.5f);
+    std::mt19937 rng(seed + 2);
+    std::uniform_real_distribution<float> decay(-1.5f, -0.01f), gate(0.05f, 0.95f);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (tensor *m : {in.q, in.k})
+            for (int64_t h = 0; h < n_head_k; ++h) {
+                double norm = 0.0;
+                for (int64_t i = 0; i < d_k; ++i) norm += at(*m, h * d_k + i, t) * at(*m, h * d_k + i, t);
+                for (int64_t i = 0; i < d_k; ++i)
+                    tensor_set_f32(*m, float(at(*m, h * d_k + i, t) / std::sqrt(norm)), h * d_k + i, t);
+            }
+        for (int64_t h = 0; h < n_head_v; ++h) {
+            tensor_set_f32(*in.g, decay(rng), h, t);
+            tensor_set_f32(*in.beta, gate(rng), h, t);
+        }
+    }
+    return in;
+}
+
+struct delta_net_case {
+    int64_t d_k, d_v, n_head_k, n_head_v, n_tokens, n_seqs;
+};
+
+// Odd head sizes (tails past the 16 lanes), value heads tiled over fewer q/k heads, strided inputs,
+// interleaved sequences; 150 tokens give the first sequence two whole blocks (the chunked form) and
+// a recurrent rest. Each sequence alone gives the interleaved call's bits.
+TEST(CpuDeltaNet, MatchesTheRecurrenceWithStridedInputsAndInterleavedSequences) {
+    for (const delta_net_case c : {delta_net_case{5, 3, 2, 4, 11, 3}, delta_net_case{16, 16, 1, 3, 7, 2},
+                                   delta_net_case{21, 7, 3, 3, 1, 2}, delta_net_case{24, 16, 2, 4, 150, 3}}) {
+        SCOPED_TRACE("d_k " + std::to_string(c.d_k) + ", " + std::to_string(c.n_tokens) + " tokens");
+        auto ctx = data_context(size_t(256) << 20);
+        const delta_net_inputs in =
+            make_delta_net_inputs(*ctx, c.d_k, c.d_v, c.n_head_k, c.n_head_v, c.n_tokens, c.n_seqs, 31);
+        // every eighth token to sequence 1 when there are three, the rest to sequence 0 (of 150: two
+        // whole blocks and a rest), none to the last
+        std::vector<int32_t> seq_of;
+        for (int64_t t = 0; t < c.n_tokens; ++t) seq_of.push_back(c.n_seqs > 2 && t % 8 == 7 ? 1 : 0);
+        const float scale = 1.0f / std::sqrt(float(c.d_k));
+        tensor *out =
+            gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, in.states, i32_input(*ctx, seq_of), scale);
+        out->set_name("delta net");
+        const ssm_reference ref =
+            delta_net_reference(*in.q, *in.k, *in.v, *in.g, *in.beta, *in.states, scale, seq_of);
+        expect_matches_reference(out, ref.fn(), 1e-10);
+        expect_each_sequence_alone_equals_interleaved(
+            [&](context &cx, const std::vector<tensor *> &t, tensor *st, tensor *seq) {
+                return gated_delta_net(cx, t[0], t[1], t[2], t[3], t[4], st, seq, scale);
+            },
+            {in.q, in.k, in.v, in.g, in.beta}, in.states, seq_of);
+    }
+}
+
+// The chunked form against the recurrence, at a model's head size (128) over 2 whole blocks and a
+// short rest (a long one would decay the blocks' last bits out of the state): within 1e-6
+// normalized error, outputs and states; every ISA build gives the same bits.
+TEST(CpuDeltaNet, ChunkedFormAgreesWithTheRecurrentForm) {
+    auto ctx = data_context(size_t(256) << 20);
+    const int64_t d = 128, n_tokens = 131, n_ch = 2 * d;
+    const delta_net_inputs in = make_delta_net_inputs(*ctx, d, d, 1, 2, n_tokens, 1, 41);
+    tensor *seq = i32_input(*ctx, std::vector<int32_t>(size_t(n_tokens), 0));
+    const float scale = 1.0f / std::sqrt(float(d));
+    tensor *chunked = gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, in.states, seq, scale);
+    tensor *recurrent = gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, in.states, seq, scale,
+                                        delta_net_form::recurrent);
+    run_alone(chunked, 3);
+    run_alone(recurrent, 2);
+    auto part = [](tensor *t, int64_t begin, int64_t n) {
+        const float *p = static_cast<const float *>(t->data) + begin;
+        return std::vector<float>(p, p + n);
+    };
+    for (auto [begin, n, what] : {std::tuple{int64_t(0), n_ch * n_tokens, "outputs"},
+                                  std::tuple{n_ch * n_tokens, d * n_ch, "states"}}) {
+        const std::vector<float> want = part(recurrent, begin, n);
+        const std::vector<double> want_d(want.begin(), want.end());
+        const std::vector<float> got = part(chunked, begin, n);
+        EXPECT_LE(normalized_error(got, want_d), 1e-6) << what;
+        EXPECT_NE(got, want) << what << ": the chunked form did not run";  // the forms' sums differ
+    }
+    const std::vector<float> best = part(chunked, 0, chunked->nelements());
+    for (int build = 0; build < 2; ++build) {
+        (build == 0 ? force_scalar : limit_to_avx2)(true);
+        run_alone(chunked, 1);
+        (build == 0 ? force_scalar : limit_to_avx2)(false);
+        EXPECT_EQ(part(chunked, 0, chunked->nelements()), best)
+            << (build == 0 ? "scalar" : "avx2") << " build";
+    }
+}
+
+TEST(CpuDeltaNet, ShapeErrorsNameTheProblem) {
+    auto ctx = data_context();
+    const delta_net_inputs in = make_delta_net_inputs(*ctx, 8, 4, 2, 4, 3, 2, 5);
+    tensor *seq = ctx->new_tensor(dtype::i32, {3});
+    EXPECT_NO_THROW(gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, in.states, seq, 0.3f));
+    auto expect_error = [](auto &&make, const char *what) {
+        try {
+            make();
+            ADD_FAILURE() << "expected an error about " << what;
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find("[gated_delta_net]"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    tensor *g3 = ctx->new_tensor(dtype::f32, {3, 3});  // 3 value heads: not a multiple of 2 q/k heads
+    expect_error([&] { gated_delta_net(*ctx, in.q, in.k, in.v, g3, g3, in.states, seq, 0.3f); },
+                 "must divide");
+    tensor *states_bad = ctx->new_tensor(dtype::f32, {5, 16, 2});
+    expect_error([&] { gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, states_bad, seq, 0.3f); },
+                 "d_k");
+    tensor *k_short = ctx->new_tensor(dtype::f32, {8, 3});
+    expect_error([&] { gated_delta_net(*ctx, in.q, k_short, in.v, in.g, in.beta, in.states, seq, 0.3f); },
+                 "share a shape");
 }
 
 TEST(CpuSsm, SequenceOutsideTheStatesFailsTheGraph) {

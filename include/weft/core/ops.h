@@ -26,17 +26,24 @@ tensor *div(context &ctx, tensor *a, tensor *b);
 tensor *scale(context &ctx, tensor *a, float s);  // p.f[0] = s
 tensor *silu(context &ctx, tensor *a);
 tensor *gelu(context &ctx, tensor *a);
-tensor *tanh(context &ctx, tensor *a);     // std::tanh of each element
-tensor *sigmoid(context &ctx, tensor *a);  // 1 / (1 + e^-a)
+tensor *tanh(context &ctx, tensor *a);      // std::tanh of each element
+tensor *sigmoid(context &ctx, tensor *a);   // 1 / (1 + e^-a)
+tensor *softplus(context &ctx, tensor *a);  // ln(1 + e^a), a itself above 20 (the reference engine's cut)
 // act(gate) * up; gate and up have the same shape; p.i[0] = glu_kind
 tensor *glu(context &ctx, tensor *gate, tensor *up, glu_kind kind);
 inline tensor *swiglu(context &ctx, tensor *gate, tensor *up) {
     return glu(ctx, gate, up, glu_kind::swiglu);
 }
+// gpt-oss's activation (glu_kind::swiglu_oai; glu() itself refuses that kind, which needs these
+// params): g = min(gate, limit), u = clamp(up, -limit, limit), out = g * sigmoid(alpha * g) * (u + 1).
+// gpt-oss: alpha 1.702, limit 7. p.i[0] = glu_kind::swiglu_oai, p.f[1] = alpha, p.f[2] = limit (> 0).
+tensor *swiglu_oai(context &ctx, tensor *gate, tensor *up, float alpha, float limit);
 
 // --- normalisation over ne[0]; p.f[0] = eps (>= 0)
 tensor *rms_norm(context &ctx, tensor *a, float eps);
 tensor *norm(context &ctx, tensor *a, float eps);
+// x / max(sqrt(sum x^2), eps) (the reference engine's l2_norm; Qwen3-Next's q and k before the delta net)
+tensor *l2_norm(context &ctx, tensor *a, float eps);
 
 // --- matrix product: a [k, m, A2, A3] any type, b [k, n, B2, B3] f32 -> f32 [m, n, B2, B3];
 // B2 % A2 == 0 and B3 % A3 == 0 (a is broadcast: grouped-query attention needs no copies)
@@ -49,6 +56,11 @@ tensor *mul_mat(context &ctx, tensor *a, tensor *b);
 // -> f32 [m, n_used, n_tokens]: dst[:, i, t] = mul_mat(experts[:, :, ids[i, t]], b[:, i % n_b, t]),
 // equal bit for bit to that mul_mat. src[] = {experts, b, ids}.
 tensor *mul_mat_id(context &ctx, tensor *experts, tensor *b, tensor *ids);
+// The per-expert bias of mul_mat_id's results (gpt-oss): a f32 [m, n_used, n_tokens], bias f32
+// [m, n_expert] (rows contiguous), ids i32 [n_used, n_tokens] as mul_mat_id's (values in [0,
+// n_expert), checked when computed) -> f32 a's shape: dst[:, i, t] = a[:, i, t] + bias[:, ids[i, t]].
+// src[] = {a, bias, ids}.
+tensor *add_id(context &ctx, tensor *a, tensor *bias, tensor *ids);
 // Indices of the k largest values of each row of a f32 [n, rows...] -> i32 [k, rows...], largest
 // first; equal values keep their order (the lower index first), NaN ranks as -infinity.
 // p.i[0] = k (1 <= k <= n).
@@ -101,8 +113,12 @@ tensor *soft_max(context &ctx, tensor *a, tensor *mask = nullptr, float scale = 
 // by the positions of the cells a token sees (the reference engine's order for a sequence stored
 // from cell 0), so a token's result does not depend on where its cells lie in the cache; without
 // it, a cell's position is its index.
+// sinks (optional, f32 [n_head] contiguous, src[5]; gpt-oss): query head h's softmax has one more
+// term, the sink logit sinks[h], in its denominator only: M = max(sinks[h], max_j x_j),
+// out = sum_j e^(x_j - M) v_j / (e^(sinks[h] - M) + sum_j e^(x_j - M)) (the sink adds no value).
+// A token with no visible cell still gets zeros.
 tensor *attention(context &ctx, tensor *q, tensor *k, tensor *v, tensor *mask, float scale,
-                  float softcap = 0.0f, tensor *positions = nullptr);
+                  float softcap = 0.0f, tensor *positions = nullptr, tensor *sinks = nullptr);
 // The types attention reads K and V in (a KV cache's types): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
 // q5_1. A block type's rows are whole blocks, so its head size is a multiple of the block size.
 std::span<const dtype> attention_kv_types();
@@ -127,6 +143,45 @@ tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor
 // x[c, t]), y[c, t] = sum_i C[i, t] * h[i]. src[] = {x, dt, A, B, C, states, seq_of}.
 tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
                  tensor *seq_of);
+// Mamba-2's scan (also Granite 4's hybrid layers): heads of head_dim channels whose states decay by
+// one scalar per head and token, B and C shared by the heads of a group. x f32 [head_dim * n_head,
+// n_tokens] (channel p of head h at h * head_dim + p), dt f32 [n_head, n_tokens] (the dt bias
+// already added), A f32 [n_head] contiguous (-exp(A_log)), B, C f32 [d_state * n_group, n_tokens]
+// (rows may be strided views; head h reads group h / (n_head / n_group)), states f32 [d_state,
+// head_dim * n_head, n_seqs] (the reference engine's [d_state, head_dim, n_head, n_seqs], flattened),
+// D optional f32 [n_head] contiguous. Per head h and token t: delta = softplus(dt[h, t]) (dt itself
+// above 20), decay = exp(delta * A[h]); for each channel p of the head, with b, c the group's rows:
+// h[i, p] = h[i, p] * decay + b[i] * (x[p, t] * delta), y[p, t] = sum_i c[i] * h[i, p], then
+// y[p, t] += D[h] * x[p, t] when D is given (the skip the reference adds as mul + add after its
+// scan). The gated norm after it, rms_norm(y * silu(z)) over groups of channels times a weight, is
+// glu(z, y), rms_norm of a [d_inner / n_group, n_group * n_tokens] reshape and mul: passes over
+// d_inner floats a token, against the scan's d_state multiply-adds per channel.
+// src[] = {x, dt, A, B, C, states, seq_of, D}.
+tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
+                        tensor *seq_of, tensor *D = nullptr);
+// Gated delta net (Qwen3-Next and Qwen3.5's linear attention): n_head_v value heads of d_v channels,
+// each with a state S [d_k, d_v]. q, k f32 [d_k * n_head_k, n_tokens], v f32 [d_v * n_head_v,
+// n_tokens], g f32 [n_head_v, n_tokens] (the log of each head's decay), beta f32 [n_head_v,
+// n_tokens] (already sigmoided); rows may be strided views. n_head_k divides n_head_v and value head
+// h reads q/k head h % n_head_k (tiled, as the reference engine broadcasts them: its converter
+// orders the value heads for that). states f32 [d_k, d_v * n_head_v, n_seqs]: S[i, j] of head h at
+// (i, h * d_v + j), the reference engine's [S_k, S_v, H_v, n_seqs]. Per token and head, in token
+// order:
+//   S = S * exp(g);  u = beta * (v - S^T k);  S = S + k u^T;  y = scale * S^T q
+// The graph L2-normalises q and k (l2_norm) before; scale is p.f[0], 1 / sqrt(d_k) in both models
+// (the reference engine's fused op scales its output the same way; its unfused graph scales q).
+// Forms: each sequence's tokens in the call, in order, go in blocks of gated_delta_net_chunk (64);
+// every whole block runs in the chunked (WY) form, the rest (fewer than 64, so every decode step)
+// token by token. The two agree within 1e-6 (normalized error). form = recurrent (p.i[1] = 1) runs
+// every token by the recurrence. A sequence's bits depend on its own tokens in the call alone (not
+// on the other sequences, nor on the thread count); a prompt cut differently into calls may differ
+// in its last bits. src[] = {q, k, v, g, beta, states, seq_of}; the result as ssm_scan's: y [d_v *
+// n_head_v, n_tokens], then the states.
+enum class delta_net_form : int32_t { automatic = 0, recurrent = 1 };
+constexpr int64_t gated_delta_net_chunk = 64;
+tensor *gated_delta_net(context &ctx, tensor *q, tensor *k, tensor *v, tensor *g, tensor *beta,
+                        tensor *states, tensor *seq_of, float scale,
+                        delta_net_form form = delta_net_form::automatic);
 
 // --- copies and layout
 // cpy: same element count; returns a view of dst (dst's type, shape and strides: the same memory)

@@ -52,14 +52,20 @@ enum class op_kind : int32_t {
                // src3 i32 token -> sequence [n_tokens] -> f32 1-d: y [n_ch, n_tokens], then the new states
     ssm_scan,  // src0 x, src1 dt [n_ch, n_tokens], src2 A [d_state, n_ch], src3 B, src4 C [d_state, n_tok],
                // src5 states [d_state, n_ch, n_seqs], src6 i32 token -> sequence -> f32 1-d: y, new states
-    view,      // no data of its own: view_src + view_offs
+    ssm_scan_mamba2,  // Mamba-2's scan over heads and groups; see ops.h
+    add_id,           // src0 a [m, n_used, n_tokens] + src1 bias [m, n_expert] column src2 ids[i, t]
+    l2_norm,          // x / max(||x||, eps) over ne[0]; p.f[0] = eps
+    gated_delta_net,  // Qwen3-Next / Qwen3.5 linear attention (recurrent, chunked for prompts); see ops.h
+    softplus,         // ln(1 + e^x) (x itself above 20): the delta net's step sizes (qwen3next, qwen35)
+    view,             // no data of its own: view_src + view_offs
     reshape,
     permute,
     transpose,
     count,
 };
 
-enum class glu_kind : int32_t { swiglu = 0, geglu = 1 };
+// swiglu_oai: gpt-oss's clamped variant, p.f[1] = alpha, p.f[2] = limit (see ops.h)
+enum class glu_kind : int32_t { swiglu = 0, geglu = 1, swiglu_oai = 2 };
 
 // rope modes, as in the established format
 constexpr int32_t rope_mode_normal = 0;  // rotate pairs (x[2i], x[2i+1])

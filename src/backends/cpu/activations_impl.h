@@ -1,6 +1,8 @@
 // src/backends/cpu/activations_impl.h — the bodies of activations.h, included once per ISA build.
 #pragma once
 
+#include <algorithm>
+
 #include "backends/cpu/activations.h"
 #include "backends/cpu/canonical_math.h"
 
@@ -13,6 +15,16 @@ inline float silu_canonical(float x) {
 
 inline void swiglu_row_impl(const float *gate, const float *up, float *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = silu_canonical(gate[i]) * up[i];
+}
+
+// (up + 1) as the reference adds it, after the clamp; the sigmoid as x / (1 + e^-ax) like silu's
+inline void swiglu_oai_row_impl(const float *gate, const float *up, float *out, int64_t n, float alpha,
+                                float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit);
+        const float u = std::min(std::max(up[i], -limit), limit);
+        out[i] = g / (1.0f + exp_canonical(-alpha * g)) * (u + 1.0f);
+    }
 }
 
 inline void silu_row_impl(const float *x, float *out, int64_t n) {
@@ -75,21 +87,49 @@ inline float ssm_scan_step_impl(float *h, const float *a, const float *b, const 
     return sum;
 }
 
+// 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree
+inline float ssm_scan_mamba2_step_impl(float *h, const float *b, const float *c, float decay, float x_delta,
+                                       int64_t n) {
+    constexpr int lanes = 16;
+    float lane_sum[lanes] = {}, updated[lanes];
+    int64_t i = 0;
+    // through a local block: h may not be proven apart from b and c, which would keep the stores scalar
+    for (; i + lanes <= n; i += lanes) {
+        for (int k = 0; k < lanes; ++k) updated[k] = std::fma(h[i + k], decay, b[i + k] * x_delta);
+        for (int k = 0; k < lanes; ++k) lane_sum[k] = std::fma(updated[k], c[i + k], lane_sum[k]);
+        for (int k = 0; k < lanes; ++k) h[i + k] = updated[k];
+    }
+    for (int k = 0; i + k < n; ++k) {
+        const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
+        h[i + k] = updated;
+        lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
+    }
+    return sum_lanes_16(lane_sum);
+}
+
 }  // namespace
 }  // namespace weft::cpu
 
 // Defines the entry points of one ISA build.
-#define WEFT_DEFINE_ACTIVATIONS(isa)                                                               \
-    void weft::cpu::swiglu_row_##isa(const float *gate, const float *up, float *out, int64_t n) {  \
-        swiglu_row_impl(gate, up, out, n);                                                         \
-    }                                                                                              \
-    void weft::cpu::silu_row_##isa(const float *x, float *out, int64_t n) {                        \
-        silu_row_impl(x, out, n);                                                                  \
-    }                                                                                              \
-    void weft::cpu::softplus_row_##isa(const float *x, float *out, int64_t n) {                    \
-        softplus_row_impl(x, out, n);                                                              \
-    }                                                                                              \
-    float weft::cpu::ssm_scan_step_##isa(float *h, const float *a, const float *b, const float *c, \
-                                         float delta, float x_delta, int64_t n) {                  \
-        return ssm_scan_step_impl(h, a, b, c, delta, x_delta, n);                                  \
+#define WEFT_DEFINE_ACTIVATIONS(isa)                                                                   \
+    void weft::cpu::swiglu_row_##isa(const float *gate, const float *up, float *out, int64_t n) {      \
+        swiglu_row_impl(gate, up, out, n);                                                             \
+    }                                                                                                  \
+    void weft::cpu::swiglu_oai_row_##isa(const float *gate, const float *up, float *out, int64_t n,    \
+                                         float alpha, float limit) {                                   \
+        swiglu_oai_row_impl(gate, up, out, n, alpha, limit);                                           \
+    }                                                                                                  \
+    void weft::cpu::silu_row_##isa(const float *x, float *out, int64_t n) {                            \
+        silu_row_impl(x, out, n);                                                                      \
+    }                                                                                                  \
+    void weft::cpu::softplus_row_##isa(const float *x, float *out, int64_t n) {                        \
+        softplus_row_impl(x, out, n);                                                                  \
+    }                                                                                                  \
+    float weft::cpu::ssm_scan_step_##isa(float *h, const float *a, const float *b, const float *c,     \
+                                         float delta, float x_delta, int64_t n) {                      \
+        return ssm_scan_step_impl(h, a, b, c, delta, x_delta, n);                                      \
+    }                                                                                                  \
+    float weft::cpu::ssm_scan_mamba2_step_##isa(float *h, const float *b, const float *c, float decay, \
+                                                float x_delta, int64_t n) {                            \
+        return ssm_scan_mamba2_step_impl(h, b, c, decay, x_delta, n);                                  \
     }

@@ -16,6 +16,8 @@
 //   x_s = (softcap > 0 ? softcap * tanh(dot_s * scale) : dot_s * scale) + mask_s;  M = max x_s
 //   e_s = exp_reference(x_s - M), 0 in empty slots;  S = sum over chunks, in order, in double, of
 //   tree16(the chunk's 16 e);  p_s = e_s * float(1 / S), rounded to f16 when V is f16
+// With a sink logit z_h (gpt-oss): M = max(z_h, max x_s) and S gains double(e^(z_h - M)) last (the
+// library's expf, as the reference engine's softmax adds its sink).
 //   out_d = tree16(lane l: fma over the chunks, in order, of p_s * v_sd for the slot s of lane l)
 // A q8_0 or q4_0 K (head_k a multiple of 32) is dotted in integers, as the reference engine's products do:
 // q is quantized to q8_0 as a product's activations are (row_traits_of(q8_0).from_float: d = amax /
@@ -59,6 +61,7 @@ inline int64_t attention_max_slots(int64_t n_kv) {
 struct attention_task {
     const tensor *q, *k, *v, *mask;
     const tensor *positions;  // i32 [n_kv]: each cell's position; null: the cell index
+    const float *sinks;       // [n_head]: each query head's sink logit; null: none
     tensor *dst;
     float scale;
     float softcap;   // 0: none; else s = softcap * tanh(dot * scale)
@@ -444,10 +447,12 @@ void run_attention_task(const attention_task &a) {
                 for (int64_t s = 0; s < n; s += attention_lanes)
                     for (int l = 0; l < attention_lanes; ++l) lane_max[l] = std::max(lane_max[l], x[s + l]);
                 for (float m_l : lane_max) max = std::max(max, m_l);
+                if (a.sinks) max = std::max(max, a.sinks[h0 + i]);
                 for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
                 Loops::chunk_sums(x, n, a.chunk_sum);
                 double sum = 0.0;
                 for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
+                if (a.sinks) sum += double(std::exp(a.sinks[h0 + i] - max));
                 const float inv = float(1.0 / sum);
                 for (int64_t s = 0; s < n; ++s) x[s] *= inv;
                 if (v.type == dtype::f16) Loops::round_f16(x, n);

@@ -13,7 +13,7 @@ void compute_params::barrier() const {
 
 namespace {
 
-static_assert(size_t(op_kind::count) == 33, "op set changed: give the new op a CPU kernel below");
+static_assert(size_t(op_kind::count) == 38, "op set changed: give the new op a CPU kernel below");
 
 constexpr bool alone = true;  // op_kernel::may_run_alone
 
@@ -74,10 +74,20 @@ constexpr op_kernel kernel_entry(op_kind op) {
             return {compute_top_k, supports_top_k, work_size_top_k};
         case op_kind::sigmoid:
             return {compute_sigmoid, supports_unary, work_size_row_scratch, alone};
+        case op_kind::softplus:
+            return {compute_softplus, supports_unary, work_size_row_scratch, alone};
         case op_kind::ssm_conv:
             return {compute_ssm_conv, supports_ssm_conv, nullptr};
         case op_kind::ssm_scan:
             return {compute_ssm_scan, supports_ssm_scan, work_size_ssm_scan};
+        case op_kind::ssm_scan_mamba2:
+            return {compute_ssm_scan_mamba2, supports_ssm_scan_mamba2, work_size_ssm_scan_mamba2};
+        case op_kind::add_id:
+            return {compute_add_id, supports_add_id, nullptr, alone};
+        case op_kind::l2_norm:
+            return {compute_l2_norm, supports_unary, work_size_row_scratch, alone};
+        case op_kind::gated_delta_net:
+            return {compute_gated_delta_net, supports_gated_delta_net, work_size_gated_delta_net};
         // views share their source's memory: nothing to compute
         case op_kind::view:
         case op_kind::reshape:

@@ -220,6 +220,7 @@ void compute_silu(const compute_params &p, tensor &dst);
 void compute_gelu(const compute_params &p, tensor &dst);
 void compute_tanh(const compute_params &p, tensor &dst);
 void compute_sigmoid(const compute_params &p, tensor &dst);
+void compute_softplus(const compute_params &p, tensor &dst);
 void compute_glu(const compute_params &p, tensor &dst);
 bool supports_binary(const tensor &dst);
 bool supports_unary(const tensor &dst);  // a float source of dst's shape (also rms_norm, norm)
@@ -283,6 +284,15 @@ void compute_ssm_scan(const compute_params &p, tensor &dst);
 bool supports_ssm_conv(const tensor &dst);
 bool supports_ssm_scan(const tensor &dst);
 size_t work_size_ssm_scan(const tensor &dst, int n_threads);
+void compute_ssm_scan_mamba2(const compute_params &p, tensor &dst);
+bool supports_ssm_scan_mamba2(const tensor &dst);
+size_t work_size_ssm_scan_mamba2(const tensor &dst, int n_threads);
+void compute_add_id(const compute_params &p, tensor &dst);
+void compute_l2_norm(const compute_params &p, tensor &dst);
+void compute_gated_delta_net(const compute_params &p, tensor &dst);
+bool supports_gated_delta_net(const tensor &dst);
+size_t work_size_gated_delta_net(const tensor &dst, int n_threads);
+bool supports_add_id(const tensor &dst);
 
 // ops_reduce.cpp
 void compute_argmax(const compute_params &p, tensor &dst);

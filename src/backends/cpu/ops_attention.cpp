@@ -65,6 +65,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
     task.v = dst.src[2];
     task.mask = dst.src[3];
     task.positions = dst.src[4];
+    task.sinks = dst.src[5] ? static_cast<const float *>(dst.src[5]->data) : nullptr;
     task.dst = &dst;
     task.scale = dst.param_f32(0);
     task.softcap = dst.param_f32(1);
@@ -94,8 +95,10 @@ bool supports_attention(const tensor &dst) {
     const tensor *q = dst.src[0], *k = dst.src[1], *v = dst.src[2], *mask = dst.src[3];
     return q && k && v && mask && dst.type == dtype::f32 && dst.is_contiguous() && q->type == dtype::f32 &&
            mask->type == dtype::f32 && is_attention_kv_type(k->type) && is_attention_kv_type(v->type) &&
-           (!dst.src[4] ||
-            (dst.src[4]->type == dtype::i32 && dst.src[4]->is_contiguous() && dst.src[4]->ne[0] >= k->ne[1]));
+           (!dst.src[4] || (dst.src[4]->type == dtype::i32 && dst.src[4]->is_contiguous() &&
+                            dst.src[4]->ne[0] >= k->ne[1])) &&
+           (!dst.src[5] || (dst.src[5]->type == dtype::f32 && dst.src[5]->is_contiguous() &&
+                            dst.src[5]->nelements() == q->ne[2]));
 }
 
 size_t work_size_attention(const tensor &dst, int n_threads) {

@@ -130,10 +130,23 @@ void compute_tanh(const compute_params &p, tensor &dst) {
 void compute_sigmoid(const compute_params &p, tensor &dst) {
     unary_op(p, dst, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
+void compute_softplus(const compute_params &p, tensor &dst) {
+    const softplus_row_fn softplus_row = best_softplus_row();
+    map_rows(p, dst,
+             [softplus_row](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+                 softplus_row(x, out, n);
+             });
+}
 
 void compute_glu(const compute_params &p, tensor &dst) {
     if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu) {
         glu_op(p, dst, best_swiglu_row());
+    } else if (glu_kind(dst.param_i32(0)) == glu_kind::swiglu_oai) {
+        const swiglu_oai_row_fn row = best_swiglu_oai_row();
+        const float alpha = dst.param_f32(1), limit = dst.param_f32(2);
+        glu_op(p, dst, [row, alpha, limit](const float *g, const float *u, float *out, int64_t n) {
+            row(g, u, out, n, alpha, limit);
+        });
     } else {
         with_gelu([&](auto gelu) {
             glu_op(p, dst, [gelu](const float *g, const float *u, float *out, int64_t n) {
@@ -161,7 +174,8 @@ bool supports_glu(const tensor &dst) {
     const int32_t kind = dst.param_i32(0);
     return gate && up && is_float_type(gate->type) && is_float_type(up->type) && is_float_type(dst.type) &&
            same_shape(*gate, dst) && same_shape(*up, dst) &&
-           (kind == int32_t(glu_kind::swiglu) || kind == int32_t(glu_kind::geglu));
+           (kind == int32_t(glu_kind::swiglu) || kind == int32_t(glu_kind::geglu) ||
+            kind == int32_t(glu_kind::swiglu_oai));
 }
 
 }  // namespace weft::cpu

@@ -1,5 +1,6 @@
 // src/backends/cpu/ops_moe.cpp — the ops of mixture-of-experts layers: mul_mat_id (each token's
-// columns against the expert matrices its ids pick) and top_k (the picking).
+// columns against the expert matrices its ids pick), add_id (their per-expert biases) and top_k (the
+// picking).
 //
 // mul_mat_id groups the (pick, token) pairs by expert, gathers each expert's columns into one
 // matrix and runs the ordinary mul_mat kernel (compute_mul_mat) on the expert's [k, m] slice and
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/kernels.h"
@@ -196,6 +198,32 @@ size_t work_size_mul_mat_id(const tensor &dst, int n_threads) {
 
 // Per row: the indices sorted by (rank, index) far enough for the first k. The order is total
 // (no two indices compare equal), so the result does not depend on the sort's algorithm.
+// Each (pick, token) row is one thread's: a + the bias row its id names, element by element.
+void compute_add_id(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0], &bias = *dst.src[1], &ids = *dst.src[2];
+    const int64_t m = a.ne[0], n_used = a.ne[1], n_expert = bias.ne[1];
+    const index_range rows = split_range(n_used * a.ne[2], p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        const int64_t i = r % n_used, t = r / n_used;
+        const int32_t id = *reinterpret_cast<const int32_t *>(element_at(ids, i, t, 0, 0));
+        if (id < 0 || id >= n_expert) {
+            p.fail("[add_id] ids[" + std::to_string(i) + ", " + std::to_string(t) + "] is " +
+                   std::to_string(id) + ", outside [0, " + std::to_string(n_expert) + ")");
+            return;
+        }
+        const auto *x = reinterpret_cast<const float *>(element_at(a, 0, i, t, 0));
+        const auto *b = reinterpret_cast<const float *>(element_at(bias, 0, id, 0, 0));
+        auto *out = reinterpret_cast<float *>(element_at(dst, 0, i, t, 0));
+        for (int64_t k = 0; k < m; ++k) out[k] = x[k] + b[k];
+    }
+}
+
+bool supports_add_id(const tensor &dst) {
+    const tensor *a = dst.src[0], *bias = dst.src[1], *ids = dst.src[2];
+    return a && bias && ids && dst.type == dtype::f32 && a->type == dtype::f32 && bias->type == dtype::f32 &&
+           ids->type == dtype::i32 && a->nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
+}
+
 void compute_top_k(const compute_params &p, tensor &dst) {
     const tensor &a = *dst.src[0];
     const int64_t n = a.ne[0], k = dst.ne[0];

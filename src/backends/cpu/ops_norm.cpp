@@ -1,4 +1,6 @@
-// src/backends/cpu/ops_norm.cpp — row normalisations: rms_norm, norm (mean/variance) and soft_max.
+// src/backends/cpu/ops_norm.cpp — row normalisations: rms_norm, norm (mean/variance), l2_norm and
+// soft_max.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -32,6 +34,17 @@ void compute_norm(const compute_params &p, tensor &dst) {
         }
         const float scale = 1.0f / std::sqrt(float(sum_sq / double(n)) + eps);
         for (int64_t i = 0; i < n; ++i) out[i] *= scale;
+    });
+}
+
+// the reference engine's: the squares summed in double, one float scale 1 / max(norm, eps)
+void compute_l2_norm(const compute_params &p, tensor &dst) {
+    const float eps = dst.param_f32(0);
+    map_rows(p, dst, [eps](const float *x, float *out, int64_t n, int64_t, int64_t, int64_t, float *) {
+        double sum_sq = 0.0;
+        for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i] * x[i]);
+        const float scale = 1.0f / std::max(std::sqrt(float(sum_sq)), eps);
+        for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
     });
 }
 

@@ -1,5 +1,6 @@
 // src/backends/cpu/ops_ssm.cpp — the recurrent sequence ops of state-space models: ssm_conv (causal
-// depthwise convolution over time) and ssm_scan (selective scan), split over channels.
+// depthwise convolution over time), ssm_scan (selective scan), split over channels, and Mamba-2's
+// ssm_scan_mamba2, split over heads.
 //
 // Each thread owns whole channels: it copies their states into the result, then walks every token
 // in column order, advancing the state of the token's sequence. A channel's arithmetic is the same
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "backends/cpu/activations.h"
+#include "backends/cpu/canonical_math.h"
 #include "backends/cpu/kernels.h"
 #include "weft/core/ops.h"
 
@@ -141,6 +143,46 @@ size_t work_size_ssm_scan(const tensor &dst, int n_threads) {
 
 bool supports_ssm_scan(const tensor &dst) {
     return supports_ssm_common(dst, 7);
+}
+
+// Token by token over this thread's heads: a token's step sizes, softplus(dt), are one vectorized row
+// over the heads, each head's decay one canonical exponential, and each channel's step one row
+// function over its d_state states.
+void compute_ssm_scan_mamba2(const compute_params &p, tensor &dst) {
+    const tensor &dt = *dst.src[1], &B = *dst.src[3], &C = *dst.src[4];
+    const auto *A = static_cast<const float *>(dst.src[2]->data);
+    const float *D = dst.src[7] ? static_cast<const float *>(dst.src[7]->data) : nullptr;
+    const ssm_layout l(dst, *dst.src[0], *dst.src[5], *dst.src[6]);
+    if (!l.check_sequences(p, dst)) return;
+    const int64_t n_head = dt.ne[0], head_dim = l.n_ch / n_head, d_state = l.state_len;
+    const int64_t heads_per_group = n_head / (B.ne[0] / d_state);
+    const softplus_row_fn softplus_row = best_softplus_row();
+    const ssm_scan_mamba2_step_fn step = best_ssm_scan_mamba2_step();
+    const index_range heads = split_range(n_head, p.ith, p.nth);
+    float *delta = thread_scratch(p, channels_per_thread(n_head, p.nth));
+    for (int64_t c = heads.begin * head_dim; c < heads.end * head_dim; ++c) l.copy_states(c);
+    for (int64_t t = 0; t < l.n_tokens; ++t) {
+        softplus_row(row_f32(dt, t) + heads.begin, delta, heads.end - heads.begin);
+        for (int64_t h = heads.begin; h < heads.end; ++h) {
+            const float d = delta[h - heads.begin];
+            const float decay = exp_canonical(d * A[h]);
+            const int64_t group_offset = (h / heads_per_group) * d_state;
+            const float *b = row_f32(B, t) + group_offset, *c = row_f32(C, t) + group_offset;
+            for (int64_t ch = h * head_dim; ch < (h + 1) * head_dim; ++ch) {
+                const float x = l.x_at(ch, t);
+                const float y = step(l.state_of(l.seq_of[t], ch), b, c, decay, x * d, d_state);
+                l.y[t * l.n_ch + ch] = D ? y + D[h] * x : y;
+            }
+        }
+    }
+}
+
+size_t work_size_ssm_scan_mamba2(const tensor &dst, int n_threads) {
+    return scratch_size(channels_per_thread(dst.src[1]->ne[0], n_threads), n_threads);
+}
+
+bool supports_ssm_scan_mamba2(const tensor &dst) {
+    return supports_ssm_common(dst, 7) && (dst.src[7] == nullptr || dst.src[7]->type == dtype::f32);
 }
 
 }  // namespace weft::cpu

@@ -486,6 +486,8 @@ bool vk_backend::supports_op(const tensor &node) const {
         }
         case op_kind::attention: {
             const tensor *q = a, *k = b, *v = node.src[2], *mask = node.src[3];
+            // no shader adds attention sinks (gpt-oss): such a node runs on the CPU
+            if (node.src[5] != nullptr) return false;
             return q && k && v && mask && node.type == dtype::f32 && node.is_contiguous() &&
                    q->type == dtype::f32 && rows_contiguous(*q) && is_kv_type(k->type) &&
                    is_kv_type(v->type) && rows_contiguous(*k) && rows_contiguous(*v) &&
