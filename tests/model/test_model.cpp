@@ -493,13 +493,13 @@ TEST(ModelLoad, WeightsPointIntoTheFileMapping) {
     model_params no_repack;
     no_repack.repack = false;  // the mmap-only path
     auto m = model::load(f.path(), no_repack);
-    const uint8_t *base = m->file().data_base();
-    const size_t size = m->file().data_size();
+    const uint8_t *base = m->files().part(0).data_base();
+    const size_t size = m->files().part(0).data_size();
     for (const tensor *t : {m->weights().layers[1].ffn_down, m->weights().layers[0].wq}) {
         const auto *p = static_cast<const uint8_t *>(t->data);
         ASSERT_GE(p, base);
         EXPECT_LE(p + t->nbytes(), base + size);
-        EXPECT_EQ(p, m->file().tensor_data(*m->file().find_tensor(t->name)));
+        EXPECT_EQ(p, m->files().tensor_data(*m->files().find_tensor(t->name)));
     }
     // repacked (the default): the matrices get memory of their own, the norms stay in the mapping
     // (f16 matrices are grouped; f32 ones keep their rows, see float_mm.cpp)
@@ -507,11 +507,11 @@ TEST(ModelLoad, WeightsPointIntoTheFileMapping) {
     s16.type = dtype::f16;
     synth_file f16("model-zero-copy-f16", s16);
     auto r = model::load(f16.path());
-    const uint8_t *r_base = r->file().data_base();
+    const uint8_t *r_base = r->files().part(0).data_base();
     const auto *q = static_cast<const uint8_t *>(r->weights().layers[1].ffn_down->data);
-    EXPECT_TRUE(q < r_base || q >= r_base + r->file().data_size());
+    EXPECT_TRUE(q < r_base || q >= r_base + r->files().part(0).data_size());
     EXPECT_EQ(static_cast<const uint8_t *>(r->weights().layers[1].ffn_norm->data),
-              r->file().tensor_data(*r->file().find_tensor("blk.1.ffn_norm.weight")));
+              r->files().tensor_data(*r->files().find_tensor("blk.1.ffn_norm.weight")));
 }
 
 TEST(ModelLoad, ProgressIsReportedAndCanCancel) {
