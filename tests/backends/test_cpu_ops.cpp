@@ -683,7 +683,8 @@ TEST(CpuOps, CpyQuantizesAndDequantizesRows) {
                     EXPECT_EQ(std::memcmp(got, expected.data(), expected.size()), 0)
                         << "row " << i1 << "," << i2;
                 }
-            // and dequantize back close to the source (the 1-bit, ternary, 2- and 3-bit types lose the most)
+            // and dequantize back close to the source (the 1-bit, ternary, 2- and 3-bit types lose the most;
+            // mxfp4's power-of-two scale clamps uniform values above 0.75 x 2^k: 0.021 on this data)
             std::vector<double> ref;
             for (float v : values_of(*src)) ref.push_back(v);
             const bool ternary = type == dtype::tq1_0 || type == dtype::tq2_0;
@@ -692,7 +693,7 @@ TEST(CpuOps, CpyQuantizesAndDequantizesRows) {
                                  : ternary                                     ? 0.25
                                  : type == dtype::q2_k || type == dtype::iq2_s ? 0.1
                                  : grid3                                       ? 0.06
-                                 : type == dtype::q3_k                         ? 0.04
+                                 : type == dtype::q3_k || type == dtype::mxfp4 ? 0.04
                                                                                : 0.02;
             EXPECT_LE(normalized_error(values_of(*back), ref), bound);
         }
