@@ -52,6 +52,7 @@ node_cost estimate_node_cost(const tensor &node) {
         case op_kind::gelu:
         case op_kind::tanh:
         case op_kind::sigmoid:
+        case op_kind::softplus:
         case op_kind::glu:
             c.flops = 5.0 * double(node.nelements());
             break;
