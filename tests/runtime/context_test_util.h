@@ -41,10 +41,11 @@ inline inference_params params_with(uint32_t n_ctx, uint32_t n_ubatch, uint32_t 
     return p;
 }
 
-// Logits of every position of `toks` (sequence 0, from position 0) decoded in one call.
-inline std::vector<std::vector<float>> all_logits(inference_context &ctx, const std::vector<token> &toks) {
+// Logits of every position of `toks` (sequence 0, from position `start`) decoded in one call.
+inline std::vector<std::vector<float>> all_logits(inference_context &ctx, const std::vector<token> &toks,
+                                                  llm_pos start = 0) {
     batch b;
-    for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], llm_pos(i), {0}, true);
+    for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], start + llm_pos(i), {0}, true);
     EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
     std::vector<std::vector<float>> rows;
     for (size_t i = 0; i < toks.size(); ++i) {
@@ -52,6 +53,16 @@ inline std::vector<std::vector<float>> all_logits(inference_context &ctx, const 
         rows.emplace_back(r, r + ctx.n_vocab());
     }
     return rows;
+}
+
+// sum (a - b)^2 / sum b^2: a row of logits against a reference row.
+inline double nmse(const std::vector<float> &a, const std::vector<float> &ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+    }
+    return num / den;
 }
 
 // The last row of logits of the context's last decode.
