@@ -60,6 +60,7 @@ std::unique_ptr<architecture> make_arch_gemma3();
 std::unique_ptr<architecture> make_arch_mamba();
 std::unique_ptr<architecture> make_arch_smollm3();
 std::unique_ptr<architecture> make_arch_glm4moe();
+std::unique_ptr<architecture> make_arch_gpt_oss();
 std::unique_ptr<architecture> make_arch_mistral3();
 
 }  // namespace weft

@@ -278,8 +278,10 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     if (!inputs_.kv_pos) inputs_.kv_pos = make_input(dtype::i32, {n_kv}, "inp_kv_pos");
     // a soft cap: cap * tanh(scores * kq_scale / cap)
     const float softcap = hp.attn_softcap;
-    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, mask,
-                                  softcap > 0.0f ? kq_scale / softcap : kq_scale, softcap, inputs_.kv_pos),
+    // the layer's per-head sink logits (gpt-oss), where it has them
+    tensor *sinks = w.layers[size_t(il)].attn_sinks;
+    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, mask, softcap > 0.0f ? kq_scale / softcap : kq_scale,
+                                  softcap, inputs_.kv_pos, sinks),
                         "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);

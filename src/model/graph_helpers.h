@@ -84,7 +84,8 @@ class graph_builder {
     // Writes k, v (each [head_dim, n_head_kv, n_tokens]) into layer il's cache rows, attends q
     // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask (the
     // sliding-window one in hp.is_swa layers): softmax(q·kᵀ·kq_scale + mask)·v, the scores soft-capped
-    // when hp.attn_softcap > 0, then the output projection wo (+ bo). Returns [n_embd, n_tokens].
+    // when hp.attn_softcap > 0, each head's sink logit in the softmax where the layer has attn_sinks,
+    // then the output projection wo (+ bo). Returns [n_embd, n_tokens].
     tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
                        tensor *bo = nullptr);
     // The Llama attention half of a block on the residual stream x: norm, Q/K/V, RoPE on Q and K,

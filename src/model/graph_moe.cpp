@@ -96,10 +96,14 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
     const int64_t n_expert = b.hp.n_expert, n_used = b.hp.n_expert_used;
 
     // 1. the router: each token's probability of each expert, and the n_used most probable
-    tensor *logits = b.build_mm(l.ffn_gate_inp, x, nullptr, "ffn_moe_logits", il);  // [n_expert, n]
-    const bool sigmoid_gating = b.hp.expert_gating_func == model_hparams::expert_gating::sigmoid;
-    tensor *probs =
-        b.named(sigmoid_gating ? sigmoid(ctx, logits) : soft_max(ctx, logits), "ffn_moe_probs", il);
+    // [n_expert, n] (+ the router's bias where the layer has one)
+    tensor *logits = b.build_mm(l.ffn_gate_inp, x, l.ffn_gate_inp_b, "ffn_moe_logits", il);
+    const model_hparams::expert_gating gating = b.hp.expert_gating_func;
+    tensor *probs = logits;  // softmax_weight picks by the logits themselves
+    if (gating == model_hparams::expert_gating::sigmoid)
+        probs = b.named(sigmoid(ctx, logits), "ffn_moe_probs", il);
+    else if (gating == model_hparams::expert_gating::softmax)
+        probs = b.named(soft_max(ctx, logits), "ffn_moe_probs", il);
     // the selection may add a bias to the probabilities; the weights are the probabilities
     tensor *selection = probs;
     if (l.ffn_exp_probs_b)
@@ -108,6 +112,10 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
     tensor *weights =
         b.named(get_rows(ctx, reshape_3d(ctx, probs, 1, n_expert, n), picked), "ffn_moe_weights",
                 il);  // [1, n_used, n]
+    if (gating == model_hparams::expert_gating::softmax_weight) {  // softmax over the picked logits
+        tensor *w2 = b.named(soft_max(ctx, reshape_2d(ctx, weights, n_used, n)), "ffn_moe_weights_softmax", il);
+        weights = reshape_3d(ctx, w2, 1, n_used, n);
+    }
     if (b.hp.expert_weights_norm) {
         tensor *w2 = reshape_2d(ctx, weights, n_used, n);
         tensor *sum = b.named(sum_rows(ctx, w2), "ffn_moe_weights_sum", il);  // [1, n]
@@ -118,11 +126,19 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
         weights = b.named(scale(ctx, weights, b.hp.expert_weights_scale), "ffn_moe_weights_scaled", il);
 
     // 2. the picked experts on each token's one column: [n_ff_exp, n_used, n], then [n_embd, n_used, n]
+    // (each + its expert's bias where the layer has them: gpt-oss)
+    auto experts_mm = [&](tensor *mats, tensor *bias, tensor *in, const char *name, const char *biased_name) {
+        tensor *out = b.named(mul_mat_id(ctx, mats, in, picked), name, il);
+        return bias ? b.named(add_id(ctx, out, bias, picked), biased_name, il) : out;
+    };
     tensor *x3 = reshape_3d(ctx, x, n_embd, 1, n);
-    tensor *up = b.named(mul_mat_id(ctx, l.ffn_up_exps, x3, picked), "ffn_moe_up", il);
-    tensor *gate = b.named(mul_mat_id(ctx, l.ffn_gate_exps, x3, picked), "ffn_moe_gate", il);
-    tensor *act = b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
-    tensor *experts = b.named(mul_mat_id(ctx, l.ffn_down_exps, act, picked), "ffn_moe_down", il);
+    tensor *up = experts_mm(l.ffn_up_exps, l.ffn_up_exps_b, x3, "ffn_moe_up", "ffn_moe_up_biased");
+    tensor *gate = experts_mm(l.ffn_gate_exps, l.ffn_gate_exps_b, x3, "ffn_moe_gate", "ffn_moe_gate_biased");
+    tensor *act = b.hp.expert_swiglu_limit > 0.0f
+                      ? b.named(swiglu_oai(ctx, gate, up, b.hp.expert_swiglu_alpha, b.hp.expert_swiglu_limit),
+                                "ffn_moe_swiglu_oai", il)
+                      : b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+    tensor *experts = experts_mm(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down", "ffn_moe_down_biased");
     experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
 
     // 3. their sum, in pick order (most probable first)

@@ -37,11 +37,14 @@ void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, laye
 void create_llama_moe_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w);
 
 // On the normed x [n_embd, n]: probs = softmax (or sigmoid, hp.expert_gating_func) of ffn_gate_inp · x
-// over the experts; the n_expert_used experts of each token with the largest probs (+ the selection
-// bias exp_probs_b when the layer has one; ties: the lower index), their probabilities as weights
-// (divided by their sum when hp.expert_weights_norm, × hp.expert_weights_scale when it is not 0);
-// the sum over those experts of weight × down(silu(gate(x)) · up(x)); plus, when the layer has a
-// shared expert, its SwiGLU FFN (× sigmoid(ffn_gate_inp_shexp · x) when it has that gate).
+// (+ ffn_gate_inp_b where the layer has it) over the experts; the n_expert_used experts of each token
+// with the largest probs (+ the selection bias exp_probs_b when the layer has one; ties: the lower
+// index), their probabilities as weights (softmax_weight gating: the logits pick, the softmax of the
+// picked logits weighs; divided by their sum when hp.expert_weights_norm, × hp.expert_weights_scale
+// when it is not 0); the sum over those experts of weight × down(silu(gate(x)) · up(x)) (swiglu_oai
+// when hp.expert_swiglu_limit > 0; each product + its expert's bias where the layer has
+// ffn_*_exps_b); plus, when the layer has a shared expert, its SwiGLU FFN (×
+// sigmoid(ffn_gate_inp_shexp · x) when it has that gate).
 // Returns [n_embd, n] "ffn_moe_out-<il>".
 tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il);
 

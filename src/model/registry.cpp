@@ -24,6 +24,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"mamba", &make_arch_mamba},
         {"smollm3", &make_arch_smollm3},
         {"glm4moe", &make_arch_glm4moe},
+        {"gpt-oss", &make_arch_gpt_oss},
         {"mistral3", &make_arch_mistral3},
     };
     return entries;

@@ -116,7 +116,7 @@ synth_moe moe_of(const synth_spec &s) {
     m.shared = s.arch == "qwen2moe" || v3_routing;
     m.shared_gate = s.arch == "qwen2moe";
     m.dense_lead = v3_routing ? 1 : 0;
-    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" ? 4 : 0);
+    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" || s.arch == "gpt-oss" ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
     return m;
 }
@@ -179,6 +179,8 @@ struct synth_arch {
     // scaled weights, one shared expert, a dense first layer (deepseek2, glm4moe)
     bool v3_routing = false;
     const char *ffn_norm_name = "ffn_norm";  // glm4moe calls its pre-FFN norm post_attention_norm
+    bool attn_sinks = false;     // a sink logit per head (gpt-oss)
+    bool expert_biases = false;  // the router's bias and each expert's (gpt-oss)
     // No output.weight whatever the spec says: the reference ties the output to token_embd for
     // these families and refuses a file with a separate output matrix ("wrong number of tensors").
     bool always_tied = false;
@@ -235,6 +237,12 @@ const synth_arch synth_archs[] = {
     {.name = "mamba"},     // a state-space model: see plan_mamba_tensors
     {.name = "smollm3"},   // every fourth layer without RoPE: the reference's rule, no metadata
     {.name = "mistral3"},  // YaRN RoPE: see synth_fill_writer
+    {.name = "gpt-oss",  // YaRN and windows on the even layers: see synth_fill_writer
+     .qkv_bias = true,
+     .out_bias = true,
+     .ffn_norm_name = "post_attention_norm",
+     .attn_sinks = true,
+     .expert_biases = true},
     {.name = "glm4moe",
      .qkv_bias = true,
      .head_qk_norm = true,
@@ -343,6 +351,8 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             ts.push_back({p + "attn_k_norm.weight", {n_kv}, f32, 1.0f, 0.2f});
         }
         matrix(p + "attn_output", a.latent_attn ? s.n_head * latent_of(s).head_v : n_q, s.n_embd, a.out_bias);
+        if (a.attn_sinks)  // logits of the order of the scores', so that the sinks take a real share
+            ts.push_back({p + "attn_sinks.weight", {s.n_head}, f32, 0.0f, 2.0f});
         if (a.post_norms) norm(p + "post_attention_norm");
         if (a.ffn_norm) norm(p + a.ffn_norm_name);
         if (moe.n_expert > 0 && il >= moe.dense_lead) {  // a router, the experts and the shared expert
@@ -357,6 +367,12 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
                           amp(s.n_ff) * s.block_scale});
             if (a.v3_routing)  // the selection bias of sigmoid gating
                 ts.push_back({p + "exp_probs_b.bias", {ne}, f32, 0.0f, 0.1f});
+            if (a.expert_biases) {
+                ts.push_back({p + "ffn_gate_inp.bias", {ne}, f32, 0.0f, 0.5f});
+                ts.push_back({p + "ffn_gate_exps.bias", {s.n_ff, ne}, f32, 0.0f, 0.1f});
+                ts.push_back({p + "ffn_up_exps.bias", {s.n_ff, ne}, f32, 0.0f, 0.1f});
+                ts.push_back({p + "ffn_down_exps.bias", {s.n_embd, ne}, f32, 0.0f, 0.1f});
+            }
             if (!moe.shared) continue;
             if (moe.shared_gate)
                 ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
@@ -385,8 +401,9 @@ void synth_check(const synth_spec &s) {
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
     require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
-                s.arch == "deepseek2" || s.arch == "glm4moe",
-            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2 and glm4moe only");
+                s.arch == "deepseek2" || s.arch == "glm4moe" ||
+                s.arch == "gpt-oss",
+            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe and gpt-oss only");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
             "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
     if (s.arch == "mamba") {
@@ -451,7 +468,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     else
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
-    w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : 1000000.0f);
+    w.set_f32(a + ".rope.freq_base", a == "llama" ? 10000.0f : a == "gpt-oss" ? 150000.0f : 1000000.0f);
     if (features.v3_routing) {  // DeepSeek-V3's choices: sigmoid gating, renormalized and scaled weights
         w.set_u32(a + ".leading_dense_block_count", uint32_t(moe_of(s).dense_lead));
         w.set_u32(a + ".expert_shared_count", 1);
@@ -477,7 +494,8 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (const synth_moe moe = moe_of(s); moe.n_expert > 0) {
         w.set_u32(a + ".expert_count", uint32_t(moe.n_expert));
         w.set_u32(a + ".expert_used_count", uint32_t(moe.n_used));
-        if (moe.shared || a == "qwen3moe") w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+        if (moe.shared || a == "qwen3moe" || a == "gpt-oss")
+            w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
         if (moe.shared_gate) w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
     }
     if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
@@ -499,6 +517,12 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_u32(a + ".rope.scaling.original_context_length", 512);
         w.set_f32(a + ".rope.scaling.yarn_beta_fast", 32.0f);
         w.set_f32(a + ".rope.scaling.yarn_beta_slow", 1.0f);
+    }
+    if (a == "gpt-oss") {  // gpt-oss's window (128) and YaRN (factor 32 over 4096 positions), tiny
+        w.set_u32(a + ".attention.sliding_window", 4);
+        w.set_string(a + ".rope.scaling.type", "yarn");
+        w.set_f32(a + ".rope.scaling.factor", 4.0f);
+        w.set_u32(a + ".rope.scaling.original_context_length", 512);
     }
     if (a == "gemma3") {  // the 4B-and-up setting: the global layers' RoPE linearly scaled
         w.set_string(a + ".rope.scaling.type", "linear");

@@ -84,6 +84,7 @@ inline const std::vector<family_case> &families() {
         {.arch = "smollm3", .layers = 4},  // layer 3 without RoPE
         {.arch = "mistral3"},
         {.arch = "glm4moe", .experts = 4, .experts_used = 2},  // layer 0 dense, layer 1 routed
+        {.arch = "gpt-oss", .layers = 4, .experts = 4, .experts_used = 2},  // windows on layers 0 and 2
     };
     return table;
 }

@@ -75,9 +75,15 @@ struct model_hparams {
     bool expert_weights_norm = false;  // the picked experts' weights renormalized to sum 1 (by architecture)
     // How the router turns logits into expert probabilities (deepseek2: <arch>.expert_gating_func,
     // 1 softmax, 2 sigmoid); the picked weights × expert_weights_scale when it is not 0.
-    enum class expert_gating { softmax, sigmoid };
+    // softmax_weight (gpt-oss): the experts are picked by the raw logits, and their weights are the
+    // softmax over the picked logits alone.
+    enum class expert_gating { softmax, sigmoid, softmax_weight };
     expert_gating expert_gating_func = expert_gating::softmax;
     float expert_weights_scale = 0.0f;  // <arch>.expert_weights_scale (deepseek2)
+    // The experts' activation: SwiGLU, or (gpt-oss, by architecture) swiglu_oai with these
+    // alpha and limit (ops.h) when expert_swiglu_limit > 0.
+    float expert_swiglu_alpha = 0.0f;
+    float expert_swiglu_limit = 0.0f;
 
     // Multi-head latent attention (deepseek2); 0: absent.
     int64_t n_lora_q = 0;            // <arch>.attention.q_lora_rank (0: a plain attn_q)

@@ -87,6 +87,7 @@ struct layer_weights {
     tensor *bqkv = nullptr;              // [n_q + n_k + n_v] (phi2)
     tensor *attn_post_norm = nullptr;    // [n_embd] norm of the attention output (olmo2, gemma2, bert)
     tensor *attn_post_norm_b = nullptr;  // [n_embd] (bert)
+    tensor *attn_sinks = nullptr;        // [n_head] each head's sink logit (gpt-oss; see ops.h attention)
     tensor *ffn_norm = nullptr;          // [n_embd]
     tensor *ffn_norm_b = nullptr;        // [n_embd] (starcoder2)
     tensor *ffn_gate = nullptr;          // [n_embd, n_ff]; absent: a plain GELU FFN down(gelu(up(x)))
@@ -106,6 +107,10 @@ struct layer_weights {
     tensor *ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]
     tensor *ffn_down_shexp = nullptr;      // [n_ff_shexp, n_embd]
     tensor *ffn_exp_probs_b = nullptr;     // [n_expert] expert selection bias (deepseek2, sigmoid gating)
+    tensor *ffn_gate_inp_b = nullptr;      // [n_expert] the router's bias (gpt-oss)
+    tensor *ffn_gate_exps_b = nullptr;     // [n_ff_exp, n_expert] each expert's biases (gpt-oss)
+    tensor *ffn_up_exps_b = nullptr;       // [n_ff_exp, n_expert]
+    tensor *ffn_down_exps_b = nullptr;     // [n_embd, n_expert]
     // multi-head latent attention (deepseek2): Q through a low-rank bottleneck, K and V from a
     // compressed latent plus one rotary key shared by all heads
     tensor *wq_a = nullptr;            // [n_embd, q_lora_rank]

@@ -75,3 +75,4 @@ record mamba --arch mamba $common --seed 7
 record smollm3 --arch smollm3 --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
 record mistral3 --arch mistral3 $common --seed 7
 record glm4moe --arch glm4moe $common --experts 4 --experts-used 2 --seed 7
+record gpt-oss --arch gpt-oss --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --experts 4 --experts-used 2 --seed 7
