@@ -734,6 +734,59 @@ TEST(VulkanOps, UnsupportedOpRunsOnTheCpu) {
         }
 }
 
+// The ops of the 2026 families that no shader computes (attention with sinks, swiglu_oai, add_id,
+// l2_norm, Mamba-2's scan, the gated delta net): the device refuses them and the scheduler runs them
+// on the CPU, with the CPU's values.
+TEST(VulkanOps, NewFamilyOpsRunOnTheCpu) {
+    REQUIRE_VULKAN();
+    for (device *d : vk_devices) {
+        inputs in;
+        tensor *gate = in.uniform(dtype::f32, {40, 3}, 1, -9.0f, 9.0f),
+               *up = in.uniform(dtype::f32, {40, 3}, 2);
+        tensor *bias = in.uniform(dtype::f32, {40, 5}, 3);
+        tensor *ids = in.ids({3, 1}, {4, 0, 2});
+        tensor *q = in.uniform(dtype::f32, {32, 3, 4}, 4), *k = in.uniform(dtype::f32, {32, 6, 2}, 5);
+        tensor *v = in.uniform(dtype::f32, {32, 6, 2}, 6),
+               *mask = in.uniform(dtype::f32, {6, 3}, 7, -1.0f, 0.0f);
+        tensor *sinks = in.uniform(dtype::f32, {4}, 8);
+        tensor *x = in.uniform(dtype::f32, {8, 3}, 9), *dt = in.uniform(dtype::f32, {2, 3}, 10);
+        tensor *A = in.uniform(dtype::f32, {2}, 11, -2.0f, -0.5f), *BC = in.uniform(dtype::f32, {16, 3}, 12);
+        tensor *ssm_states = in.uniform(dtype::f32, {16, 8, 1}, 13);
+        tensor *g = in.uniform(dtype::f32, {2, 3}, 14, -1.0f, -0.1f),
+               *beta = in.uniform(dtype::f32, {2, 3}, 15, 0.1f, 0.9f);
+        tensor *dn_states = in.uniform(dtype::f32, {4, 8, 1}, 16);
+        tensor *seq = in.ids({3}, {0, 0, 0});
+        const std::vector<std::pair<const char *, builder>> cases = {
+            {"swiglu_oai",
+             [&](context &c, graph_inputs &I) { return swiglu_oai(c, I(gate), I(up), 1.702f, 7.0f); }},
+            {"add_id", [&](context &c, graph_inputs &I) { return add_id(c, I(gate), I(bias), I(ids)); }},
+            {"l2_norm", [&](context &c, graph_inputs &I) { return l2_norm(c, I(gate), 1e-6f); }},
+            {"attention with sinks",
+             [&](context &c, graph_inputs &I) {
+                 return attention(c, I(q), I(k), I(v), I(mask), 0.2f, 0.0f, nullptr, I(sinks));
+             }},
+            {"ssm_scan_mamba2",
+             [&](context &c, graph_inputs &I) {
+                 return ssm_scan_mamba2(c, I(x), I(dt), I(A), I(BC), I(BC), I(ssm_states), I(seq), I(A));
+             }},
+            {"gated_delta_net",
+             [&](context &c, graph_inputs &I) {
+                 return gated_delta_net(c, I(x), I(x), I(x), I(g), I(beta), I(dn_states), I(seq), 0.5f);
+             }},
+        };
+        for (const auto &[name, build] : cases) {
+            SCOPED_TRACE(name);
+            std::unique_ptr<backend> vk = d->make_backend(1);
+            context probe(context_params{context_overhead(64), true});
+            graph_inputs P(probe);
+            EXPECT_FALSE(vk->supports_op(*build(probe, P)));
+            const outcome r = run_both(*d, build);
+            EXPECT_FALSE(r.on_device);
+            EXPECT_EQ(r.vk, r.cpu);
+        }
+    }
+}
+
 // An observer sees the nodes it asks for, computed, with the CPU's values.
 TEST(VulkanOps, EvalCallback) {
     REQUIRE_VULKAN();
