@@ -28,13 +28,16 @@ class arch_mamba final : public architecture {
     const char *name() const override { return "mamba"; }
 
     void adjust_hparams(const gguf_file &f, model_hparams &hp) const override {
-        if (!hp.recurrent())
+        if (hp.ssm_d_state <= 0)
             throw error(f.path() + ": mamba.ssm.state_size is missing: a mamba model needs its ssm keys");
         if (hp.ssm_d_conv < 2)
             throw error(f.path() + ": mamba.ssm.conv_kernel is " + std::to_string(hp.ssm_d_conv) +
                         ", must be at least 2");
         hp.ssm_dt_b_c_rms = f.get_bool("mamba.ssm.dt_b_c_rms").value_or(false);
         hp.causal_attn = true;
+        hp.recurrent_layers.assign(size_t(hp.n_layer), true);
+        hp.n_embd_r = (hp.ssm_d_conv - 1) * hp.ssm_d_inner;
+        hp.n_embd_s = hp.ssm_d_state * hp.ssm_d_inner;
     }
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
@@ -81,21 +84,15 @@ class arch_mamba final : public architecture {
         context &ctx = b.ctx;
         const model_hparams &hp = b.hp;
         const int64_t d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state, dt_rank = hp.ssm_dt_rank;
-        const int64_t d_conv = hp.ssm_d_conv, n_tokens = b.n_tokens, n_seqs = b.params.shape.n_seqs;
+        const int64_t n_tokens = b.n_tokens, n_seqs = b.params.shape.n_seqs;
         const recurrent_layer &states = b.params.recurrent[size_t(il)];
-        const auto [slots, token_seq] = b.build_inp_recurrent();
 
         tensor *xz = b.build_mm(l.ssm_in, x, nullptr, "ssm_in", il);  // [2 d_inner, n_tokens]
         tensor *xs = row_block(ctx, xz, 0, d_inner);
         tensor *z = row_block(ctx, xz, d_inner, d_inner);
 
         // causal depthwise convolution over time, continuing each sequence's last inputs
-        tensor *conv_in = reshape_3d(ctx, get_rows(ctx, states.conv, slots), d_conv - 1, d_inner, n_seqs);
-        tensor *conv =
-            b.named(ssm_conv(ctx, xs, conv_in, as_f32(ctx, l.ssm_conv1d), token_seq), "ssm_conv", il);
-        store_states(b, states.conv, conv, d_inner * n_tokens, (d_conv - 1) * d_inner, "conv_state_store",
-                     il);
-        xs = view_2d(ctx, conv, d_inner, n_tokens, size_t(d_inner) * sizeof(float), 0);
+        xs = b.build_recurrent_conv(xs, l.ssm_conv1d, il);
         xs = b.named(silu(ctx, add(ctx, xs, l.ssm_conv1d_b)), "ssm_conv_act", il);
 
         // the input-dependent step, B and C
@@ -111,25 +108,15 @@ class arch_mamba final : public architecture {
         dt = b.build_mm(l.ssm_dt, cont(ctx, dt), l.ssm_dt_b, "ssm_dt", il);  // [d_inner, n_tokens]
 
         // the selective scan, continuing each sequence's state; y + D x, gated by silu(z)
-        tensor *ssm_in = reshape_3d(ctx, get_rows(ctx, states.ssm, slots), d_state, d_inner, n_seqs);
-        tensor *scan =
-            b.named(ssm_scan(ctx, xs, dt, as_f32(ctx, l.ssm_a), B, C, ssm_in, token_seq), "ssm_scan", il);
-        store_states(b, states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store", il);
+        tensor *ssm_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), d_state, d_inner, n_seqs);
+        tensor *scan = b.named(
+            ssm_scan(ctx, xs, dt, as_f32(ctx, l.ssm_a), B, C, ssm_in, b.build_inp_recurrent().token_seq),
+            "ssm_scan", il);
+        b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store", il);
         tensor *y = view_2d(ctx, scan, d_inner, n_tokens, size_t(d_inner) * sizeof(float), 0);
         y = add(ctx, y, mul(ctx, xs, l.ssm_d));
         y = b.named(mul(ctx, y, silu(ctx, z)), "ssm_y", il);
         return b.build_mm(l.ssm_out, y, nullptr, "ssm_out", il);
-    }
-
-    // Writes the new states (result's floats after the first `offset`, row_len per sequence) back into
-    // their rows of `cache`.
-    static void store_states(graph_builder &b, tensor *cache, tensor *result, int64_t offset, int64_t row_len,
-                             const char *name, int64_t il) {
-        const int64_t n_seqs = b.params.shape.n_seqs;
-        tensor *rows = view_2d(b.ctx, result, row_len, n_seqs, size_t(row_len) * sizeof(float),
-                               size_t(offset) * sizeof(float));
-        build_forward_expand(b.gf,
-                             b.named(set_rows(b.ctx, cache, rows, b.build_inp_recurrent().slots), name, il));
     }
 };
 

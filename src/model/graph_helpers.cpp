@@ -36,9 +36,9 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
       stage(stage_) {
     WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens);
     WEFT_ASSERT(0 <= stage.begin && stage.begin < stage.end && stage.end <= hp.n_layer);
-    if (hp.recurrent()) {  // states instead of a KV cache
-        WEFT_ASSERT(int64_t(p.recurrent.size()) == hp.n_layer && p.shape.n_seqs > 0);
-    } else {
+    // recurrent layers read and write states, attention layers the KV cache (a hybrid model: both)
+    if (hp.has_recurrent_layers()) WEFT_ASSERT(int64_t(p.recurrent.size()) == hp.n_layer && p.shape.n_seqs > 0);
+    if (hp.has_attention_layers()) {
         WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer && n_kv > 0);
         inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
     }
@@ -74,6 +74,29 @@ graph_builder::recurrent_inputs graph_builder::build_inp_recurrent() {
         inputs_.rs_token_seq = make_input(dtype::i32, {n_tokens}, "inp_rs_token_seq");
     }
     return {inputs_.rs_slots, inputs_.rs_token_seq};
+}
+
+tensor *graph_builder::build_recurrent_rows(tensor *cache) {
+    return get_rows(ctx, cache, build_inp_recurrent().slots);
+}
+
+void graph_builder::store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len,
+                                         const char *name, int64_t il) {
+    const int64_t n_seqs = params.shape.n_seqs;
+    tensor *rows =
+        view_2d(ctx, result, row_len, n_seqs, size_t(row_len) * sizeof(float), size_t(offset) * sizeof(float));
+    build_forward_expand(gf, named(set_rows(ctx, cache, rows, build_inp_recurrent().slots), name, il));
+}
+
+tensor *graph_builder::build_recurrent_conv(tensor *x, tensor *weight, int64_t il) {
+    const recurrent_layer &states = params.recurrent[size_t(il)];
+    const int64_t d_conv = weight->ne[0], n_ch = weight->ne[1], n_seqs = params.shape.n_seqs;
+    WEFT_ASSERT(states.conv && states.conv->ne[0] == (d_conv - 1) * n_ch && x->ne[0] == n_ch);
+    tensor *w = weight->type == dtype::f32 ? weight : cast(ctx, weight, dtype::f32);
+    tensor *conv_in = reshape_3d(ctx, build_recurrent_rows(states.conv), d_conv - 1, n_ch, n_seqs);
+    tensor *conv = named(ssm_conv(ctx, x, conv_in, w, build_inp_recurrent().token_seq), "ssm_conv", il);
+    store_recurrent_rows(states.conv, conv, n_ch * n_tokens, (d_conv - 1) * n_ch, "conv_state_store", il);
+    return view_2d(ctx, conv, n_ch, n_tokens, size_t(n_ch) * sizeof(float), 0);
 }
 
 tensor *graph_builder::make_input(dtype t, std::initializer_list<int64_t> ne, const char *name) {
@@ -285,6 +308,7 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
                         "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);
+    if (!wo) return cur;  // the caller gates the heads before its projection (qwen3next)
     return build_mm(wo, cur, bo, "attn_out", il);
 }
 

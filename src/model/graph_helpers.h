@@ -55,6 +55,17 @@ class graph_builder {
         tensor *slots, *token_seq;
     };
     recurrent_inputs build_inp_recurrent();
+    // A recurrent layer's state rows (cache: its conv or ssm states) of the ubatch's sequences,
+    // gathered: f32 [row_len, n_seqs].
+    tensor *build_recurrent_rows(tensor *cache);
+    // Writes the new states of a recurrent op's result (its floats after the first `offset`, row_len
+    // per sequence) back into their rows of `cache`.
+    void store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len, const char *name,
+                              int64_t il);
+    // The causal depthwise convolution of recurrent layer il over x [n_ch, n_tokens] (weight
+    // [d_conv, n_ch], any float type), continuing each sequence from its last d_conv - 1 inputs (the
+    // layer's conv state rows, written back): f32 [n_ch, n_tokens].
+    tensor *build_recurrent_conv(tensor *x, tensor *weight, int64_t il);
 
     // rms_norm(x) * weight, or layer_norm(x) * weight (+ bias) when hp.layer_norm
     tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
@@ -85,7 +96,8 @@ class graph_builder {
     // ([head_dim, n_head, n_tokens]) over the first n_kv cells with the causal mask (the
     // sliding-window one in hp.is_swa layers): softmax(q·kᵀ·kq_scale + mask)·v, the scores soft-capped
     // when hp.attn_softcap > 0, each head's sink logit in the softmax where the layer has attn_sinks,
-    // then the output projection wo (+ bo). Returns [n_embd, n_tokens].
+    // then the output projection wo (+ bo). Returns [n_embd, n_tokens]; with
+    // wo null, the heads before any projection, [head_v * n_head, n_tokens].
     tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
                        tensor *bo = nullptr);
     // The Llama attention half of a block on the residual stream x: norm, Q/K/V, RoPE on Q and K,

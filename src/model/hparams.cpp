@@ -85,8 +85,8 @@ void read_expert_hparams(const hparam_reader &r, model_hparams &hp) {
                "must not be negative, is " + std::to_string(hp.n_ff_shexp));
 }
 
-// A state-space model's keys (mamba): true when the file has any <arch>.ssm size, then all of them
-// are required; they replace the attention, FFN and rope keys (the reference's files hold zeros there).
+// A state-space model's keys (mamba, mamba2, and the hybrids' recurrent layers): true when the file has
+// any <arch>.ssm size, then all of them are required.
 bool read_ssm_hparams(const hparam_reader &r, model_hparams &hp) {
     const char *sizes[] = {"ssm.state_size", "ssm.conv_kernel", "ssm.inner_size", "ssm.time_step_rank"};
     if (std::none_of(std::begin(sizes), std::end(sizes), [&](const char *k) { return r.int_or(k, -1) >= 0; }))
@@ -101,11 +101,9 @@ bool read_ssm_hparams(const hparam_reader &r, model_hparams &hp) {
                                                {"ssm.time_step_rank", hp.ssm_dt_rank, int64_t(1) << 20}})
         if (value < 1 || value > limit)
             r.fail(suffix, "must be in [1, " + std::to_string(limit) + "], is " + std::to_string(value));
-    hp.n_head_arr.assign(size_t(hp.n_layer), 0);
-    hp.n_head_kv_arr.assign(size_t(hp.n_layer), 0);
-    hp.n_ff_arr.assign(size_t(hp.n_layer), 0);
-    hp.norm_rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f);
-    hp.n_vocab = r.int_or("vocab_size", 0);
+    hp.ssm_n_group = r.int_or("ssm.group_count", 0);  // Mamba-2's groups of heads sharing B and C
+    if (hp.ssm_n_group < 0 || hp.ssm_n_group > hp.ssm_d_inner)
+        r.fail("ssm.group_count", "must be in [0, ssm.inner_size], is " + std::to_string(hp.ssm_n_group));
     return true;
 }
 
@@ -125,7 +123,17 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
     if (hp.n_ctx_train <= 0)
         r.fail("context_length", "must be positive, is " + std::to_string(hp.n_ctx_train));
 
-    if (read_ssm_hparams(r, hp)) return hp;
+    // A recurrent model (mamba, mamba2) has no attention: the ssm keys replace the attention, FFN and
+    // rope keys (the reference's files hold zeros there). A hybrid has both.
+    const std::vector<int64_t> heads = r.per_layer("attention.head_count", hp.n_layer, 0);
+    if (read_ssm_hparams(r, hp) && std::all_of(heads.begin(), heads.end(), [](int64_t h) { return h == 0; })) {
+        hp.n_head_arr.assign(size_t(hp.n_layer), 0);
+        hp.n_head_kv_arr.assign(size_t(hp.n_layer), 0);
+        hp.n_ff_arr.assign(size_t(hp.n_layer), 0);
+        hp.norm_rms_eps = r.float_or("attention.layer_norm_rms_epsilon", 1e-5f);
+        hp.n_vocab = r.int_or("vocab_size", 0);
+        return hp;
+    }
 
     hp.n_head_arr = r.per_layer("attention.head_count", hp.n_layer, std::nullopt);
     hp.n_head_kv_arr = r.per_layer("attention.head_count_kv", hp.n_layer, hp.n_head_arr.front());
@@ -135,7 +143,9 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
         if (nh <= 0)
             r.fail("attention.head_count",
                    "layer " + std::to_string(il) + " has " + std::to_string(nh) + " heads");
-        if (nkv <= 0 || nh % nkv != 0)
+        // 0 KV heads: a recurrent layer of a hybrid model (its architecture marks it so; model::load
+        // refuses it anywhere else)
+        if (nkv < 0 || (nkv > 0 && nh % nkv != 0))
             r.fail("attention.head_count_kv", "layer " + std::to_string(il) + ": " + std::to_string(nkv) +
                                                   " KV heads do not divide " + std::to_string(nh) + " heads");
         if (hp.n_ff(il) <= 0)

@@ -87,6 +87,11 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
                     " but the vocabulary has " + std::to_string(n_vocab) + " tokens");
     hp.n_vocab = n_vocab;
     m->arch_->adjust_hparams(f, hp);
+    // zero KV heads mark a hybrid model's recurrent layers (lfm2); anywhere else they are an error
+    for (int64_t il = 0; il < hp.n_layer && !hp.n_head_kv_arr.empty(); ++il)
+        if (hp.n_head_kv(il) == 0 && hp.n_head(il) != 0 && !hp.is_recurrent(il))
+            throw error(path + ": " + *arch_name + ".attention.head_count_kv: layer " + std::to_string(il) +
+                        " has 0 KV heads");
     m->hparams_ = hp;
 
     // Zero copy: one host buffer over the whole data section of each file; every weight points into

@@ -26,6 +26,12 @@ std::span<const architecture_entry> architecture_registry() {
         {"glm4moe", &make_arch_glm4moe},
         {"gpt-oss", &make_arch_gpt_oss},
         {"mistral3", &make_arch_mistral3},
+        {"lfm2", &make_arch_lfm2},
+        {"mamba2", &make_arch_mamba2},
+        {"granitehybrid", &make_arch_granitehybrid},
+        {"qwen3next", &make_arch_qwen3next},
+        {"qwen35", &make_arch_qwen35},
+        {"qwen35moe", &make_arch_qwen35moe},
     };
     return entries;
 }

@@ -113,8 +113,9 @@ struct synth_moe {
 synth_moe moe_of(const synth_spec &s) {
     synth_moe m;
     const bool v3_routing = s.arch == "deepseek2" || s.arch == "glm4moe";
-    m.shared = s.arch == "qwen2moe" || v3_routing;
-    m.shared_gate = s.arch == "qwen2moe";
+    const bool delta_net_moe = s.arch == "qwen3next" || s.arch == "qwen35moe";
+    m.shared = s.arch == "qwen2moe" || v3_routing || delta_net_moe;
+    m.shared_gate = s.arch == "qwen2moe" || delta_net_moe;
     m.dense_lead = v3_routing ? 1 : 0;
     m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" || s.arch == "gpt-oss" ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
@@ -235,6 +236,9 @@ const synth_arch synth_archs[] = {
     {.name = "qwen3moe", .head_qk_norm = true},
     {.name = "gemma3", .head_qk_norm = true, .post_norms = true},
     {.name = "mamba"},     // a state-space model: see plan_mamba_tensors
+    {.name = "lfm2", .head_qk_norm = true},  // short convolutions and attention: see plan_lfm2_tensors
+    {.name = "mamba2"},         // Mamba-2 mixers: see plan_mamba2_tensors
+    {.name = "granitehybrid"},  // Mamba-2 mixers and attention: see plan_granitehybrid_tensors
     {.name = "smollm3"},   // every fourth layer without RoPE: the reference's rule, no metadata
     {.name = "mistral3"},  // YaRN RoPE: see synth_fill_writer
     {.name = "gpt-oss",  // YaRN and windows on the even layers: see synth_fill_writer
@@ -249,6 +253,10 @@ const synth_arch synth_archs[] = {
      .partial_rope = true,
      .v3_routing = true,
      .ffn_norm_name = "post_attention_norm"},
+    // gated delta nets and gated attention: see plan_delta_net_tensors
+    {.name = "qwen3next", .head_qk_norm = true, .partial_rope = true},
+    {.name = "qwen35", .head_qk_norm = true, .partial_rope = true},
+    {.name = "qwen35moe", .head_qk_norm = true, .partial_rope = true},
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -301,8 +309,216 @@ std::vector<synth_tensor> plan_mamba_tensors(const synth_spec &s) {
     return ts;
 }
 
+// The hybrids' layout: attention on every period-th layer (period - 1, 2 period - 1 ...), and on the
+// last one of a model of fewer than period layers; recurrent layers elsewhere.
+bool hybrid_attention_layer(const synth_spec &s, int64_t il, int64_t period) {
+    return il % period == period - 1 || (s.n_layer < period && il == s.n_layer - 1);
+}
+
+constexpr int64_t lfm2_l_cache = 3;  // the published models' convolution width
+constexpr int64_t lfm2_period = 3;   // attention on layers 2, 5, 8 ... as LFM2-350M/1.2B place theirs
+
+// LFM2: per block a norm, a short convolution (in_proj to B, C, x; the width-3 kernel; out_proj) or
+// attention with per-head Q/K norms, then a norm and a SwiGLU FFN; the final norm is token_embd_norm.
+std::vector<synth_tensor> plan_lfm2_tensors(const synth_spec &s) {
+    const int64_t hd = head_dim_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out, float scale = 1.0f) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in) * scale});
+    };
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"token_embd_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (!s.tied) matrix("output", s.n_embd, s.n_vocab);
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        if (hybrid_attention_layer(s, il, lfm2_period)) {
+            matrix(p + "attn_q", s.n_embd, hd * s.n_head);
+            matrix(p + "attn_k", s.n_embd, hd * s.n_head_kv);
+            matrix(p + "attn_v", s.n_embd, hd * s.n_head_kv);
+            ts.push_back({p + "attn_q_norm.weight", {hd}, f32, 1.0f, 0.2f});
+            ts.push_back({p + "attn_k_norm.weight", {hd}, f32, 1.0f, 0.2f});
+            matrix(p + "attn_output", hd * s.n_head, s.n_embd, s.block_scale);
+        } else {
+            ts.push_back({p + "shortconv.conv.weight", {lfm2_l_cache, s.n_embd}, f32, 0.0f, amp(lfm2_l_cache)});
+            matrix(p + "shortconv.in_proj", s.n_embd, 3 * s.n_embd);
+            matrix(p + "shortconv.out_proj", s.n_embd, s.n_embd, s.block_scale);
+        }
+        ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        matrix(p + "ffn_gate", s.n_embd, s.n_ff);
+        matrix(p + "ffn_up", s.n_embd, s.n_ff);
+        matrix(p + "ffn_down", s.n_ff, s.n_embd, s.block_scale);
+    }
+    return ts;
+}
+
+// A Mamba-2 mixer's sizes in a synthetic model: d_inner 2 n_embd in heads of 16 channels, one group
+// (Mamba-2's and Granite 4's default), the spec's state size and convolution width.
+struct synth_mamba2 {
+    int64_t d_inner, n_head, n_group, d_state, d_conv;
+    int64_t conv_channels() const { return d_inner + 2 * n_group * d_state; }
+};
+synth_mamba2 mamba2_of(const synth_spec &s) {
+    return {2 * s.n_embd, 2 * s.n_embd / 16, 1, s.ssm_d_state, s.ssm_d_conv};
+}
+
+// The weights of one Mamba-2 mixer (prefix "blk.N."): A = -exp(A_log) drawn in [-8, -1] per head,
+// softplus(dt) around 0.01 as in the published models' initialization.
+void plan_mamba2_mixer(const synth_spec &s, const std::string &p, std::vector<synth_tensor> &ts) {
+    const synth_mamba2 m = mamba2_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    const int64_t n_in = m.d_inner + m.conv_channels() + m.n_head;
+    ts.push_back({p + "ssm_in.weight", {s.n_embd, n_in}, s.type, 0.0f, amp(s.n_embd)});
+    ts.push_back({p + "ssm_conv1d.weight", {m.d_conv, m.conv_channels()}, f32, 0.0f, amp(m.d_conv)});
+    ts.push_back({p + "ssm_conv1d.bias", {m.conv_channels()}, f32, 0.0f, 0.1f});
+    ts.push_back({p + "ssm_dt.bias", {m.n_head}, f32, -4.6f, 1.0f});
+    ts.push_back({p + "ssm_a", {1, m.n_head}, f32, -4.5f, 3.5f});
+    ts.push_back({p + "ssm_d", {1, m.n_head}, f32, 1.0f, 0.2f});
+    ts.push_back({p + "ssm_norm.weight", {m.d_inner / m.n_group, m.n_group}, f32, 1.0f, 0.2f});
+    ts.push_back({p + "ssm_out.weight", {m.d_inner, s.n_embd}, s.type, 0.0f, amp(m.d_inner) * s.block_scale});
+}
+
+// Mamba-2: per block a norm and the mixer.
+std::vector<synth_tensor> plan_mamba2_tensors(const synth_spec &s) {
+    const auto f32 = dtype::f32;
+    std::vector<synth_tensor> ts;
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, std::sqrt(3.0f / float(s.n_embd))});
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        plan_mamba2_mixer(s, p, ts);
+    }
+    return ts;
+}
+
+constexpr int64_t granitehybrid_period = 4;  // attention on layers 3, 7, 11 ...
+
+// Granite 4 hybrid: per block a norm, a Mamba-2 mixer or attention (no RoPE), a norm and a SwiGLU FFN.
+std::vector<synth_tensor> plan_granitehybrid_tensors(const synth_spec &s) {
+    const int64_t hd = head_dim_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out, float scale = 1.0f) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in) * scale});
+    };
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+    if (!s.tied) matrix("output", s.n_embd, s.n_vocab);
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        if (hybrid_attention_layer(s, il, granitehybrid_period)) {
+            matrix(p + "attn_q", s.n_embd, hd * s.n_head);
+            matrix(p + "attn_k", s.n_embd, hd * s.n_head_kv);
+            matrix(p + "attn_v", s.n_embd, hd * s.n_head_kv);
+            matrix(p + "attn_output", hd * s.n_head, s.n_embd, s.block_scale);
+        } else {
+            plan_mamba2_mixer(s, p, ts);
+        }
+        ts.push_back({p + "ffn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        matrix(p + "ffn_gate", s.n_embd, s.n_ff);
+        matrix(p + "ffn_up", s.n_embd, s.n_ff);
+        matrix(p + "ffn_down", s.n_ff, s.n_embd, s.block_scale);
+    }
+    return ts;
+}
+
+// Qwen3-Next / Qwen3.5: the delta net's q/k heads are the spec's KV heads, its value heads the
+// spec's heads, all of the head size; attention on every fourth layer (on the last of a shorter
+// model: full_attention_interval is then the layer count).
+constexpr int64_t delta_net_period = 4;
+struct synth_delta_net {
+    int64_t head, n_head_k, n_head_v, d_conv;
+    int64_t key_dim() const { return head * n_head_k; }
+    int64_t value_dim() const { return head * n_head_v; }
+};
+synth_delta_net delta_net_of(const synth_spec &s) {
+    return {head_dim_of(s), s.n_head_kv, s.n_head, s.ssm_d_conv};
+}
+bool is_delta_net_arch(const std::string &arch) {
+    return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+}
+
+// Per block: a norm; the linear attention (attn_qkv, attn_gate, the convolution, the decay's A and
+// step bias, the beta/alpha projections, the gated norm, ssm_out) or the gated attention (attn_q of
+// a query and a gate per head, per-head Q/K norms); post_attention_norm; a SwiGLU FFN (qwen35) or
+// experts with a gated shared expert. A is drawn in [-1.5, -0.1] and the step's inputs small, so that
+// each state keeps a few tokens (the published A_log spans more; random projections do not need it).
+std::vector<synth_tensor> plan_delta_net_tensors(const synth_spec &s) {
+    const synth_delta_net d = delta_net_of(s);
+    const int64_t hd = head_dim_of(s);
+    const synth_moe moe = moe_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out, float scale = 1.0f) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in) * scale});
+    };
+    auto norm = [&](const std::string &name, int64_t n) {
+        ts.push_back({name + ".weight", {n}, f32, 1.0f, 0.2f});
+    };
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    norm("output_norm", s.n_embd);
+    if (!s.tied) matrix("output", s.n_embd, s.n_vocab);
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        norm(p + "attn_norm", s.n_embd);
+        if (hybrid_attention_layer(s, il, delta_net_period)) {
+            matrix(p + "attn_q", s.n_embd, 2 * hd * s.n_head);
+            matrix(p + "attn_k", s.n_embd, hd * s.n_head_kv);
+            matrix(p + "attn_v", s.n_embd, hd * s.n_head_kv);
+            norm(p + "attn_q_norm", hd);
+            norm(p + "attn_k_norm", hd);
+            matrix(p + "attn_output", hd * s.n_head, s.n_embd, s.block_scale);
+        } else {
+            const int64_t conv_channels = 2 * d.key_dim() + d.value_dim();
+            matrix(p + "attn_qkv", s.n_embd, conv_channels);
+            matrix(p + "attn_gate", s.n_embd, d.value_dim());
+            ts.push_back({p + "ssm_conv1d.weight", {d.d_conv, conv_channels}, f32, 0.0f, amp(d.d_conv)});
+            ts.push_back({p + "ssm_dt.bias", {d.n_head_v}, f32, 0.0f, 0.5f});
+            ts.push_back({p + "ssm_a", {d.n_head_v}, f32, -0.8f, 0.7f});
+            if (s.arch == "qwen3next") {
+                matrix(p + "ssm_ba", s.n_embd, 2 * d.n_head_v, 0.5f);
+            } else {
+                matrix(p + "ssm_beta", s.n_embd, d.n_head_v);
+                matrix(p + "ssm_alpha", s.n_embd, d.n_head_v, 0.5f);
+            }
+            norm(p + "ssm_norm", d.head);
+            matrix(p + "ssm_out", d.value_dim(), s.n_embd, s.block_scale);
+        }
+        norm(p + "post_attention_norm", s.n_embd);
+        if (moe.n_expert == 0) {
+            matrix(p + "ffn_gate", s.n_embd, s.n_ff);
+            matrix(p + "ffn_up", s.n_embd, s.n_ff);
+            matrix(p + "ffn_down", s.n_ff, s.n_embd, s.block_scale);
+            continue;
+        }
+        const int64_t ne = moe.n_expert;
+        ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back({p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+        ts.push_back(
+            {p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, ne}, s.type, 0.0f, amp(s.n_ff) * s.block_scale});
+        ts.push_back({p + "ffn_gate_inp_shexp.weight", {s.n_embd}, f32, 0.0f, amp(s.n_embd)});
+        matrix(p + "ffn_gate_shexp", s.n_embd, s.n_ff);
+        matrix(p + "ffn_up_shexp", s.n_embd, s.n_ff);
+        matrix(p + "ffn_down_shexp", s.n_ff, s.n_embd, s.block_scale);
+    }
+    return ts;
+}
+
 std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     if (s.arch == "mamba") return plan_mamba_tensors(s);
+    if (is_delta_net_arch(s.arch)) return plan_delta_net_tensors(s);
+    if (s.arch == "mamba2") return plan_mamba2_tensors(s);
+    if (s.arch == "granitehybrid") return plan_granitehybrid_tensors(s);
+    if (s.arch == "lfm2") return plan_lfm2_tensors(s);
     const synth_arch &a = *find_synth_arch(s.arch);
     const int64_t hd = head_dim_of(s);
     const int64_t n_q = hd * s.n_head, n_kv = hd * s.n_head_kv;
@@ -401,13 +617,19 @@ void synth_check(const synth_spec &s) {
             "synth: architecture '" + s.arch + "' is not one of " + synth_arch_names());
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
     require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
-                s.arch == "deepseek2" || s.arch == "glm4moe" ||
-                s.arch == "gpt-oss",
-            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe and gpt-oss only");
+                s.arch == "deepseek2" || s.arch == "glm4moe" || s.arch == "qwen3next" ||
+                s.arch == "qwen35moe" || s.arch == "gpt-oss",
+            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe, qwen3next, qwen35moe and "
+            "gpt-oss only");
+    if (is_delta_net_arch(s.arch))
+        require(s.ssm_d_conv >= 2 && s.ssm_d_conv <= 16, "synth: the convolution width must be in [2, 16]");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
             "synth: experts-used " + std::to_string(s.n_expert_used) + " must not exceed the experts");
-    if (s.arch == "mamba") {
-        require(s.n_expert == 0, "synth: mamba has no experts");
+    if (s.arch == "mamba2" || s.arch == "granitehybrid")
+        require(s.n_embd % 8 == 0 && s.n_embd > 0,
+                "synth: " + s.arch + " needs an embd that is a multiple of 8 (Mamba-2 heads of 16 channels)");
+    if (s.arch == "mamba" || s.arch == "mamba2") {
+        require(s.n_expert == 0, "synth: " + s.arch + " has no experts");
         require(s.n_embd > 0 && s.n_layer > 0 && s.n_ctx > 0, "synth: embd, layers and ctx must be positive");
         require(s.ssm_d_state >= 1 && s.ssm_d_state <= 256, "synth: the SSM state size must be in [1, 256]");
         require(s.ssm_d_conv >= 2 && s.ssm_d_conv <= 16,
@@ -447,6 +669,18 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".context_length", uint32_t(s.n_ctx));
     w.set_u32(a + ".embedding_length", uint32_t(s.n_embd));
     w.set_u32(a + ".block_count", uint32_t(s.n_layer));
+    if (a == "mamba2") {  // zero heads and FFN, the mixer's sizes (time_step_rank: its heads)
+        const synth_mamba2 m = mamba2_of(s);
+        w.set_u32(a + ".feed_forward_length", 0);
+        w.set_u32(a + ".attention.head_count", 0);
+        w.set_u32(a + ".ssm.conv_kernel", uint32_t(m.d_conv));
+        w.set_u32(a + ".ssm.inner_size", uint32_t(m.d_inner));
+        w.set_u32(a + ".ssm.state_size", uint32_t(m.d_state));
+        w.set_u32(a + ".ssm.time_step_rank", uint32_t(m.n_head));
+        w.set_u32(a + ".ssm.group_count", uint32_t(m.n_group));
+        w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+        return synth_fill_vocab_and_tensors(s, w);
+    }
     if (a == "mamba") {  // the reference's keys: zero heads and FFN, the mixer's sizes
         const synth_ssm m = ssm_of(s);
         w.set_u32(a + ".feed_forward_length", 0);
@@ -463,7 +697,41 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
     const synth_arch &features = *find_synth_arch(a);
     // latent attention has every head's own K and V
-    w.set_u32(a + ".attention.head_count_kv", uint32_t(features.latent_attn ? s.n_head : s.n_head_kv));
+    if (a == "granitehybrid") {  // 0 KV heads mark the Mamba-2 layers; their sizes; no RoPE (4.0-H)
+        std::vector<uint32_t> kv_heads;
+        for (int64_t il = 0; il < s.n_layer; ++il)
+            kv_heads.push_back(hybrid_attention_layer(s, il, granitehybrid_period) ? uint32_t(s.n_head_kv) : 0u);
+        w.set_array(a + ".attention.head_count_kv", gguf_type::u32, kv_heads.data(), kv_heads.size());
+        const synth_mamba2 m = mamba2_of(s);
+        w.set_u32(a + ".ssm.conv_kernel", uint32_t(m.d_conv));
+        w.set_u32(a + ".ssm.inner_size", uint32_t(m.d_inner));
+        w.set_u32(a + ".ssm.state_size", uint32_t(m.d_state));
+        w.set_u32(a + ".ssm.time_step_rank", uint32_t(m.n_head));
+        w.set_u32(a + ".ssm.group_count", uint32_t(m.n_group));
+        w.set_bool(a + ".rope.scaling.finetuned", false);
+    } else if (is_delta_net_arch(a)) {  // the delta net's sizes; attention every fourth layer
+        w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head_kv));
+        const synth_delta_net d = delta_net_of(s);
+        w.set_u32(a + ".ssm.conv_kernel", uint32_t(d.d_conv));
+        w.set_u32(a + ".ssm.inner_size", uint32_t(d.value_dim()));
+        w.set_u32(a + ".ssm.state_size", uint32_t(d.head));
+        w.set_u32(a + ".ssm.time_step_rank", uint32_t(d.n_head_v));
+        w.set_u32(a + ".ssm.group_count", uint32_t(d.n_head_k));
+        w.set_u32(a + ".full_attention_interval", uint32_t(std::min(delta_net_period, s.n_layer)));
+        if (a != "qwen3next") {  // Qwen3.5's rotary pairs in sections (Qwen3.5's proportions 11:11:10)
+            const int32_t pairs = int32_t(hd / 2 / 2), third = pairs / 3;
+            const int32_t sections[4] = {pairs - 2 * third, third, third, 0};
+            w.set_array(a + ".rope.dimension_sections", gguf_type::i32, sections, 4);
+        }
+    } else if (a == "lfm2") {  // 0 KV heads mark the short-convolution layers
+        std::vector<uint32_t> kv_heads;
+        for (int64_t il = 0; il < s.n_layer; ++il)
+            kv_heads.push_back(hybrid_attention_layer(s, il, lfm2_period) ? uint32_t(s.n_head_kv) : 0u);
+        w.set_array(a + ".attention.head_count_kv", gguf_type::u32, kv_heads.data(), kv_heads.size());
+        w.set_u32(a + ".shortconv.l_cache", uint32_t(lfm2_l_cache));
+    } else {
+        w.set_u32(a + ".attention.head_count_kv", uint32_t(features.latent_attn ? s.n_head : s.n_head_kv));
+    }
     if (features.layer_norm)
         w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
     else
@@ -498,7 +766,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
             w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
         if (moe.shared_gate) w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff));
     }
-    if (a == "granite") {  // Granite's multipliers, each far enough from 1 to matter
+    if (a == "granite" || a == "granitehybrid") {  // Granite's multipliers, each far enough from 1 to matter
         w.set_f32(a + ".embedding_scale", 4.0f);
         w.set_f32(a + ".residual_scale", 0.5f);
         w.set_f32(a + ".attention.scale", 1.0f / float(hd));

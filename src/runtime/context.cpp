@@ -20,6 +20,7 @@
 #include "weft/core/profile.h"
 #include "weft/core/scheduler.h"
 #include "weft/runtime/kv_cache.h"
+#include "weft/runtime/memory.h"
 
 namespace weft {
 
@@ -135,8 +136,6 @@ struct inference_context::runtime_state {
     std::unique_ptr<scheduler> sched;
     std::unique_ptr<built_graph> current;
     std::unique_ptr<op_profile> env_profile;  // WEFT_PROFILE=1: printed at destruction
-    recurrent_memory::snapshot rollback;      // a recurrent model's states before the current decode
-    std::vector<uint32_t> assigned_cells;     // the KV cells the current decode assigned
 };
 
 std::vector<device *> available_devices() {
@@ -188,17 +187,20 @@ inference_context::inference_context(const weft::model &m, const inference_param
     // An encoder's K and V stay f32, as the reference keeps them (it has no cache for them).
     const dtype type_k = hp.encoder ? dtype::f32 : params_.type_k;
     const dtype type_v = hp.encoder ? dtype::f32 : params_.type_v;
-    if (hp.recurrent()) {  // a state per sequence; n_ctx bounds the positions they hold together
-        if (params_.n_ctx == 0) throw error("the context size must be positive");
-        rs_ = std::make_unique<recurrent_memory>(m, params_.n_seq_max, device_);
-    } else {
-        // offloaded blocks keep their cache on the device when it writes and reads the cache's types
-        // (else the host holds it and computes their attention)
-        const bool cache_on_device =
-            state_->offload && device_holds_cache(*state_->offload, hp, type_k, type_v);
-        kv_ = std::make_unique<kv_cache>(m, params_.n_ctx, type_k, type_v, params_.n_seq_max, device_,
-                                         cache_on_device);
-    }
+    // the memory the model's layers need: a KV cache, per-sequence states (n_ctx then bounds the
+    // positions they hold together), or both
+    memory_params mp;
+    mp.n_ctx = params_.n_ctx;
+    mp.n_seq_max = params_.n_seq_max;
+    mp.type_k = type_k;
+    mp.type_v = type_v;
+    mp.dev = device_;
+    // offloaded blocks keep their cache on the device when it writes and reads the cache's types
+    // (else the host holds it and computes their attention)
+    mp.offload_kv = state_->offload && device_holds_cache(*state_->offload, hp, type_k, type_v);
+    memory_ = make_sequence_memory(m, mp);
+    kv_ = memory_->attention();
+    rs_ = memory_->recurrent();
 
     const std::vector<backend *> backends = compute_backends();
     const char *env = std::getenv("WEFT_PROFILE");
@@ -224,14 +226,14 @@ inference_context::inference_context(const weft::model &m, const inference_param
         graph_shape shape;
         shape.n_tokens = n_tokens;
         shape.n_outputs = n_outputs;
-        shape.n_kv = rs_ ? 0 : params_.n_ctx;
+        shape.n_kv = kv_ ? params_.n_ctx : 0;
         shape.n_seqs = rs_ ? std::min<int64_t>(n_tokens, params_.n_seq_max) : 0;
         build_graph(worst, shape);
         state_->sched->reserve(worst.g);
     }
     params_.loras = loras;
     // and re-rotating the keys of every cell, so a context shift does not grow it either
-    if (m.can_shift_kv()) {
+    if (can_shift()) {
         shift_graph worst(*this, params_.n_ctx);
         state_->sched->reserve(worst.g);
     }
@@ -362,7 +364,7 @@ bool inference_context::validate_and_fill(const batch &b, filled_batch &fb) {
     }
 
     // Positions: each sequence continues after what the cache holds and never goes backwards.
-    std::vector<llm_pos> last = kv_ ? kv_->seq_pos_max_all() : rs_->seq_pos_max_all();
+    std::vector<llm_pos> last = memory_->seq_pos_max_all();
     fb.pos.resize(size_t(n));
     for (int32_t i = 0; i < n; ++i) {
         const auto &s = fb.seqs[size_t(i)];
@@ -549,16 +551,13 @@ int inference_context::decode(const batch &b) {
         msg.insert(msg.end(), bytes.begin(), bytes.end());
         send_command(msg);
     }
-    // A batch that fails part way leaves the cache as it was before the call (a recurrent model: the
-    // states of the batch's sequences, which the graphs overwrite as they go).
-    // (the KV cache: the cells this call assigns are emptied again; a compaction it made stays)
-    std::vector<uint32_t> &assigned = state_->assigned_cells;
-    assigned.clear();
-    recurrent_memory::snapshot &saved_states = state_->rollback;
-    if (rs_) rs_->save(batch_sequences(b, params_.n_seq_max), saved_states);
+    // A batch that fails part way leaves the memory as it was before the call (the KV cells it
+    // assigned emptied again, the states of its sequences, which the graphs overwrite as they go,
+    // restored).
+    memory_->begin(batch_sequences(b, params_.n_seq_max));
     int rc;
     try {
-        rc = decode_impl(b, assigned);
+        rc = decode_impl(b);
     } catch (const std::exception &e) {
         last_error_ = e.what();
         if (state_->current) state_->current->valid = false;
@@ -571,8 +570,7 @@ int inference_context::decode(const batch &b) {
         rc = decode_failed;
     }
     if (rc == decode_aborted || rc == decode_failed) {
-        if (kv_) kv_->unassign(assigned);
-        if (rs_) rs_->restore(saved_states);
+        memory_->rollback();
         output_batch_index_.clear();
         batch_output_row_.clear();
         logits_.clear();
@@ -580,38 +578,17 @@ int inference_context::decode(const batch &b) {
     return rc;
 }
 
-int inference_context::decode_impl(const batch &b, std::vector<uint32_t> &assigned) {
+int inference_context::decode_impl(const batch &b) {
     const auto t0 = clock_type::now();
     filled_batch fb;
     if (!validate_and_fill(b, fb)) return decode_invalid;
     const int32_t n = fb.n;
 
-    // Cells for every ubatch first: a batch that does not fit changes nothing. The tokens go after
-    // their sequences' cells (attention then sums a sequence in position order); when holes are
-    // all that is left, compacting the cache makes room there.
+    // Room for every ubatch first: a batch that does not fit changes nothing.
     const std::span<const std::vector<seq_id>> seqs(fb.seqs);
-    std::vector<uint32_t> slots;
-    if (rs_) {
-        const uint32_t used = rs_->used_positions();
-        if (used + uint32_t(n) > params_.n_ctx) {
-            last_error_ = "the context is full: the batch adds " + std::to_string(n) + " positions to the " +
-                          std::to_string(used) + " the sequences' states hold, n_ctx is " +
-                          std::to_string(params_.n_ctx);
-            return decode_no_kv_space;
-        }
-    } else {
-        slots = kv_->find_slots(seqs, false);
-        if (slots.empty() && kv_->size() - kv_->used_cells() >= uint32_t(n)) {
-            if (kv_->defrag() > 0) ++perf_.n_defrags;  // the rows moved: a rollback keeps them there
-            slots = kv_->find_slots(seqs, true);
-        }
-        if (slots.empty()) {
-            last_error_ = "no KV cache space: the batch needs " + std::to_string(n) + " cells, " +
-                          std::to_string(kv_->size() - kv_->used_cells()) + " of " +
-                          std::to_string(kv_->size()) + " are free";
-            return decode_no_kv_space;
-        }
-    }
+    sequence_memory::room room;
+    if (!memory_->find_room(seqs, room, last_error_)) return decode_no_kv_space;
+    if (room.compacted) ++perf_.n_defrags;
 
     // An encoder's tokens see the whole sequence: all of them in one ubatch.
     if (!model_.hparams().causal_attn && n > int32_t(params_.n_ubatch)) {
@@ -636,13 +613,9 @@ int inference_context::decode_impl(const batch &b, std::vector<uint32_t> &assign
     for (int32_t begin = 0; begin < n; begin += n_ubatch) {
         const int32_t nu = std::min(n_ubatch, n - begin);
         const std::span<const uint32_t> cells =
-            kv_ ? std::span<const uint32_t>(slots.data() + begin, size_t(nu)) : std::span<const uint32_t>();
-        for (int32_t t = 0; t < nu; ++t)
-            if (kv_) {
-                kv_->assign(cells[size_t(t)], fb.pos[size_t(begin + t)], fb.seqs[size_t(begin + t)]);
-                assigned.push_back(cells[size_t(t)]);
-            } else
-                rs_->advance(fb.seqs[size_t(begin + t)].front(), fb.pos[size_t(begin + t)]);
+            kv_ ? std::span<const uint32_t>(room.cells.data() + begin, size_t(nu)) : std::span<const uint32_t>();
+        for (int32_t t = begin; t < begin + nu; ++t)
+            memory_->apply(room, size_t(t), fb.pos[size_t(t)], fb.seqs[size_t(t)]);
 
         std::vector<int32_t> out_local;
         for (int32_t t = 0; t < nu; ++t)
@@ -749,47 +722,36 @@ const float *inference_context::get_logits_ith(int32_t i) const {
 }
 
 bool inference_context::kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1) {
-    const bool removed = kv_ ? kv_->seq_rm(s, p0, p1) : rs_->seq_rm(s, p0, p1);
+    const bool removed = memory_->seq_rm(s, p0, p1);
     forward(pipeline_protocol::command::seq_rm, s, p0, p1);
     return removed;
 }
 void inference_context::kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1) {
-    if (kv_)
-        kv_->seq_cp(src, dst, p0, p1);
-    else
-        rs_->seq_cp(src, dst, p0, p1);
+    memory_->seq_cp(src, dst, p0, p1);
     forward(pipeline_protocol::command::seq_cp, src, dst, p0, p1);
 }
 void inference_context::kv_seq_keep(seq_id s) {
-    if (kv_)
-        kv_->seq_keep(s);
-    else
-        rs_->seq_keep(s);
+    memory_->seq_keep(s);
     forward(pipeline_protocol::command::seq_keep, s);
 }
 llm_pos inference_context::kv_seq_pos_max(seq_id s) const {
-    return kv_ ? kv_->seq_pos_max(s) : rs_->seq_pos_max(s);
+    return memory_->seq_pos_max(s);
 }
 llm_pos inference_context::kv_seq_pos_min(seq_id s) const {
-    return kv_ ? kv_->seq_pos_min(s) : rs_->seq_pos_min(s);
+    return memory_->seq_pos_min(s);
 }
 bool inference_context::can_shift() const {
-    return model_.can_shift_kv();
+    return memory_->cannot_shift_reason().empty();
 }
 
 std::string inference_context::cannot_shift_reason() const {
-    if (rs_)
-        return model_.arch_name() +
-               " is a recurrent model: its state holds every past token at once, none can move to another "
-               "position (no context shift)";
-    return model_.arch_name() +
-           " cannot move cached tokens to other positions (its positions are not rotary)";
+    return memory_->cannot_shift_reason();
 }
 
 void inference_context::kv_seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) {
     if (delta == 0) return;
     if (!can_shift()) throw error("kv_seq_add: " + cannot_shift_reason());
-    kv_->seq_add(s, p0, p1, delta);
+    memory_->seq_add(s, p0, p1, delta);
     forward(pipeline_protocol::command::seq_add, s, p0, p1, delta);
 }
 
@@ -797,7 +759,7 @@ void inference_context::kv_seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) {
     if (d < 1) throw error("kv_seq_div: the divisor is " + std::to_string(d) + ", must be at least 1");
     if (d == 1) return;
     if (!can_shift()) throw error("kv_seq_div: " + cannot_shift_reason());
-    kv_->seq_div(s, p0, p1, d);
+    memory_->seq_div(s, p0, p1, d);
     forward(pipeline_protocol::command::seq_div, s, p0, p1, int32_t(d));
 }
 
@@ -809,17 +771,14 @@ uint32_t inference_context::kv_defrag() {
 }
 
 void inference_context::kv_clear() {
-    if (kv_)
-        kv_->clear();
-    else
-        rs_->clear();
+    memory_->clear();
     forward(pipeline_protocol::command::clear);
 }
 uint32_t inference_context::kv_used_cells() const {
-    return kv_ ? kv_->used_cells() : rs_->used_positions();
+    return memory_->used();
 }
 size_t inference_context::kv_bytes() const {
-    return kv_ ? kv_->total_bytes() : rs_->total_bytes();
+    return memory_->total_bytes();
 }
 const kv_cache &inference_context::kv() const {
     if (!kv_)

@@ -66,6 +66,7 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     layers_.resize(size_t(hp.n_layer));
     std::vector<tensor *> local, offloaded;
     for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
+        if (hp.is_recurrent(il)) continue;  // a hybrid model's recurrent layers keep states instead
         kv_layer &l = layers_[size_t(il)];
         l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
         l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});

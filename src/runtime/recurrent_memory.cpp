@@ -18,7 +18,7 @@ namespace weft {
 recurrent_memory::recurrent_memory(const model &m, uint32_t n_seq_max, device *dev)
     : pos_min_(n_seq_max, -1), pos_max_(n_seq_max, -1) {
     const model_hparams &hp = m.hparams();
-    WEFT_ASSERT(hp.recurrent());
+    WEFT_ASSERT(hp.has_recurrent_layers() && (hp.n_embd_r > 0 || hp.n_embd_s > 0));
     if (n_seq_max == 0 || n_seq_max > uint32_t(max_sequences))
         throw error("recurrent state: n_seq_max " + std::to_string(n_seq_max) + " must be in [1, " +
                     std::to_string(max_sequences) + "]");
@@ -30,12 +30,18 @@ recurrent_memory::recurrent_memory(const model &m, uint32_t n_seq_max, device *d
     layers_.resize(size_t(hp.n_layer));
     std::vector<tensor *> tensors;
     for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
+        if (!hp.is_recurrent(il)) continue;  // a hybrid model's attention layers use the KV cache
         recurrent_layer &l = layers_[size_t(il)];
-        l.conv = ctx_->new_tensor(dtype::f32, {(hp.ssm_d_conv - 1) * hp.ssm_d_inner, int64_t(n_seq_max)});
-        l.ssm = ctx_->new_tensor(dtype::f32, {hp.ssm_d_state * hp.ssm_d_inner, int64_t(n_seq_max)});
-        l.conv->format_name("cache_conv_l%lld", static_cast<long long>(il));
-        l.ssm->format_name("cache_ssm_l%lld", static_cast<long long>(il));
-        tensors.insert(tensors.end(), {l.conv, l.ssm});
+        if (hp.n_embd_r > 0) {
+            l.conv = ctx_->new_tensor(dtype::f32, {hp.n_embd_r, int64_t(n_seq_max)});
+            l.conv->format_name("cache_conv_l%lld", static_cast<long long>(il));
+            tensors.push_back(l.conv);
+        }
+        if (hp.n_embd_s > 0) {
+            l.ssm = ctx_->new_tensor(dtype::f32, {hp.n_embd_s, int64_t(n_seq_max)});
+            l.ssm->format_name("cache_ssm_l%lld", static_cast<long long>(il));
+            tensors.push_back(l.ssm);
+        }
     }
     buffer_type &memory = (dev ? *dev : select_device("")).default_buffer_type();
     try {
@@ -77,17 +83,15 @@ uint8_t *recurrent_memory::ssm_row(size_t il, seq_id s) const {
 
 void recurrent_memory::zero_state(seq_id s) {
     for (size_t il = 0; il < layers_.size(); ++il) {
-        if (!layers_[il].conv) continue;
-        std::memset(conv_row(il, s), 0, conv_row_bytes(il));
-        std::memset(ssm_row(il, s), 0, ssm_row_bytes(il));
+        if (layers_[il].conv) std::memset(conv_row(il, s), 0, conv_row_bytes(il));
+        if (layers_[il].ssm) std::memset(ssm_row(il, s), 0, ssm_row_bytes(il));
     }
 }
 
 void recurrent_memory::copy_state(seq_id src, seq_id dst) {
     for (size_t il = 0; il < layers_.size(); ++il) {
-        if (!layers_[il].conv) continue;
-        std::memcpy(conv_row(il, dst), conv_row(il, src), conv_row_bytes(il));
-        std::memcpy(ssm_row(il, dst), ssm_row(il, src), ssm_row_bytes(il));
+        if (layers_[il].conv) std::memcpy(conv_row(il, dst), conv_row(il, src), conv_row_bytes(il));
+        if (layers_[il].ssm) std::memcpy(ssm_row(il, dst), ssm_row(il, src), ssm_row_bytes(il));
     }
 }
 
@@ -158,9 +162,10 @@ void recurrent_memory::save(std::span<const seq_id> seqs, snapshot &snap) const 
     snap.states.clear();
     for (seq_id s : seqs)
         for (size_t il = 0; il < layers_.size(); ++il) {
-            if (!layers_[il].conv) continue;
-            snap.states.insert(snap.states.end(), conv_row(il, s), conv_row(il, s) + conv_row_bytes(il));
-            snap.states.insert(snap.states.end(), ssm_row(il, s), ssm_row(il, s) + ssm_row_bytes(il));
+            if (layers_[il].conv)
+                snap.states.insert(snap.states.end(), conv_row(il, s), conv_row(il, s) + conv_row_bytes(il));
+            if (layers_[il].ssm)
+                snap.states.insert(snap.states.end(), ssm_row(il, s), ssm_row(il, s) + ssm_row_bytes(il));
         }
 }
 
@@ -170,10 +175,9 @@ void recurrent_memory::restore(const snapshot &snap) {
     const uint8_t *p = snap.states.data();
     for (seq_id s : snap.seqs)
         for (size_t il = 0; il < layers_.size(); ++il) {
-            if (!layers_[il].conv) continue;
-            std::memcpy(conv_row(il, s), p, conv_row_bytes(il));
+            if (layers_[il].conv) std::memcpy(conv_row(il, s), p, conv_row_bytes(il));
             p += conv_row_bytes(il);
-            std::memcpy(ssm_row(il, s), p, ssm_row_bytes(il));
+            if (layers_[il].ssm) std::memcpy(ssm_row(il, s), p, ssm_row_bytes(il));
             p += ssm_row_bytes(il);
         }
 }

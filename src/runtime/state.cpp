@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "runtime/recurrent_memory.h"
 #include "weft/core/error.h"
@@ -136,6 +137,12 @@ std::vector<seq_id> seqs_of(uint64_t mask) {
     return s;
 }
 
+// The bytes of one cell's row of a KV cache tensor; 0 for a layer without one (a hybrid model's
+// recurrent layers).
+size_t kv_row_bytes(const tensor *t) {
+    return t ? t->nb[1] : 0;
+}
+
 // A KV cache's part of the payload: its types and size, the saved cells (every used one, or the
 // sequence's) with their positions, and per layer their K and V rows.
 void save_kv(byte_writer &p, const kv_cache &kv, int32_t kind, seq_id s) {
@@ -159,9 +166,10 @@ void save_kv(byte_writer &p, const kv_cache &kv, int32_t kind, seq_id s) {
         p.value(cell.pos);
     }
     for (size_t il = 0; il < n_layer; ++il) {
-        const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
+        const size_t k_row = kv_row_bytes(kv.layers()[il].k), v_row = kv_row_bytes(kv.layers()[il].v);
         p.value(uint64_t(k_row));
         p.value(uint64_t(v_row));
+        if (k_row == 0) continue;  // a hybrid model's recurrent layer has no KV rows
         std::vector<uint8_t> row(std::max(k_row, v_row));
         for (uint32_t c : saved) {
             kv.read_k_row(il, c, row.data());
@@ -191,8 +199,10 @@ void save_recurrent(byte_writer &p, const recurrent_memory &rs, int32_t kind, se
     for (size_t il = 0; il < rs.layers().size(); ++il) {
         p.value(uint64_t(rs.conv_row_bytes(il)));
         p.value(uint64_t(rs.ssm_row_bytes(il)));
-        for (seq_id q : saved) p.bytes(rs.conv_row(il, q), rs.conv_row_bytes(il));
-        for (seq_id q : saved) p.bytes(rs.ssm_row(il, q), rs.ssm_row_bytes(il));
+        if (rs.conv_row_bytes(il) > 0)
+            for (seq_id q : saved) p.bytes(rs.conv_row(il, q), rs.conv_row_bytes(il));
+        if (rs.ssm_row_bytes(il) > 0)
+            for (seq_id q : saved) p.bytes(rs.ssm_row(il, q), rs.ssm_row_bytes(il));
     }
 }
 
@@ -292,7 +302,7 @@ saved_kv load_kv(byte_reader &p, const kv_cache &kv, int32_t kind, uint32_t n_se
     rows.resize(n_layer);
     for (size_t il = 0; il < n_layer; ++il) {
         const auto k_row = p.value<uint64_t>("a row size"), v_row = p.value<uint64_t>("a row size");
-        if (k_row != kv.layers()[il].k->nb[1] || v_row != kv.layers()[il].v->nb[1])
+        if (k_row != kv_row_bytes(kv.layers()[il].k) || v_row != kv_row_bytes(kv.layers()[il].v))
             fail("layer " + std::to_string(il) + " has rows of another size");
         rows[il].first = p.take(n_saved * size_t(k_row), "the K rows");
         rows[il].second = p.take(n_saved * size_t(v_row), "the V rows");
@@ -326,6 +336,7 @@ void apply_kv(kv_cache &kv, const saved_kv &saved, int32_t kind, seq_id dst, uin
             kind == kind_context ? seqs_of(saved.cells[i].mask) : std::vector<seq_id>{dst};
         kv.assign(slots[i], saved.cells[i].pos, seqs);
         for (size_t il = 0; il < saved.rows.size(); ++il) {
+            if (!kv.layers()[il].k) continue;  // a hybrid model's recurrent layer
             const size_t k_row = kv.layers()[il].k->nb[1], v_row = kv.layers()[il].v->nb[1];
             kv.write_k_row(il, slots[i], saved.rows[il].first + i * k_row);
             kv.write_v_row(il, slots[i], saved.rows[il].second + i * v_row);
@@ -354,10 +365,12 @@ void apply_recurrent(recurrent_memory &rs, const saved_recurrent &saved, int32_t
         const seq_id q = kind == kind_context ? saved.seqs[i].id : dst;
         rs.set_positions(q, saved.seqs[i].pos_min, saved.seqs[i].pos_max);
         for (size_t il = 0; il < saved.rows.size(); ++il) {
-            std::memcpy(rs.conv_row(il, q), saved.rows[il].first + i * rs.conv_row_bytes(il),
-                        rs.conv_row_bytes(il));
-            std::memcpy(rs.ssm_row(il, q), saved.rows[il].second + i * rs.ssm_row_bytes(il),
-                        rs.ssm_row_bytes(il));
+            if (rs.conv_row_bytes(il) > 0)
+                std::memcpy(rs.conv_row(il, q), saved.rows[il].first + i * rs.conv_row_bytes(il),
+                            rs.conv_row_bytes(il));
+            if (rs.ssm_row_bytes(il) > 0)
+                std::memcpy(rs.ssm_row(il, q), saved.rows[il].second + i * rs.ssm_row_bytes(il),
+                            rs.ssm_row_bytes(il));
         }
     }
 }
@@ -373,10 +386,9 @@ std::vector<uint8_t> inference_context::save_impl(int32_t kind, seq_id s, std::s
         throw error("seq_state_save: sequence " + std::to_string(s) + " is outside [0, n_seq_max " +
                     std::to_string(params_.n_seq_max) + ")");
     byte_writer p;  // the payload
-    if (rs_)
-        save_recurrent(p, *rs_, kind, s);
-    else
-        save_kv(p, *kv_, kind, s);
+    // a hybrid model saves both parts: the attention layers' cells, then the recurrent layers' states
+    if (kv_) save_kv(p, *kv_, kind, s);
+    if (rs_) save_recurrent(p, *rs_, kind, s);
     p.value(uint64_t(tokens.size()));
     p.bytes(tokens.data(), tokens.size_bytes());
     p.value(uint64_t(user_data.size()));
@@ -443,10 +455,8 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     byte_reader p(std::span<const uint8_t>(payload, size_t(payload_size)), origin);
     saved_kv kv_saved;
     saved_recurrent rs_saved;
-    if (rs_)
-        rs_saved = load_recurrent(p, *rs_, kind, fail);
-    else
-        kv_saved = load_kv(p, *kv_, kind, params_.n_seq_max, fail);
+    if (kv_) kv_saved = load_kv(p, *kv_, kind, params_.n_seq_max, fail);
+    if (rs_) rs_saved = load_recurrent(p, *rs_, kind, fail);
     saved_state out;
     out.tokens.resize(p.count(p.value<uint64_t>("the token count"), sizeof(token), "tokens"));
     take_into(p, out.tokens, "the tokens");
@@ -474,10 +484,9 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
 
     // Everything is read and checked: now the context changes.
     kv_update();
-    if (rs_)
-        apply_recurrent(*rs_, rs_saved, kind, dst, params_.n_ctx, fail);
-    else
-        apply_kv(*kv_, kv_saved, kind, dst, params_.n_seq_max, fail);
+    // (a hybrid's KV cells bound its positions: the states take what the cells took)
+    if (kv_) apply_kv(*kv_, kv_saved, kind, dst, params_.n_seq_max, fail);
+    if (rs_) apply_recurrent(*rs_, rs_saved, kind, dst, kv_ ? std::numeric_limits<uint32_t>::max() : params_.n_ctx, fail);
     if (kind == kind_context) {
         output_batch_index_ = std::move(out_index);
         batch_output_row_ = std::move(out_row);

@@ -12,6 +12,7 @@
 #include "weft/model/lora.h"
 #include "weft/runtime/batch.h"
 #include "weft/runtime/kv_cache.h"
+#include "weft/runtime/memory.h"
 #include "weft/serving/text.h"
 
 namespace weft::serving {
@@ -234,7 +235,8 @@ engine::engine(const weft::model &m, const engine_params &params) : model_(m), p
     // a rejected draft token must leave the target's cache, which a recurrent state cannot do
     if (sp.enabled() && ctx_->is_recurrent())
         throw error("engine: speculative decoding (a draft model or prompt lookup) is not supported with " +
-                    m.arch_name() + ", a recurrent model: its state cannot drop rejected draft tokens");
+                    m.arch_name() + ", a " + memory_kind_name(ctx_->memory().kind()) +
+                    " model: its recurrent states cannot drop rejected draft tokens");
     if (sp.draft && sp.n_max > 0) {
         inference_params dp = params_.context;
         dp.n_ctx = ctx_->n_ctx();  // the cells the target has (n_ctx 0 asked for its training context)

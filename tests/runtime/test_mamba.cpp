@@ -13,6 +13,7 @@
 #include "common/numpy_reference.h"
 #include "model/model_test_util.h"
 #include "runtime/context_test_util.h"
+#include "runtime/recurrent_test_util.h"
 #include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/runtime/context.h"
@@ -21,7 +22,6 @@ namespace weft {
 namespace {
 
 using test::synth_file;
-using rows = std::vector<std::vector<float>>;
 
 synth_spec tiny_mamba(dtype type = dtype::f32) {
     synth_spec s;
@@ -33,29 +33,11 @@ synth_spec tiny_mamba(dtype type = dtype::f32) {
     return s;
 }
 
-inference_params params(uint32_t n_ubatch = 512, int threads = 2, uint32_t n_seq_max = 2,
-                        uint32_t n_ctx = 64) {
-    inference_params p = test::params_with(n_ctx, n_ubatch, n_seq_max);
-    p.n_threads = p.n_threads_batch = threads;
-    return p;
-}
+using test::continue_seq;
+using test::expect_same_bits;
 
-std::vector<float> last_row(const inference_context &ctx) {
-    return std::vector<float>(ctx.get_logits_ith(-1), ctx.get_logits_ith(-1) + ctx.n_vocab());
-}
-
-// Decodes toks as sequence s, continuing it; returns the last token's logits.
-std::vector<float> continue_seq(inference_context &ctx, const std::vector<token> &toks, seq_id s = 0) {
-    batch b;
-    const llm_pos start = ctx.kv_seq_pos_max(s) + 1;
-    for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], start + llm_pos(i), {s}, i + 1 == toks.size());
-    EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
-    return last_row(ctx);
-}
-
-void expect_same_bits(const std::vector<float> &want, const std::vector<float> &got, const std::string &how) {
-    ASSERT_EQ(want.size(), got.size()) << how;
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << how;
+inference_params params(uint32_t n_ubatch = 512, int threads = 2, uint32_t n_seq_max = 2, uint32_t n_ctx = 64) {
+    return test::recurrent_params(n_ubatch, threads, n_seq_max, n_ctx);
 }
 
 // --- against NumPy -------------------------------------------------------------------------------
@@ -99,53 +81,11 @@ TEST(MambaNumpy, TiedOddSizesAndNormedStep) {
 
 // --- batch and thread invariance -----------------------------------------------------------------
 
-rows one_by_one(const model &m, const std::vector<token> &a, int threads) {
-    inference_context ctx(m, params(512, threads));
-    rows r;
-    for (const token t : a) r.push_back(continue_seq(ctx, {t}));
-    return r;
-}
-
-// a as sequence 0, every row, with `other` as sequence 1 interleaved (shorter: unequal lengths in one
-// ubatch), in ubatches of n_ubatch.
-rows together(const model &m, const std::vector<token> &a, uint32_t n_ubatch, int threads,
-              const std::vector<token> *other = nullptr) {
-    inference_context ctx(m, params(n_ubatch, threads));
-    batch b;
-    std::vector<int32_t> index_of_a;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (other && i < other->size() && i % 2 == 1) b.add((*other)[i], llm_pos(i), {1}, true);
-        index_of_a.push_back(b.n_tokens());
-        b.add(a[i], llm_pos(i), {0}, true);
-        if (other && i < other->size() && i % 2 == 0) b.add((*other)[i], llm_pos(i), {1}, true);
-    }
-    EXPECT_EQ(ctx.decode(b), decode_ok) << ctx.last_error();
-    rows r;
-    for (int32_t i : index_of_a) r.emplace_back(ctx.get_logits_ith(i), ctx.get_logits_ith(i) + ctx.n_vocab());
-    return r;
-}
-
 TEST(MambaInvariance, SameBitsHoweverBatchedOrThreaded) {
     for (const dtype type : {dtype::f32, dtype::q8_0}) {
         synth_file f(std::string("mamba-inv-") + type_name(type), tiny_mamba(type));
         const auto m = model::load(f.path());
-        const std::vector<token> a = test::spread_tokens(11, 280, 1), other = test::spread_tokens(7, 280, 2);
-        const rows want = one_by_one(*m, a, 1);
-        auto check = [&](const rows &got, const std::string &how) {
-            ASSERT_EQ(got.size(), want.size());
-            for (size_t i = 0; i < want.size(); ++i)
-                expect_same_bits(
-                    want[i], got[i],
-                    std::string(type_name(type)) + ", " + how + ", position " + std::to_string(i));
-        };
-        for (int threads : {1, 2, 3}) {
-            const std::string t = std::to_string(threads) + " threads";
-            check(one_by_one(*m, a, threads), "one by one, " + t);
-            check(together(*m, a, 512, threads), "one ubatch, " + t);
-            check(together(*m, a, 3, threads), "ubatches of 3, " + t);
-            check(together(*m, a, 512, threads, &other), "beside another sequence, " + t);
-            check(together(*m, a, 3, threads, &other), "beside another sequence in ubatches of 3, " + t);
-        }
+        test::expect_invariant(*m, test::spread_tokens(11, 280, 1), test::spread_tokens(7, 280, 2), type_name(type));
     }
 }
 

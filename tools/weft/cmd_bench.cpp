@@ -26,6 +26,8 @@
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/kv_cache.h"
+#include "weft/runtime/memory.h"
 
 namespace {
 
@@ -63,10 +65,12 @@ double bytes_per_generated_token(const weft::model &m, const weft::inference_con
             for (const weft::tensor *t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
                 if (t) bytes -= unused * double(t->nbytes());
     }
-    // a recurrent model reads its sequence's fixed-size states instead, whatever the position
-    if (ctx.is_recurrent()) return bytes + double(ctx.kv_bytes());
-    const double kv_row_bytes = double(ctx.kv_bytes()) / double(ctx.n_ctx());  // all layers, K and V
-    return bytes + kv_row_bytes * pos;
+    // recurrent states (a recurrent or hybrid model's) are read whole whatever the position, the KV
+    // cache's rows up to it
+    const weft::kv_cache *kv = ctx.memory().attention();
+    const double kv_bytes = kv ? double(kv->total_bytes()) : 0.0;
+    const double kv_row_bytes = kv_bytes / double(ctx.n_ctx());  // all layers, K and V
+    return bytes + (double(ctx.kv_bytes()) - kv_bytes) + kv_row_bytes * pos;
 }
 
 int bench_main(int argc, char **argv) {
@@ -250,7 +254,9 @@ int bench_main(int argc, char **argv) {
         j["n_ubatch"] = ip.n_ubatch;
         j["type_k"] = weft::type_name(ip.type_k);
         j["type_v"] = weft::type_name(ip.type_v);
-        j["kv_bytes_per_token"] = ctx.is_recurrent() ? 0.0 : double(ctx.kv_bytes()) / double(ctx.n_ctx());
+        j["kv_bytes_per_token"] = ctx.memory().attention()
+                                      ? double(ctx.memory().attention()->total_bytes()) / double(ctx.n_ctx())
+                                      : 0.0;
         j["repetitions"] = reps;
         j["n_depth"] = n_depth;
         j["ranks"] = n_ranks;

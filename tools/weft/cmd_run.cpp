@@ -22,6 +22,8 @@
 #include "weft/model/model.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
+#include "weft/runtime/kv_cache.h"
+#include "weft/runtime/memory.h"
 #include "weft/sampling/sampling.h"
 #include "weft/sampling_options.h"
 #include "weft/serving/engine.h"
@@ -159,10 +161,11 @@ int run_main(int argc, char **argv) {
 
     std::fprintf(stderr, "weft run: prompt %zu tokens, context %u, sampler: %s\n", tokens.size(), ctx.n_ctx(),
                  weft::make_sampler_chain(sp, vocab)->describe().c_str());
+    int32_t n_cache_loaded = 0;
     if (!prompt_cache.empty() && std::filesystem::exists(prompt_cache)) {
         eng.load_slot(0, prompt_cache);
-        std::fprintf(stderr, "weft run: prompt cache %s: loaded %d tokens\n", prompt_cache.c_str(),
-                     eng.stats().slots[0].n_cached);
+        n_cache_loaded = eng.stats().slots[0].n_cached;
+        std::fprintf(stderr, "weft run: prompt cache %s: loaded %d tokens\n", prompt_cache.c_str(), n_cache_loaded);
     }
     weft::serving::request req;
     req.prompt = tokens;
@@ -187,6 +190,14 @@ int run_main(int argc, char **argv) {
     if (done.n_shifts > 0)
         std::fprintf(stderr, "weft run: context shifted %d times, %d tokens dropped (kept the first %d)\n",
                      done.n_shifts, done.n_discarded, eng.shift_keep(req.n_keep));
+    // A recurrent state holds all it has seen at once: it cannot drop the saved output to continue a
+    // prompt that shares only part of it (no state checkpoints yet), so the prompt was decoded again.
+    if (n_cache_loaded > 0 && done.n_cached == 0 && ctx.is_recurrent())
+        std::fprintf(stderr,
+                     "weft run: prompt cache %s: not reused: %s is a %s model, whose saved state continues only "
+                     "a prompt that extends all %d saved tokens (the prompt and its output)\n",
+                     prompt_cache.c_str(), model->arch_name().c_str(), weft::memory_kind_name(ctx.memory().kind()),
+                     n_cache_loaded);
     if (!prompt_cache.empty() && size_t(done.n_cached) + 1 < tokens.size()) {
         // a shift moved the prompt's cells: what the slot holds no longer starts with the prompt
         if (done.n_shifts > 0) {
@@ -221,13 +232,19 @@ int run_main(int argc, char **argv) {
             n_generated > done.n_draft_accepted
                 ? double(n_generated) / double(n_generated - done.n_draft_accepted)
                 : 0.0);
-    char memory[96];  // a recurrent model keeps f32 states per sequence instead of a KV cache
-    if (ctx.is_recurrent())
-        std::snprintf(memory, sizeof memory, "recurrent states %.1f MiB (f32)",
-                      double(ctx.kv_bytes()) / 1048576.0);
+    // a recurrent model keeps f32 states per sequence instead of a KV cache, a hybrid one both
+    char memory[160];
+    const weft::kv_cache *kv = ctx.memory().attention();
+    const double kv_mib = kv ? double(kv->total_bytes()) / 1048576.0 : 0.0;
+    const double states_mib = double(ctx.kv_bytes()) / 1048576.0 - kv_mib;
+    if (!kv)
+        std::snprintf(memory, sizeof memory, "recurrent states %.1f MiB (f32)", states_mib);
+    else if (ctx.is_recurrent())
+        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s) + recurrent states %.1f MiB (f32)",
+                      kv_mib, weft::type_name(kv->type_k()), weft::type_name(kv->type_v()), states_mib);
     else
-        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s)", double(ctx.kv_bytes()) / 1048576.0,
-                      weft::type_name(ctx.kv().type_k()), weft::type_name(ctx.kv().type_v()));
+        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s)", kv_mib, weft::type_name(kv->type_k()),
+                      weft::type_name(kv->type_v()));
     std::fprintf(stderr,
                  "weft run: graphs built %lld (%.2f ms), reused %lld; %s, compute %.1f MiB, threads %d/%d\n",
                  (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses, memory,

@@ -1,6 +1,7 @@
 // weft/model/hparams.h — a model's hyper-parameters, read from the arch-prefixed GGUF keys.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@ struct model_hparams {
     bool layer_norm = false;  // LayerNorm (mean and variance) instead of RMS norm (by architecture)
 
     int32_t rope_mode = 0;            // rope_mode_normal or rope_mode_neox (by architecture)
+    bool use_rope = true;             // false: attention without positions (granitehybrid's NoPE)
     float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
     float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear, yarn)
     rope_scaling_kind rope_scaling = rope_scaling_kind::none;  // <arch>.rope.scaling.type
@@ -97,9 +99,28 @@ struct model_hparams {
     int64_t ssm_d_conv = 0;       // <arch>.ssm.conv_kernel: the causal convolution's width
     int64_t ssm_d_inner = 0;      // <arch>.ssm.inner_size: channels of the mixer
     int64_t ssm_d_state = 0;      // <arch>.ssm.state_size: state values per channel
-    int64_t ssm_dt_rank = 0;      // <arch>.ssm.time_step_rank
+    int64_t ssm_dt_rank = 0;      // <arch>.ssm.time_step_rank (Mamba-2: the number of heads)
+    int64_t ssm_n_group = 0;      // <arch>.ssm.group_count: Mamba-2's groups of heads sharing B and C
     bool ssm_dt_b_c_rms = false;  // <arch>.ssm.dt_b_c_rms: dt, B and C RMS-normed (falcon-mamba)
-    bool recurrent() const { return ssm_d_state > 0; }
+    // Which layers are recurrent (a state-space mixer, a gated delta net, a short convolution): they
+    // keep a fixed-size state per sequence instead of KV cache rows. Set by the architecture; empty:
+    // none. A model whose every layer is recurrent is a recurrent model (mamba); one with both kinds a
+    // hybrid (granitehybrid, lfm2, qwen3next ...), whose context keeps both memories.
+    std::vector<bool> recurrent_layers;
+    int64_t n_embd_r = 0;  // floats of a recurrent layer's convolution state per sequence (0: none)
+    int64_t n_embd_s = 0;  // floats of its scan / delta-rule state per sequence (0: none)
+    bool is_recurrent(int64_t il) const {
+        return size_t(il) < recurrent_layers.size() && recurrent_layers[size_t(il)];
+    }
+    bool has_recurrent_layers() const {
+        return std::find(recurrent_layers.begin(), recurrent_layers.end(), true) != recurrent_layers.end();
+    }
+    bool has_attention_layers() const {
+        return int64_t(recurrent_layers.size()) < n_layer ||
+               std::find(recurrent_layers.begin(), recurrent_layers.end(), false) != recurrent_layers.end();
+    }
+    bool recurrent() const { return has_recurrent_layers() && !has_attention_layers(); }
+    bool hybrid() const { return has_recurrent_layers() && has_attention_layers(); }
 
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }

@@ -129,6 +129,22 @@ struct layer_weights {
     tensor *ssm_a = nullptr;         // [d_state, d_inner]: -exp(A_log)
     tensor *ssm_d = nullptr;         // [d_inner]
     tensor *ssm_out = nullptr;       // [d_inner, n_embd]
+    // Mamba-2 (mamba2, granitehybrid) uses ssm_in [n_embd, 2 d_inner + 2 n_group d_state + n_head] (z,
+    // then x, B, C, then dt), ssm_conv1d(_b) over x, B, C, ssm_dt_b [n_head], ssm_a and ssm_d [1, n_head],
+    // ssm_out, and this norm of y * silu(z) over groups of d_inner / n_group channels:
+    tensor *ssm_norm = nullptr;  // [d_inner / n_group, n_group]
+    // The gated delta net (qwen3next, qwen35, qwen35moe linear-attention layers) uses wqkv [n_embd,
+    // 2 key_dim + value_dim] (q, k, v before their convolution), ssm_conv1d, ssm_dt_b and ssm_a [n_head_v],
+    // ssm_norm [head_v] (over each value head), ssm_out, and:
+    tensor *wqkv_gate = nullptr;       // [n_embd, value_dim]: z of the gated norm ("attn_gate")
+    tensor *ssm_beta_alpha = nullptr;  // [n_embd, 2 n_head_v] (qwen3next "ssm_ba": per k head, β then α)
+    tensor *ssm_beta = nullptr;        // [n_embd, n_head_v] (qwen35: beta and alpha apart)
+    tensor *ssm_alpha = nullptr;       // [n_embd, n_head_v]
+    // short convolution (lfm2) in place of attention: in_proj's rows are B, C and x; the block is
+    // out_proj(C * conv(B * x)) with a causal depthwise convolution of width l_cache
+    tensor *shortconv_in_proj = nullptr;   // [n_embd, 3 n_embd]
+    tensor *shortconv_conv = nullptr;      // [l_cache, n_embd]
+    tensor *shortconv_out_proj = nullptr;  // [n_embd, n_embd]
 };
 
 struct model_weights {

@@ -32,6 +32,7 @@ namespace weft {
 
 class kv_cache;
 class recurrent_memory;
+class sequence_memory;
 class op_profile;
 class pipeline_link;
 struct kv_cell;
@@ -130,12 +131,18 @@ class inference_context {
     const float *get_logits() const { return logits_.data(); }
     int32_t n_outputs() const { return int32_t(output_batch_index_.size()); }
 
-    // --- KV cache (p0 < 0: from 0; p1 < 0: to the end). A recurrent model (mamba) has per-sequence
-    // states instead, behind the same calls with the reference engine's recurrent semantics: a state
+    // --- memory (p0 < 0: from 0; p1 < 0: to the end): what the context remembers of each sequence,
+    // behind one interface (weft/runtime/memory.h): the KV cache of an attention model; a recurrent
+    // model's (mamba) per-sequence states, with the reference engine's recurrent semantics: a state
     // holds all of its sequence's positions at once, so kv_seq_rm of only part of them returns false
     // and changes nothing (removing all of them, or none, succeeds), kv_seq_cp copies a whole state
     // (throws weft::error for a part), positions cannot move (can_shift() is false), and the
-    // positions of all sequences together count against n_ctx as a KV cache's cells would.
+    // positions of all sequences together count against n_ctx as a KV cache's cells would; or a
+    // hybrid model's both (its attention layers' KV cache and its recurrent layers' states), where a
+    // call succeeds only as both parts allow and the KV cells count against n_ctx.
+    const sequence_memory &memory() const { return *memory_; }
+    // Whether the context keeps recurrent states (a recurrent or a hybrid model): its sequences
+    // cannot drop part of their past, nor move positions.
     bool is_recurrent() const { return rs_ != nullptr; }
     bool kv_seq_rm(seq_id s, llm_pos p0, llm_pos p1);  // s < 0: every sequence
     void kv_seq_cp(seq_id src, seq_id dst, llm_pos p0, llm_pos p1);
@@ -222,7 +229,7 @@ class inference_context {
     struct built_graph;
     struct runtime_state;
     struct shift_graph;
-    int decode_impl(const batch &b, std::vector<uint32_t> &assigned);
+    int decode_impl(const batch &b);
     // Pipeline: sends a ubatch's status (and its hidden states) to the next rank; after a decode,
     // brings the last rank's result (its return code and the logits) to rank 0.
     void pass_on(int32_t status, std::span<const float> hidden = {});
@@ -250,8 +257,9 @@ class inference_context {
     const weft::model &model_;
     inference_params params_;
     weft::device *device_ = nullptr;
-    std::unique_ptr<kv_cache> kv_;             // attention models
-    std::unique_ptr<recurrent_memory> rs_;     // recurrent models
+    std::unique_ptr<sequence_memory> memory_;  // what the context remembers of each sequence
+    kv_cache *kv_ = nullptr;                   // its attention part (null for a recurrent model)
+    recurrent_memory *rs_ = nullptr;           // its recurrent part (null for an attention model)
     std::unique_ptr<runtime_state> state_;     // backend, scheduler, reusable graph
     std::vector<float> logits_;                // n_outputs x n_vocab
     std::vector<int32_t> output_batch_index_;  // output row -> batch index

@@ -72,7 +72,14 @@ record qwen2moe --arch qwen2moe $common --experts 4 --experts-used 2 --seed 7
 record qwen3moe --arch qwen3moe $common --experts 4 --experts-used 2 --seed 7
 record deepseek2 --arch deepseek2 $common --experts 4 --experts-used 2 --seed 7
 record mamba --arch mamba $common --seed 7
+record mamba2 --arch mamba2 $common --seed 7
 record smollm3 --arch smollm3 --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
 record mistral3 --arch mistral3 $common --seed 7
 record glm4moe --arch glm4moe $common --experts 4 --experts-used 2 --seed 7
 record gpt-oss --arch gpt-oss --embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --experts 4 --experts-used 2 --seed 7
+hybrid4="--embd 64 --layers 4 --heads 4 --kv-heads 2 --ff 96 --vocab 300"
+record qwen3next --arch qwen3next $hybrid4 --experts 4 --experts-used 2 --seed 7
+record qwen35 --arch qwen35 $hybrid4 --seed 7
+record qwen35moe --arch qwen35moe $hybrid4 --experts 4 --experts-used 2 --seed 7
+record lfm2 --arch lfm2 $hybrid4 --seed 7
+record granitehybrid --arch granitehybrid $hybrid4 --seed 7
