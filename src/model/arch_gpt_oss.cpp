@@ -51,7 +51,8 @@ class arch_gpt_oss final : public architecture {
         // weft's own base for them is unscaled (gemma3), so a file that sets one is refused.
         const std::string base_swa_key = hp.arch + ".rope.freq_base_swa";
         if (f.has(base_swa_key) && read_hparam_float(f, hp, "rope.freq_base_swa", {}) != hp.rope_freq_base)
-            throw error(f.path() + ": " + base_swa_key + ": a base of the sliding-window layers' own is not supported");
+            throw error(f.path() + ": " + base_swa_key +
+                        ": a base of the sliding-window layers' own is not supported");
         hp.expert_gating_func = model_hparams::expert_gating::softmax_weight;
         hp.expert_swiglu_alpha = swiglu_oai_alpha;
         hp.expert_swiglu_limit = swiglu_oai_limit;
@@ -67,9 +68,12 @@ class arch_gpt_oss final : public architecture {
             l.attn_sinks = tl.create(block_tensor_name(il, "attn_sinks"), {hp.n_head(il)});
             create_moe_ffn(tl, hp, il, l, moe_shared::none, "post_attention_norm");
             l.ffn_gate_inp_b = tl.create(block_tensor_name(il, "ffn_gate_inp", "bias"), {hp.n_expert});
-            l.ffn_gate_exps_b = tl.create(block_tensor_name(il, "ffn_gate_exps", "bias"), {hp.n_ff_exp, hp.n_expert});
-            l.ffn_up_exps_b = tl.create(block_tensor_name(il, "ffn_up_exps", "bias"), {hp.n_ff_exp, hp.n_expert});
-            l.ffn_down_exps_b = tl.create(block_tensor_name(il, "ffn_down_exps", "bias"), {hp.n_embd, hp.n_expert});
+            l.ffn_gate_exps_b =
+                tl.create(block_tensor_name(il, "ffn_gate_exps", "bias"), {hp.n_ff_exp, hp.n_expert});
+            l.ffn_up_exps_b =
+                tl.create(block_tensor_name(il, "ffn_up_exps", "bias"), {hp.n_ff_exp, hp.n_expert});
+            l.ffn_down_exps_b =
+                tl.create(block_tensor_name(il, "ffn_down_exps", "bias"), {hp.n_embd, hp.n_expert});
         }
     }
 

@@ -33,7 +33,8 @@ class arch_granite final : public architecture {
         hp.embedding_scale = read_hparam_float(f, hp, "embedding_scale", 0.0f);
         hp.residual_scale = read_hparam_float(f, hp, "residual_scale", 0.0f);
         hp.attention_scale = read_hparam_float(f, hp, "attention.scale", 0.0f);
-        hp.logit_scale = read_hparam_float(f, hp, "logit_scale", hybrid_ ? std::optional<float>(0.0f) : std::nullopt);
+        hp.logit_scale =
+            read_hparam_float(f, hp, "logit_scale", hybrid_ ? std::optional<float>(0.0f) : std::nullopt);
         if (hp.logit_scale == 0.0f && !hybrid_)
             throw error(f.path() + ": " + hp.arch + ".logit_scale: must not be 0");
         // Granite reads rope.scaling.finetuned as "RoPE on" (default true)

@@ -43,7 +43,8 @@ class arch_lfm2 final : public architecture {
             layer_weights &l = w.layers[size_t(il)];
             l.attn_norm = tl.create(block_tensor_name(il, "attn_norm"), {hp.n_embd});
             if (hp.is_recurrent(il)) {
-                l.shortconv_conv = tl.create(block_tensor_name(il, "shortconv.conv"), {hp.ssm_d_conv, hp.n_embd});
+                l.shortconv_conv =
+                    tl.create(block_tensor_name(il, "shortconv.conv"), {hp.ssm_d_conv, hp.n_embd});
                 l.shortconv_in_proj =
                     tl.create(block_tensor_name(il, "shortconv.in_proj"), {hp.n_embd, 3 * hp.n_embd});
                 l.shortconv_out_proj =
@@ -84,8 +85,11 @@ class arch_lfm2 final : public architecture {
     static tensor *build_shortconv(graph_builder &b, const layer_weights &l, tensor *x, int64_t il) {
         context &ctx = b.ctx;
         const int64_t n = b.hp.n_embd;
-        tensor *bcx = b.build_mm(l.shortconv_in_proj, x, nullptr, "shortconv_in_proj", il);  // [3 n, n_tokens]
-        auto rows = [&](int64_t k) { return view_2d(ctx, bcx, n, bcx->ne[1], bcx->nb[1], size_t(k * n) * sizeof(float)); };
+        tensor *bcx =
+            b.build_mm(l.shortconv_in_proj, x, nullptr, "shortconv_in_proj", il);  // [3 n, n_tokens]
+        auto rows = [&](int64_t k) {
+            return view_2d(ctx, bcx, n, bcx->ne[1], bcx->nb[1], size_t(k * n) * sizeof(float));
+        };
         tensor *bx = b.named(mul(ctx, rows(0), rows(2)), "shortconv_bx", il);
         tensor *conv = b.build_recurrent_conv(bx, l.shortconv_conv, il);
         tensor *y = b.named(mul(ctx, rows(1), conv), "shortconv_y", il);

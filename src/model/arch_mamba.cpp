@@ -112,7 +112,8 @@ class arch_mamba final : public architecture {
         tensor *scan = b.named(
             ssm_scan(ctx, xs, dt, as_f32(ctx, l.ssm_a), B, C, ssm_in, b.build_inp_recurrent().token_seq),
             "ssm_scan", il);
-        b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store", il);
+        b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store",
+                               il);
         tensor *y = view_2d(ctx, scan, d_inner, n_tokens, size_t(d_inner) * sizeof(float), 0);
         y = add(ctx, y, mul(ctx, xs, l.ssm_d));
         y = b.named(mul(ctx, y, silu(ctx, z)), "ssm_y", il);

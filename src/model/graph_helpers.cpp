@@ -37,7 +37,8 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
     WEFT_ASSERT(n_tokens > 0 && n_outputs > 0 && n_outputs <= n_tokens);
     WEFT_ASSERT(0 <= stage.begin && stage.begin < stage.end && stage.end <= hp.n_layer);
     // recurrent layers read and write states, attention layers the KV cache (a hybrid model: both)
-    if (hp.has_recurrent_layers()) WEFT_ASSERT(int64_t(p.recurrent.size()) == hp.n_layer && p.shape.n_seqs > 0);
+    if (hp.has_recurrent_layers())
+        WEFT_ASSERT(int64_t(p.recurrent.size()) == hp.n_layer && p.shape.n_seqs > 0);
     if (hp.has_attention_layers()) {
         WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer && n_kv > 0);
         inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
@@ -83,8 +84,8 @@ tensor *graph_builder::build_recurrent_rows(tensor *cache) {
 void graph_builder::store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len,
                                          const char *name, int64_t il) {
     const int64_t n_seqs = params.shape.n_seqs;
-    tensor *rows =
-        view_2d(ctx, result, row_len, n_seqs, size_t(row_len) * sizeof(float), size_t(offset) * sizeof(float));
+    tensor *rows = view_2d(ctx, result, row_len, n_seqs, size_t(row_len) * sizeof(float),
+                           size_t(offset) * sizeof(float));
     build_forward_expand(gf, named(set_rows(ctx, cache, rows, build_inp_recurrent().slots), name, il));
 }
 
@@ -303,9 +304,10 @@ tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, 
     const float softcap = hp.attn_softcap;
     // the layer's per-head sink logits (gpt-oss), where it has them
     tensor *sinks = w.layers[size_t(il)].attn_sinks;
-    tensor *kqv = named(attention(ctx, q_heads, k_view, v_view, mask, softcap > 0.0f ? kq_scale / softcap : kq_scale,
-                                  softcap, inputs_.kv_pos, sinks),
-                        "kqv", il);
+    tensor *kqv =
+        named(attention(ctx, q_heads, k_view, v_view, mask, softcap > 0.0f ? kq_scale / softcap : kq_scale,
+                        softcap, inputs_.kv_pos, sinks),
+              "kqv", il);
     tensor *cur = reshape_2d(ctx, kqv, head_v * n_head, n_tokens);
     named(cur, "kqv_out", il);
     if (!wo) return cur;  // the caller gates the heads before its projection (qwen3next)

@@ -60,8 +60,8 @@ class graph_builder {
     tensor *build_recurrent_rows(tensor *cache);
     // Writes the new states of a recurrent op's result (its floats after the first `offset`, row_len
     // per sequence) back into their rows of `cache`.
-    void store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len, const char *name,
-                              int64_t il);
+    void store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len,
+                              const char *name, int64_t il);
     // The causal depthwise convolution of recurrent layer il over x [n_ch, n_tokens] (weight
     // [d_conv, n_ch], any float type), continuing each sequence from its last d_conv - 1 inputs (the
     // layer's conv state rows, written back): f32 [n_ch, n_tokens].

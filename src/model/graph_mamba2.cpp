@@ -33,8 +33,8 @@ void set_mamba2_hparams(const gguf_file &f, model_hparams &hp) {
         fail("ssm.time_step_rank", std::to_string(n_head) + " heads do not divide ssm.inner_size " +
                                        std::to_string(hp.ssm_d_inner));
     if (n_head % hp.ssm_n_group != 0)
-        fail("ssm.group_count", std::to_string(hp.ssm_n_group) + " groups do not divide " +
-                                    std::to_string(n_head) + " heads");
+        fail("ssm.group_count",
+             std::to_string(hp.ssm_n_group) + " groups do not divide " + std::to_string(n_head) + " heads");
     if (hp.ssm_d_conv < 2) fail("ssm.conv_kernel", "must be at least 2, is " + std::to_string(hp.ssm_d_conv));
     hp.n_embd_r = (hp.ssm_d_conv - 1) * conv_channels(hp);
     hp.n_embd_s = hp.ssm_d_state * hp.ssm_d_inner;
@@ -65,7 +65,8 @@ tensor *build_mamba2_mixer(graph_builder &b, const layer_weights &l, tensor *x, 
     tensor *zxbcdt = b.build_mm(l.ssm_in, x, nullptr, "ssm_in", il);
     tensor *z = row_block(ctx, zxbcdt, 0, d_inner);
     tensor *xbc = row_block(ctx, zxbcdt, d_inner, n_conv);
-    tensor *dt = b.named(add(ctx, row_block(ctx, zxbcdt, d_inner + n_conv, n_head), l.ssm_dt_b), "ssm_dt", il);
+    tensor *dt =
+        b.named(add(ctx, row_block(ctx, zxbcdt, d_inner + n_conv, n_head), l.ssm_dt_b), "ssm_dt", il);
 
     // the causal convolution over x, B and C, continuing each sequence's last inputs
     xbc = b.build_recurrent_conv(xbc, l.ssm_conv1d, il);

@@ -111,9 +111,10 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
     tensor *picked = b.named(top_k(ctx, selection, n_used), "ffn_moe_topk", il);  // i32 [n_used, n]
     tensor *weights =
         b.named(get_rows(ctx, reshape_3d(ctx, probs, 1, n_expert, n), picked), "ffn_moe_weights",
-                il);  // [1, n_used, n]
+                il);                                               // [1, n_used, n]
     if (gating == model_hparams::expert_gating::softmax_weight) {  // softmax over the picked logits
-        tensor *w2 = b.named(soft_max(ctx, reshape_2d(ctx, weights, n_used, n)), "ffn_moe_weights_softmax", il);
+        tensor *w2 =
+            b.named(soft_max(ctx, reshape_2d(ctx, weights, n_used, n)), "ffn_moe_weights_softmax", il);
         weights = reshape_3d(ctx, w2, 1, n_used, n);
     }
     if (b.hp.expert_weights_norm) {
@@ -138,7 +139,8 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
                       ? b.named(swiglu_oai(ctx, gate, up, b.hp.expert_swiglu_alpha, b.hp.expert_swiglu_limit),
                                 "ffn_moe_swiglu_oai", il)
                       : b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
-    tensor *experts = experts_mm(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down", "ffn_moe_down_biased");
+    tensor *experts =
+        experts_mm(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down", "ffn_moe_down_biased");
     experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
 
     // 3. their sum, in pick order (most probable first)

@@ -126,7 +126,8 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
     // A recurrent model (mamba, mamba2) has no attention: the ssm keys replace the attention, FFN and
     // rope keys (the reference's files hold zeros there). A hybrid has both.
     const std::vector<int64_t> heads = r.per_layer("attention.head_count", hp.n_layer, 0);
-    if (read_ssm_hparams(r, hp) && std::all_of(heads.begin(), heads.end(), [](int64_t h) { return h == 0; })) {
+    if (read_ssm_hparams(r, hp) &&
+        std::all_of(heads.begin(), heads.end(), [](int64_t h) { return h == 0; })) {
         hp.n_head_arr.assign(size_t(hp.n_layer), 0);
         hp.n_head_kv_arr.assign(size_t(hp.n_layer), 0);
         hp.n_ff_arr.assign(size_t(hp.n_layer), 0);

@@ -117,7 +117,8 @@ synth_moe moe_of(const synth_spec &s) {
     m.shared = s.arch == "qwen2moe" || v3_routing || delta_net_moe;
     m.shared_gate = s.arch == "qwen2moe" || delta_net_moe;
     m.dense_lead = v3_routing ? 1 : 0;
-    m.n_expert = s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" || s.arch == "gpt-oss" ? 4 : 0);
+    m.n_expert =
+        s.n_expert > 0 ? s.n_expert : (m.shared || s.arch == "qwen3moe" || s.arch == "gpt-oss" ? 4 : 0);
     if (m.n_expert > 0) m.n_used = s.n_expert_used > 0 ? s.n_expert_used : std::min<int64_t>(2, m.n_expert);
     return m;
 }
@@ -180,8 +181,8 @@ struct synth_arch {
     // scaled weights, one shared expert, a dense first layer (deepseek2, glm4moe)
     bool v3_routing = false;
     const char *ffn_norm_name = "ffn_norm";  // glm4moe calls its pre-FFN norm post_attention_norm
-    bool attn_sinks = false;     // a sink logit per head (gpt-oss)
-    bool expert_biases = false;  // the router's bias and each expert's (gpt-oss)
+    bool attn_sinks = false;                 // a sink logit per head (gpt-oss)
+    bool expert_biases = false;              // the router's bias and each expert's (gpt-oss)
     // No output.weight whatever the spec says: the reference ties the output to token_embd for
     // these families and refuses a file with a separate output matrix ("wrong number of tensors").
     bool always_tied = false;
@@ -235,13 +236,13 @@ const synth_arch synth_archs[] = {
     {.name = "deepseek2", .latent_attn = true, .v3_routing = true},
     {.name = "qwen3moe", .head_qk_norm = true},
     {.name = "gemma3", .head_qk_norm = true, .post_norms = true},
-    {.name = "mamba"},     // a state-space model: see plan_mamba_tensors
+    {.name = "mamba"},                       // a state-space model: see plan_mamba_tensors
     {.name = "lfm2", .head_qk_norm = true},  // short convolutions and attention: see plan_lfm2_tensors
-    {.name = "mamba2"},         // Mamba-2 mixers: see plan_mamba2_tensors
-    {.name = "granitehybrid"},  // Mamba-2 mixers and attention: see plan_granitehybrid_tensors
+    {.name = "mamba2"},                      // Mamba-2 mixers: see plan_mamba2_tensors
+    {.name = "granitehybrid"},               // Mamba-2 mixers and attention: see plan_granitehybrid_tensors
     {.name = "smollm3"},   // every fourth layer without RoPE: the reference's rule, no metadata
     {.name = "mistral3"},  // YaRN RoPE: see synth_fill_writer
-    {.name = "gpt-oss",  // YaRN and windows on the even layers: see synth_fill_writer
+    {.name = "gpt-oss",    // YaRN and windows on the even layers: see synth_fill_writer
      .qkv_bias = true,
      .out_bias = true,
      .ffn_norm_name = "post_attention_norm",
@@ -342,7 +343,8 @@ std::vector<synth_tensor> plan_lfm2_tensors(const synth_spec &s) {
             ts.push_back({p + "attn_k_norm.weight", {hd}, f32, 1.0f, 0.2f});
             matrix(p + "attn_output", hd * s.n_head, s.n_embd, s.block_scale);
         } else {
-            ts.push_back({p + "shortconv.conv.weight", {lfm2_l_cache, s.n_embd}, f32, 0.0f, amp(lfm2_l_cache)});
+            ts.push_back(
+                {p + "shortconv.conv.weight", {lfm2_l_cache, s.n_embd}, f32, 0.0f, amp(lfm2_l_cache)});
             matrix(p + "shortconv.in_proj", s.n_embd, 3 * s.n_embd);
             matrix(p + "shortconv.out_proj", s.n_embd, s.n_embd, s.block_scale);
         }
@@ -387,7 +389,9 @@ std::vector<synth_tensor> plan_mamba2_tensors(const synth_spec &s) {
     std::vector<synth_tensor> ts;
     ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
     ts.push_back({"output_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
-    if (!s.tied) ts.push_back({"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, std::sqrt(3.0f / float(s.n_embd))});
+    if (!s.tied)
+        ts.push_back(
+            {"output.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, std::sqrt(3.0f / float(s.n_embd))});
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         ts.push_back({p + "attn_norm.weight", {s.n_embd}, f32, 1.0f, 0.2f});
@@ -700,7 +704,8 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     if (a == "granitehybrid") {  // 0 KV heads mark the Mamba-2 layers; their sizes; no RoPE (4.0-H)
         std::vector<uint32_t> kv_heads;
         for (int64_t il = 0; il < s.n_layer; ++il)
-            kv_heads.push_back(hybrid_attention_layer(s, il, granitehybrid_period) ? uint32_t(s.n_head_kv) : 0u);
+            kv_heads.push_back(hybrid_attention_layer(s, il, granitehybrid_period) ? uint32_t(s.n_head_kv)
+                                                                                   : 0u);
         w.set_array(a + ".attention.head_count_kv", gguf_type::u32, kv_heads.data(), kv_heads.size());
         const synth_mamba2 m = mamba2_of(s);
         w.set_u32(a + ".ssm.conv_kernel", uint32_t(m.d_conv));

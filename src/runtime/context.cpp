@@ -613,7 +613,8 @@ int inference_context::decode_impl(const batch &b) {
     for (int32_t begin = 0; begin < n; begin += n_ubatch) {
         const int32_t nu = std::min(n_ubatch, n - begin);
         const std::span<const uint32_t> cells =
-            kv_ ? std::span<const uint32_t>(room.cells.data() + begin, size_t(nu)) : std::span<const uint32_t>();
+            kv_ ? std::span<const uint32_t>(room.cells.data() + begin, size_t(nu))
+                : std::span<const uint32_t>();
         for (int32_t t = begin; t < begin + nu; ++t)
             memory_->apply(room, size_t(t), fb.pos[size_t(t)], fb.seqs[size_t(t)]);
 

@@ -14,9 +14,12 @@ namespace weft {
 
 const char *memory_kind_name(memory_kind k) {
     switch (k) {
-    case memory_kind::attention: return "attention";
-    case memory_kind::recurrent: return "recurrent";
-    case memory_kind::hybrid: return "hybrid";
+        case memory_kind::attention:
+            return "attention";
+        case memory_kind::recurrent:
+            return "recurrent";
+        case memory_kind::hybrid:
+            return "hybrid";
     }
     return "?";
 }
@@ -47,7 +50,8 @@ class attention_memory final : public sequence_memory {
 
     std::string cannot_shift_reason() const override {
         if (model_.can_shift_kv()) return {};
-        return model_.arch_name() + " cannot move cached tokens to other positions (its positions are not rotary)";
+        return model_.arch_name() +
+               " cannot move cached tokens to other positions (its positions are not rotary)";
     }
     void seq_add(seq_id s, llm_pos p0, llm_pos p1, llm_pos delta) override { kv_->seq_add(s, p0, p1, delta); }
     void seq_div(seq_id s, llm_pos p0, llm_pos p1, int d) override { kv_->seq_div(s, p0, p1, d); }
@@ -142,8 +146,7 @@ class recurrent_state_memory final : public sequence_memory {
 // count against the context as KV cells.
 class hybrid_memory final : public sequence_memory {
   public:
-    hybrid_memory(const model &m, const memory_params &p)
-        : model_(m), attn_(m, p), recr_(m, p) {}
+    hybrid_memory(const model &m, const memory_params &p) : model_(m), attn_(m, p), recr_(m, p) {}
 
     memory_kind kind() const override { return memory_kind::hybrid; }
     kv_cache *attention() const override { return attn_.attention(); }
@@ -161,8 +164,12 @@ class hybrid_memory final : public sequence_memory {
         recr_.seq_keep(s);
         attn_.seq_keep(s);
     }
-    llm_pos seq_pos_min(seq_id s) const override { return std::max(recr_.seq_pos_min(s), attn_.seq_pos_min(s)); }
-    llm_pos seq_pos_max(seq_id s) const override { return std::min(recr_.seq_pos_max(s), attn_.seq_pos_max(s)); }
+    llm_pos seq_pos_min(seq_id s) const override {
+        return std::max(recr_.seq_pos_min(s), attn_.seq_pos_min(s));
+    }
+    llm_pos seq_pos_max(seq_id s) const override {
+        return std::min(recr_.seq_pos_max(s), attn_.seq_pos_max(s));
+    }
     std::vector<llm_pos> seq_pos_max_all() const override {
         std::vector<llm_pos> out = attn_.seq_pos_max_all();
         const std::vector<llm_pos> r = recr_.seq_pos_max_all();

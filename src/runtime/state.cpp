@@ -486,7 +486,9 @@ inference_context::saved_state inference_context::load_impl(std::span<const uint
     kv_update();
     // (a hybrid's KV cells bound its positions: the states take what the cells took)
     if (kv_) apply_kv(*kv_, kv_saved, kind, dst, params_.n_seq_max, fail);
-    if (rs_) apply_recurrent(*rs_, rs_saved, kind, dst, kv_ ? std::numeric_limits<uint32_t>::max() : params_.n_ctx, fail);
+    if (rs_)
+        apply_recurrent(*rs_, rs_saved, kind, dst, kv_ ? std::numeric_limits<uint32_t>::max() : params_.n_ctx,
+                        fail);
     if (kind == kind_context) {
         output_batch_index_ = std::move(out_index);
         batch_output_row_ = std::move(out_row);

@@ -81,12 +81,12 @@ inline const std::vector<family_case> &families() {
         {.arch = "qwen3moe", .experts = 4, .experts_used = 2},
         {.arch = "deepseek2", .experts = 4, .experts_used = 2},
         {.arch = "mamba"},
-        {.arch = "mamba2"},  // 8 heads of 16 channels, one group
+        {.arch = "mamba2"},                      // 8 heads of 16 channels, one group
         {.arch = "lfm2", .layers = 4},           // short convolutions at layers 0, 1, 3, attention at 2
         {.arch = "granitehybrid", .layers = 4},  // Mamba-2 at layers 0-2, attention (no RoPE) at 3
-        {.arch = "smollm3", .layers = 4},  // layer 3 without RoPE
+        {.arch = "smollm3", .layers = 4},        // layer 3 without RoPE
         {.arch = "mistral3"},
-        {.arch = "glm4moe", .experts = 4, .experts_used = 2},  // layer 0 dense, layer 1 routed
+        {.arch = "glm4moe", .experts = 4, .experts_used = 2},               // layer 0 dense, layer 1 routed
         {.arch = "gpt-oss", .layers = 4, .experts = 4, .experts_used = 2},  // windows on layers 0 and 2
         // gated delta nets at layers 0-2, gated attention at 3; 2 q/k heads for 4 value heads
         {.arch = "qwen3next", .layers = 4, .experts = 4, .experts_used = 2},

@@ -131,7 +131,8 @@ TEST_F(HybridState, CopyKeepAndClear) {
     EXPECT_EQ(ctx.kv_seq_pos_max(1), -1);
     EXPECT_EQ(ctx.kv_seq_pos_max(2), 4);
     inference_context fresh(*model_, hybrid_params(512, 2, 3));
-    expect_same_bits(continue_seq(fresh, prompt, 0), continue_seq(ctx, prompt, 0), "a kept-out sequence restarts");
+    expect_same_bits(continue_seq(fresh, prompt, 0), continue_seq(ctx, prompt, 0),
+                     "a kept-out sequence restarts");
 
     ctx.kv_clear();
     EXPECT_EQ(ctx.kv_used_cells(), 0u);
@@ -183,7 +184,8 @@ TEST_F(HybridState, AnAbortedBatchLeavesBothPartsAsTheyWere) {
         inference_params p = hybrid_params(3);
         p.abort_callback = [&] { return armed.load() && ++polls > abort_after_polls; };
         inference_context ctx(*model_, p);
-        const std::vector<token> prompt = test::spread_tokens(5, 280, 10), more = test::spread_tokens(8, 280, 11);
+        const std::vector<token> prompt = test::spread_tokens(5, 280, 10),
+                                 more = test::spread_tokens(8, 280, 11);
         continue_seq(ctx, prompt);
         armed = true;
         batch b;

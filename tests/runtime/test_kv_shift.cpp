@@ -215,7 +215,8 @@ std::vector<std::string> rotary_architectures() {
     std::erase(names, "bert");
     // recurrent and hybrid models: a state has no positions to move (test_mamba.cpp,
     // test_hybrid_memory.cpp and test_delta_net_families.cpp check the refusal)
-    for (const char *recurrent : {"mamba", "mamba2", "lfm2", "granitehybrid", "qwen3next", "qwen35", "qwen35moe"})
+    for (const char *recurrent :
+         {"mamba", "mamba2", "lfm2", "granitehybrid", "qwen3next", "qwen35", "qwen35moe"})
         std::erase(names, recurrent);
     // its NoPE layers' keys must stay as they are while the others turn: weft does not shift it
     std::erase(names, "smollm3");

@@ -36,7 +36,8 @@ synth_spec tiny_mamba(dtype type = dtype::f32) {
 using test::continue_seq;
 using test::expect_same_bits;
 
-inference_params params(uint32_t n_ubatch = 512, int threads = 2, uint32_t n_seq_max = 2, uint32_t n_ctx = 64) {
+inference_params params(uint32_t n_ubatch = 512, int threads = 2, uint32_t n_seq_max = 2,
+                        uint32_t n_ctx = 64) {
     return test::recurrent_params(n_ubatch, threads, n_seq_max, n_ctx);
 }
 
@@ -85,7 +86,8 @@ TEST(MambaInvariance, SameBitsHoweverBatchedOrThreaded) {
     for (const dtype type : {dtype::f32, dtype::q8_0}) {
         synth_file f(std::string("mamba-inv-") + type_name(type), tiny_mamba(type));
         const auto m = model::load(f.path());
-        test::expect_invariant(*m, test::spread_tokens(11, 280, 1), test::spread_tokens(7, 280, 2), type_name(type));
+        test::expect_invariant(*m, test::spread_tokens(11, 280, 1), test::spread_tokens(7, 280, 2),
+                               type_name(type));
     }
 }
 

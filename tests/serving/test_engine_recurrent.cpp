@@ -87,7 +87,8 @@ TEST_P(ServingRecurrent, BatchedSlotsGiveWhatEachGetsAlone) {
         while (!jobs[i]->finished() && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         ASSERT_TRUE(jobs[i]->finished()) << texts[i];
-        EXPECT_EQ(test::generated_ids(jobs[i]->result()), test::generated_ids(alone(m(), reqs[i]))) << texts[i];
+        EXPECT_EQ(test::generated_ids(jobs[i]->result()), test::generated_ids(alone(m(), reqs[i])))
+            << texts[i];
     }
     eng.stop();
 }
@@ -143,7 +144,8 @@ TEST_P(ServingRecurrent, SpeculativeDecodingIsRefused) {
         FAIL() << "expected an error";
     } catch (const error &e) {
         // "... a recurrent model: its recurrent states ...", "... a hybrid model: ..."
-        EXPECT_NE(std::string(e.what()).find(GetParam() == "lfm2" ? "hybrid" : "recurrent"), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find(GetParam() == "lfm2" ? "hybrid" : "recurrent"),
+                  std::string::npos)
             << e.what();
     }
 }

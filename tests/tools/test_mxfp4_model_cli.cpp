@@ -22,14 +22,14 @@ using weft::test::temp_file;
 
 using rows = std::vector<std::vector<float>>;
 
-run_result weft_cli(const std::string &args) {
+run_result run_weft_mxfp4(const std::string &args) {
     return weft::test::run_weft_shell(args);
 }
 
 rows prompt_logits(const std::string &model, int threads) {
     const run_result r =
-        weft_cli("logits -m " + shell_quote(model) + " -p 'Once upon a time, there was' --json -n 1 -t " +
-                 std::to_string(threads));
+        run_weft_mxfp4("logits -m " + shell_quote(model) +
+                       " -p 'Once upon a time, there was' --json -n 1 -t " + std::to_string(threads));
     EXPECT_EQ(r.status, 0) << r.err;
     if (r.status != 0) return {};
     return nlohmann::json::parse(r.out).at("prompt_logits").get<rows>();
@@ -58,13 +58,14 @@ distance rows_distance(const rows &got, const rows &ref) {
 
 TEST(Mxfp4ModelCli, QuantizedExpertsStayCloseToF32AndThreadInvariant) {
     const temp_file f32("mxfp4-moe-f32"), mxfp4("mxfp4-moe-mxfp4"), q8("mxfp4-moe-q8_0");
-    const run_result s = weft_cli("synth " + shell_quote(f32.path()) +
-                                  " --arch qwen3moe --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 128"
-                                  " --experts 8 --experts-used 2 --vocab 1024 --seed 7 --type f32");
+    const run_result s =
+        run_weft_mxfp4("synth " + shell_quote(f32.path()) +
+                       " --arch qwen3moe --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 128"
+                       " --experts 8 --experts-used 2 --vocab 1024 --seed 7 --type f32");
     ASSERT_EQ(s.status, 0) << s.err;
     for (const auto &[out, type] : {std::pair{&mxfp4, "MXFP4_MOE"}, std::pair{&q8, "Q8_0"}}) {
-        const run_result q =
-            weft_cli("quantize " + shell_quote(f32.path()) + " " + shell_quote(out->path()) + " " + type);
+        const run_result q = run_weft_mxfp4("quantize " + shell_quote(f32.path()) + " " +
+                                            shell_quote(out->path()) + " " + type);
         ASSERT_EQ(q.status, 0) << q.err;
     }
     const rows ref = prompt_logits(f32.path(), 2);

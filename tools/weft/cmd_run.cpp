@@ -165,7 +165,8 @@ int run_main(int argc, char **argv) {
     if (!prompt_cache.empty() && std::filesystem::exists(prompt_cache)) {
         eng.load_slot(0, prompt_cache);
         n_cache_loaded = eng.stats().slots[0].n_cached;
-        std::fprintf(stderr, "weft run: prompt cache %s: loaded %d tokens\n", prompt_cache.c_str(), n_cache_loaded);
+        std::fprintf(stderr, "weft run: prompt cache %s: loaded %d tokens\n", prompt_cache.c_str(),
+                     n_cache_loaded);
     }
     weft::serving::request req;
     req.prompt = tokens;
@@ -193,11 +194,12 @@ int run_main(int argc, char **argv) {
     // A recurrent state holds all it has seen at once: it cannot drop the saved output to continue a
     // prompt that shares only part of it (no state checkpoints yet), so the prompt was decoded again.
     if (n_cache_loaded > 0 && done.n_cached == 0 && ctx.is_recurrent())
-        std::fprintf(stderr,
-                     "weft run: prompt cache %s: not reused: %s is a %s model, whose saved state continues only "
-                     "a prompt that extends all %d saved tokens (the prompt and its output)\n",
-                     prompt_cache.c_str(), model->arch_name().c_str(), weft::memory_kind_name(ctx.memory().kind()),
-                     n_cache_loaded);
+        std::fprintf(
+            stderr,
+            "weft run: prompt cache %s: not reused: %s is a %s model, whose saved state continues only "
+            "a prompt that extends all %d saved tokens (the prompt and its output)\n",
+            prompt_cache.c_str(), model->arch_name().c_str(), weft::memory_kind_name(ctx.memory().kind()),
+            n_cache_loaded);
     if (!prompt_cache.empty() && size_t(done.n_cached) + 1 < tokens.size()) {
         // a shift moved the prompt's cells: what the slot holds no longer starts with the prompt
         if (done.n_shifts > 0) {
@@ -243,8 +245,8 @@ int run_main(int argc, char **argv) {
         std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s) + recurrent states %.1f MiB (f32)",
                       kv_mib, weft::type_name(kv->type_k()), weft::type_name(kv->type_v()), states_mib);
     else
-        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s)", kv_mib, weft::type_name(kv->type_k()),
-                      weft::type_name(kv->type_v()));
+        std::snprintf(memory, sizeof memory, "KV %.1f MiB (K %s, V %s)", kv_mib,
+                      weft::type_name(kv->type_k()), weft::type_name(kv->type_v()));
     std::fprintf(stderr,
                  "weft run: graphs built %lld (%.2f ms), reused %lld; %s, compute %.1f MiB, threads %d/%d\n",
                  (long long)p.n_graph_builds, p.t_graph_build_ms, (long long)p.n_graph_reuses, memory,

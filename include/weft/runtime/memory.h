@@ -90,8 +90,8 @@ class sequence_memory {
 };
 
 struct memory_params {
-    uint32_t n_ctx = 0;      // KV cells; a recurrent model: the positions its states may hold together
-    uint32_t n_seq_max = 1;  // sequence ids [0, n_seq_max)
+    uint32_t n_ctx = 0;         // KV cells; a recurrent model: the positions its states may hold together
+    uint32_t n_seq_max = 1;     // sequence ids [0, n_seq_max)
     dtype type_k = dtype::f16;  // the KV cache's types
     dtype type_v = dtype::f16;
     device *dev = nullptr;   // the device holding the memory (null: the CPU)
