@@ -33,18 +33,7 @@ class arch_mamba2 final : public architecture {
     }
 
     graph_inputs build_graph(graph_builder &b) const override {
-        tensor *h = b.stage_input([&] { return b.build_inp_embd(); });
-        for (const int64_t il : b.layers()) {
-            const layer_weights &l = b.w.layers[size_t(il)];
-            tensor *cur = b.build_norm(h, l.attn_norm, "attn_norm", il);
-            cur = build_mamba2_mixer(b, l, cur, il);
-            if (il == b.hp.n_layer - 1) {  // only the output rows go on
-                cur = b.select_outputs(cur);
-                h = b.select_outputs(h);
-            }
-            h = b.named(add(b.ctx, cur, h), "l_out", il);
-        }
-        return b.finish(h);
+        return build_mixer_stack(b, &build_mamba2_mixer);
     }
 
     // Positions are not part of a recurrent state: nothing to re-rotate, and nothing can move.

@@ -479,4 +479,18 @@ graph_inputs build_llama_graph(graph_builder &b) {
     return b.finish(x);
 }
 
+graph_inputs build_mixer_stack(graph_builder &b, block_mixer mixer) {
+    tensor *h = b.stage_input([&] { return b.build_inp_embd(); });
+    for (const int64_t il : b.layers()) {
+        const layer_weights &l = b.w.layers[size_t(il)];
+        tensor *cur = mixer(b, l, b.build_norm(h, l.attn_norm, "attn_norm", il), il);
+        if (il == b.hp.n_layer - 1) {  // only the output rows go on
+            cur = b.select_outputs(cur);
+            h = b.select_outputs(h);
+        }
+        h = b.named(add(b.ctx, cur, h), "l_out", il);
+    }
+    return b.finish(h);
+}
+
 }  // namespace weft

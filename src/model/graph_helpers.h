@@ -133,6 +133,11 @@ class graph_builder {
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);
 };
 
+// The layer stack of a state-space model (mamba, mamba2): per block an RMS norm, the mixer and the
+// residual add, then finish. mixer(b, layer weights, normed x, il) returns the block's output.
+using block_mixer = tensor *(*)(graph_builder &b, const layer_weights &l, tensor *x, int64_t il);
+graph_inputs build_mixer_stack(graph_builder &b, block_mixer mixer);
+
 // The model's rope settings (hparams) for layer il as the rope op takes them (sliding-window layers
 // have a base of their own where hp.rope_freq_base_swa is set).
 rope_params model_rope_params(const model_hparams &hp, int64_t il);
