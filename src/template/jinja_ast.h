@@ -2,6 +2,7 @@
 // tree the parser builds, and the entry points of the three stages (lex, parse, evaluate).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -113,5 +114,8 @@ bool known_test(std::string_view name);
 std::unique_ptr<program> parse(std::string_view source, const jinja_options &options);
 
 std::string evaluate(const program &prog, const jinja_value &context, const jinja_options &options);
+
+// The UTF-8 bytes of code point `cp`, appended to `out`.
+void append_utf8(std::string &out, uint32_t cp);
 
 }  // namespace weft::jinja_detail

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# tests/template/jinja/reference/record.sh — records how the 2026 reference server renders the chat
+# templates of the reasoning families, the expectations of tests/server/test_chat_reference.cpp.
+#
+#   tests/template/jinja/reference/record.sh BUILD_DIR      (from the repository root)
+#
+# For each template below (tests/template/jinja/templates/NAME.jinja) the reference llama-server
+# runs with --jinja --chat-template-file on a tiny model `weft synth` writes, and every request body
+# of conversations/ is POSTed to its /apply-template; the prompt it answers is written to
+# expected/NAME--CONVERSATION.txt (an HTTP error: .error with its message). cases.json records the
+# model's bos/eos tokens and the day (templates that print the date print this one).
+#
+# Where the templates come from (model data that GGUF files carry as tokenizer.chat_template):
+# gpt-oss.jinja is openai/gpt-oss-120b's (as llama.cpp keeps it in models/templates/
+# openai-gpt-oss-120b.jinja); deepseek-v3.1.jinja, glm-4.5.jinja and lfm2.jinja are llama.cpp's
+# models/templates/deepseek-ai-DeepSeek-V3.1.jinja, glm_4_5.jinja and llama-cpp-lfm2.jinja;
+# qwen3.jinja (Qwen/Qwen3-8B) and deepseek-r1.jinja (DeepSeek-R1-Distill) were checked in before.
+set -euo pipefail
+
+build=${1:?usage: record.sh BUILD_DIR}
+weft="$build/weft"
+reference=${REFERENCE:-../shared/bench/reference-2026}
+here=tests/template/jinja/reference
+templates=tests/template/jinja/templates
+port=${PORT:-18947}
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The reference's shared libraries are found by their versioned names; where a copy turned its
+# symbolic links into small text files naming the target, link them again in a folder of our own.
+libs="$work/lib"
+mkdir -p "$libs"
+for f in "$reference"/lib*.so*; do
+    name=$(basename "$f")
+    if [ "$(stat -c %s "$f")" -lt 64 ] && ! grep -q $'\x7fELF' "$f" 2>/dev/null; then
+        ln -s "$(cat "$f")" "$libs/$name"
+    else
+        ln -s "$(realpath "$f")" "$libs/$name"
+    fi
+done
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+model="$work/model.gguf"
+"$weft" synth "$model" --arch llama --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7 >/dev/null
+
+names=(gpt-oss qwen3 deepseek-r1 deepseek-v3.1 glm-4.5 lfm2)
+rm -f "$here"/expected/*
+for name in "${names[@]}"; do
+    "$reference/llama-server" -m "$model" --jinja --chat-template-file "$templates/$name.jinja" \
+        --port "$port" --no-webui -c 512 -t 1 >"$work/server.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    python3 - "$port" "$here" "$name" <<'PY'
+import json, os, sys, urllib.request, urllib.error
+port, here, name = sys.argv[1:]
+for conv in sorted(os.listdir(os.path.join(here, "conversations"))):
+    stem = conv[: -len(".json")]
+    body = open(os.path.join(here, "conversations", conv), "rb").read()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/apply-template", data=body,
+                                 headers={"Content-Type": "application/json"})
+    base = os.path.join(here, "expected", f"{name}--{stem}")
+    try:
+        prompt = json.load(urllib.request.urlopen(req))["prompt"]
+        open(base + ".txt", "w", encoding="utf-8", newline="").write(prompt)
+    except urllib.error.HTTPError as e:
+        message = json.load(e).get("error", {}).get("message", "")
+        open(base + ".error", "w", encoding="utf-8").write(message + "\n")
+PY
+    props=$(curl -s "http://127.0.0.1:$port/props")
+    kill "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+    echo "$name: $(ls "$here"/expected/"$name"--* | wc -l) renderings"
+done
+python3 - "$here" "$props" "${names[@]}" <<'PY'
+import datetime, json, sys
+here, props, names = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+cases = {"date": datetime.date.today().isoformat(), "bos_token": props["bos_token"],
+         "eos_token": props["eos_token"], "templates": names}
+with open(f"{here}/cases.json", "w") as f:
+    json.dump(cases, f, indent=1)
+    f.write("\n")
+PY
