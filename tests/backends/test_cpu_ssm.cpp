@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/activations.h"
+#include "backends/cpu/ssm_conv.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
@@ -92,18 +93,82 @@ ssm_reference scan_reference(const tensor &x, const tensor &dt, const tensor &A,
     return r;
 }
 
+// Builds a recurrent op from its per-token inputs (token t is column t of each), its states [...,
+// n_seqs] (sequences along the last dim) and the token -> sequence map.
+using recurrent_op_fn = std::function<tensor *(context &, const std::vector<tensor *> &token_inputs,
+                                               tensor *states, tensor *seq_of)>;
+
+tensor *run_alone(tensor *out, int n_threads) {
+    graph g;
+    build_forward_expand(g, out);
+    auto b = host_memory_devices().front()->make_backend(n_threads);
+    EXPECT_EQ(b->graph_compute(g, {}), compute_status::ok);
+    return out;
+}
+
+// Each sequence computed alone (its tokens' columns copied out, its state alone) gives the bits the
+// interleaved call gives it: its outputs and its final state. The op's batch invariance.
+void expect_each_sequence_alone_equals_interleaved(const recurrent_op_fn &make,
+                                                   const std::vector<tensor *> &token_inputs, tensor *states,
+                                                   const std::vector<int32_t> &seq_of) {
+    auto ctx = data_context();
+    const int n_dims = states->n_dims() < 2 ? 2 : states->n_dims();
+    const int64_t n_seqs = states->ne[n_dims - 1], state_floats = states->nelements() / n_seqs;
+    const auto n_tokens = int64_t(seq_of.size());
+    tensor *all = run_alone(make(*ctx, token_inputs, states, i32_input(*ctx, seq_of)), 3);
+    const int64_t y_per_token = (all->nelements() - states->nelements()) / n_tokens;
+    const auto *all_out = static_cast<const float *>(all->data);
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        std::vector<int64_t> tokens;
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (seq_of[size_t(t)] == s) tokens.push_back(t);
+        if (tokens.empty()) continue;
+        std::vector<tensor *> inputs;
+        for (tensor *in : token_inputs) {
+            tensor *mine = ctx->new_tensor(dtype::f32, {in->ne[0], int64_t(tokens.size())});
+            for (size_t j = 0; j < tokens.size(); ++j)
+                for (int64_t i0 = 0; i0 < in->ne[0]; ++i0)
+                    tensor_set_f32(*mine, tensor_get_f32(*in, i0, tokens[j]), i0, int64_t(j));
+            inputs.push_back(mine);
+        }
+        int64_t ne[max_dims] = {states->ne[0], states->ne[1], states->ne[2], states->ne[3]};
+        ne[n_dims - 1] = 1;
+        tensor *state = ctx->new_tensor(dtype::f32, {ne[0], ne[1], ne[2], ne[3]});
+        std::memcpy(state->data, static_cast<const float *>(states->data) + s * state_floats,
+                    size_t(state_floats) * sizeof(float));
+        tensor *alone =
+            run_alone(make(*ctx, inputs, state, i32_input(*ctx, std::vector<int32_t>(tokens.size(), 0))), 2);
+        const auto *alone_out = static_cast<const float *>(alone->data);
+        for (size_t j = 0; j < tokens.size(); ++j)
+            EXPECT_EQ(std::memcmp(alone_out + int64_t(j) * y_per_token, all_out + tokens[j] * y_per_token,
+                                  size_t(y_per_token) * sizeof(float)),
+                      0)
+                << op_name(all->op) << ": sequence " << s << ", token " << tokens[j];
+        EXPECT_EQ(std::memcmp(alone_out + int64_t(tokens.size()) * y_per_token,
+                              all_out + n_tokens * y_per_token + s * state_floats,
+                              size_t(state_floats) * sizeof(float)),
+                  0)
+            << op_name(all->op) << ": final state of sequence " << s;
+    }
+}
+
 struct conv_case {
     int64_t n_ch, n_tokens, d_conv, n_seqs;
 };
 
+// x is a view into a wider projection (strided rows, as a model's in-projection gives it); channel
+// counts below, at and past the kernel's blocks of 16 (1, 2 and 3 threads split them unevenly);
+// LFM2's width 3, Mamba's 4, others, and one past the lane arrays (channel by channel).
 TEST(CpuSsm, ConvMatchesReferenceWithInterleavedSequences) {
     for (const conv_case k : {conv_case{7, 11, 4, 3}, conv_case{13, 1, 4, 2}, conv_case{5, 9, 5, 4},
-                              conv_case{33, 17, 3, 5}, conv_case{3, 6, 2, 2}}) {
+                              conv_case{33, 17, 3, 5}, conv_case{3, 6, 2, 2}, conv_case{50, 9, 3, 3},
+                              conv_case{48, 1, 4, 4}, conv_case{37, 8, 7, 2}, conv_case{19, 6, 70, 3}}) {
         auto ctx = data_context();
-        tensor *x = ctx->new_tensor(dtype::f32, {k.n_ch, k.n_tokens});
+        tensor *proj = ctx->new_tensor(dtype::f32, {k.n_ch + 5, k.n_tokens});
+        tensor *x = view_2d(*ctx, proj, k.n_ch, k.n_tokens, proj->nb[1], 2 * sizeof(float));
         tensor *states = ctx->new_tensor(dtype::f32, {k.d_conv - 1, k.n_ch, k.n_seqs});
         tensor *w = ctx->new_tensor(dtype::f32, {k.d_conv, k.n_ch});
-        fill_uniform(*x, 1);
+        fill_uniform(*proj, 1);
         if (states->nelements() > 0) fill_uniform(*states, 2);
         fill_uniform(*w, 3);
         const std::vector<int32_t> seq_of = interleaved_sequences(k.n_tokens, k.n_seqs);
@@ -112,6 +177,67 @@ TEST(CpuSsm, ConvMatchesReferenceWithInterleavedSequences) {
         ASSERT_EQ(out->ne[0], k.n_ch * k.n_tokens + states->nelements());
         const ssm_reference ref = conv_reference(*x, *states, *w, seq_of);
         expect_matches_reference(out, ref.fn(), 1e-12);
+        expect_each_sequence_alone_equals_interleaved(
+            [&](context &c, const std::vector<tensor *> &in, tensor *st, tensor *seq) {
+                return ssm_conv(c, in[0], st, w, seq);
+            },
+            {x}, states, seq_of);
+    }
+}
+
+// The convolution's kernel is compiled per ISA (blocks of 16 channels in vector registers): every
+// build gives the scalar build's bits, for every width path and channel ranges with a short block.
+TEST(CpuSsm, ConvOfEveryIsaEqualsScalarBitForBit) {
+    const cpu_features &f = host_cpu_features();
+    std::vector<cpu::ssm_conv_channels_fn> builds;
+    if (f.avx2 && f.fma) builds.push_back(cpu::ssm_conv_channels_avx2);
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.fma) builds.push_back(cpu::ssm_conv_channels_avx512);
+    if (builds.empty()) GTEST_SKIP() << "no SIMD build of the convolution for this CPU";
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    auto random_floats = [&](int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float &e : v) e = dist(rng);
+        return v;
+    };
+    const int64_t n_ch = 45, n_tokens = 13, n_seqs = 3, x_row = n_ch + 3;
+    const std::vector<int32_t> seq_of = interleaved_sequences(n_tokens, n_seqs);
+    std::vector<int32_t> seq_tokens;
+    std::vector<int64_t> seq_begin;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+        seq_begin.push_back(int64_t(seq_tokens.size()));
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (seq_of[size_t(t)] == s) seq_tokens.push_back(int32_t(t));
+    }
+    seq_begin.push_back(int64_t(seq_tokens.size()));
+    for (const int64_t d_conv : {2, 3, 4, 6, 70}) {
+        const std::vector<float> x = random_floats(x_row * n_tokens), w = random_floats(d_conv * n_ch);
+        const std::vector<float> states = random_floats((d_conv - 1) * n_ch * n_seqs);
+        auto run = [&](cpu::ssm_conv_channels_fn kernel, int64_t c_begin, int64_t c_end) {
+            std::vector<float> out(size_t(n_ch * n_tokens + (d_conv - 1) * n_ch * n_seqs), -7.0f);
+            const cpu::ssm_conv_task a{.x = x.data(),
+                                       .x_row = x_row,
+                                       .weight = w.data(),
+                                       .weight_row = d_conv,
+                                       .states_in = states.data(),
+                                       .states_out = out.data() + n_ch * n_tokens,
+                                       .y = out.data(),
+                                       .seq_tokens = seq_tokens.data(),
+                                       .seq_begin = seq_begin.data(),
+                                       .n_seqs = n_seqs,
+                                       .n_ch = n_ch,
+                                       .d_conv = d_conv};
+            kernel(a, c_begin, c_end);
+            return out;
+        };
+        for (const auto &[c_begin, c_end] : {std::pair<int64_t, int64_t>{0, n_ch}, {16, 45}, {3, 12}}) {
+            const std::vector<float> want = run(cpu::ssm_conv_channels_scalar, c_begin, c_end);
+            for (cpu::ssm_conv_channels_fn kernel : builds)
+                EXPECT_EQ(
+                    std::memcmp(run(kernel, c_begin, c_end).data(), want.data(), want.size() * sizeof(float)),
+                    0)
+                    << "width " << d_conv << ", channels [" << c_begin << ", " << c_end << ")";
+        }
     }
 }
 
@@ -287,65 +413,6 @@ ssm_reference mamba2_reference(const tensor &x, const tensor &dt, const tensor &
                 r.out[size_t(n_ch * n_tokens + (s * n_ch + ch) * d_state + i)] = st[size_t(i)];
         }
     return r;
-}
-
-// Builds a recurrent op from its per-token inputs (token t is column t of each), its states [...,
-// n_seqs] (sequences along the last dim) and the token -> sequence map.
-using recurrent_op_fn = std::function<tensor *(context &, const std::vector<tensor *> &token_inputs,
-                                               tensor *states, tensor *seq_of)>;
-
-tensor *run_alone(tensor *out, int n_threads) {
-    graph g;
-    build_forward_expand(g, out);
-    auto b = host_memory_devices().front()->make_backend(n_threads);
-    EXPECT_EQ(b->graph_compute(g, {}), compute_status::ok);
-    return out;
-}
-
-// Each sequence computed alone (its tokens' columns copied out, its state alone) gives the bits the
-// interleaved call gives it: its outputs and its final state. The op's batch invariance.
-void expect_each_sequence_alone_equals_interleaved(const recurrent_op_fn &make,
-                                                   const std::vector<tensor *> &token_inputs, tensor *states,
-                                                   const std::vector<int32_t> &seq_of) {
-    auto ctx = data_context();
-    const int n_dims = states->n_dims() < 2 ? 2 : states->n_dims();
-    const int64_t n_seqs = states->ne[n_dims - 1], state_floats = states->nelements() / n_seqs;
-    const auto n_tokens = int64_t(seq_of.size());
-    tensor *all = run_alone(make(*ctx, token_inputs, states, i32_input(*ctx, seq_of)), 3);
-    const int64_t y_per_token = (all->nelements() - states->nelements()) / n_tokens;
-    const auto *all_out = static_cast<const float *>(all->data);
-    for (int64_t s = 0; s < n_seqs; ++s) {
-        std::vector<int64_t> tokens;
-        for (int64_t t = 0; t < n_tokens; ++t)
-            if (seq_of[size_t(t)] == s) tokens.push_back(t);
-        if (tokens.empty()) continue;
-        std::vector<tensor *> inputs;
-        for (tensor *in : token_inputs) {
-            tensor *mine = ctx->new_tensor(dtype::f32, {in->ne[0], int64_t(tokens.size())});
-            for (size_t j = 0; j < tokens.size(); ++j)
-                for (int64_t i0 = 0; i0 < in->ne[0]; ++i0)
-                    tensor_set_f32(*mine, tensor_get_f32(*in, i0, tokens[j]), i0, int64_t(j));
-            inputs.push_back(mine);
-        }
-        int64_t ne[max_dims] = {states->ne[0], states->ne[1], states->ne[2], states->ne[3]};
-        ne[n_dims - 1] = 1;
-        tensor *state = ctx->new_tensor(dtype::f32, {ne[0], ne[1], ne[2], ne[3]});
-        std::memcpy(state->data, static_cast<const float *>(states->data) + s * state_floats,
-                    size_t(state_floats) * sizeof(float));
-        tensor *alone =
-            run_alone(make(*ctx, inputs, state, i32_input(*ctx, std::vector<int32_t>(tokens.size(), 0))), 2);
-        const auto *alone_out = static_cast<const float *>(alone->data);
-        for (size_t j = 0; j < tokens.size(); ++j)
-            EXPECT_EQ(std::memcmp(alone_out + int64_t(j) * y_per_token, all_out + tokens[j] * y_per_token,
-                                  size_t(y_per_token) * sizeof(float)),
-                      0)
-                << op_name(all->op) << ": sequence " << s << ", token " << tokens[j];
-        EXPECT_EQ(std::memcmp(alone_out + int64_t(tokens.size()) * y_per_token,
-                              all_out + n_tokens * y_per_token + s * state_floats,
-                              size_t(state_floats) * sizeof(float)),
-                  0)
-            << op_name(all->op) << ": final state of sequence " << s;
-    }
 }
 
 struct mamba2_case {

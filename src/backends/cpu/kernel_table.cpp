@@ -77,7 +77,7 @@ constexpr op_kernel kernel_entry(op_kind op) {
         case op_kind::softplus:
             return {compute_softplus, supports_unary, work_size_row_scratch, alone};
         case op_kind::ssm_conv:
-            return {compute_ssm_conv, supports_ssm_conv, nullptr};
+            return {compute_ssm_conv, supports_ssm_conv, work_size_ssm_conv};
         case op_kind::ssm_scan:
             return {compute_ssm_scan, supports_ssm_scan, work_size_ssm_scan};
         case op_kind::ssm_scan_mamba2:

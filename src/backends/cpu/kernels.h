@@ -282,6 +282,7 @@ size_t work_size_top_k(const tensor &dst, int n_threads);
 void compute_ssm_conv(const compute_params &p, tensor &dst);
 void compute_ssm_scan(const compute_params &p, tensor &dst);
 bool supports_ssm_conv(const tensor &dst);
+size_t work_size_ssm_conv(const tensor &dst, int n_threads);
 bool supports_ssm_scan(const tensor &dst);
 size_t work_size_ssm_scan(const tensor &dst, int n_threads);
 void compute_ssm_scan_mamba2(const compute_params &p, tensor &dst);

@@ -6,6 +6,7 @@
 // in column order, advancing the state of the token's sequence. A channel's arithmetic is the same
 // whatever the split and whatever else the ubatch holds, so the results are bit for bit the same
 // for any thread count and any batching of a sequence's tokens.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 #include "backends/cpu/activations.h"
 #include "backends/cpu/canonical_math.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ssm_conv.h"
 #include "weft/core/ops.h"
 
 namespace weft::cpu {
@@ -75,6 +77,12 @@ const float *row_f32(const tensor &t, int64_t i1) {
     return reinterpret_cast<const float *>(static_cast<const char *>(t.data) + i1 * int64_t(t.nb[1]));
 }
 
+// ssm_conv's per thread: the token lists by sequence (n_tokens ints) and their offsets (n_seqs + 1).
+size_t ssm_conv_thread_bytes(const tensor &dst) {
+    return pad_to_cache_line(size_t(dst.src[0]->ne[1]) * sizeof(int32_t)) +
+           pad_to_cache_line(size_t(dst.src[1]->ne[2] + 1) * sizeof(int64_t));
+}
+
 bool supports_ssm_common(const tensor &dst, int n_src) {
     if (dst.type != dtype::f32) return false;
     for (int i = 0; i < n_src; ++i)
@@ -87,30 +95,49 @@ bool supports_ssm_common(const tensor &dst, int n_src) {
 
 }  // namespace
 
+// Whole blocks of ssm_conv_lanes channels per thread (the last block may be short), each sequence's
+// tokens in their order: ssm_conv.h.
 void compute_ssm_conv(const compute_params &p, tensor &dst) {
     const tensor &weight = *dst.src[2];
     const ssm_layout l(dst, *dst.src[0], *dst.src[1], *dst.src[3]);
     if (!l.check_sequences(p, dst)) return;
-    const int64_t d_conv = weight.ne[0];
-    const index_range channels = split_range(l.n_ch, p.ith, p.nth);
-    for (int64_t c = channels.begin; c < channels.end; ++c) {
-        l.copy_states(c);
-        const float *w = row_f32(weight, c);
-        for (int64_t t = 0; t < l.n_tokens; ++t) {
-            float *window = l.state_of(l.seq_of[t], c);  // the last d_conv - 1 inputs, oldest first
-            const float x = l.x_at(c, t);
-            float sum = 0.0f;
-            for (int64_t k = 0; k + 1 < d_conv; ++k) sum += w[k] * window[k];
-            sum += w[d_conv - 1] * x;
-            l.y[t * l.n_ch + c] = sum;
-            for (int64_t k = 0; k + 2 < d_conv; ++k) window[k] = window[k + 1];
-            if (d_conv > 1) window[d_conv - 2] = x;
-        }
+    auto *seq_tokens = reinterpret_cast<int32_t *>(p.wdata + size_t(p.ith) * ssm_conv_thread_bytes(dst));
+    auto *seq_begin = reinterpret_cast<int64_t *>(reinterpret_cast<std::byte *>(seq_tokens) +
+                                                  pad_to_cache_line(size_t(l.n_tokens) * sizeof(int32_t)));
+    int64_t listed = 0;
+    for (int64_t s = 0; s < l.n_seqs; ++s) {
+        seq_begin[s] = listed;
+        for (int64_t t = 0; t < l.n_tokens; ++t)
+            if (l.seq_of[t] == s) seq_tokens[listed++] = int32_t(t);
     }
+    seq_begin[l.n_seqs] = listed;
+    const ssm_conv_task a{.x = static_cast<const float *>(l.x.data),
+                          .x_row = int64_t(l.x.nb[1] / sizeof(float)),
+                          .weight = static_cast<const float *>(weight.data),
+                          .weight_row = int64_t(weight.nb[1] / sizeof(float)),
+                          .states_in = static_cast<const float *>(l.states.data),
+                          .states_out = l.new_states,
+                          .y = l.y,
+                          .seq_tokens = seq_tokens,
+                          .seq_begin = seq_begin,
+                          .n_seqs = l.n_seqs,
+                          .n_ch = l.n_ch,
+                          .d_conv = weight.ne[0]};
+    const index_range blocks = split_range((l.n_ch + ssm_conv_lanes - 1) / ssm_conv_lanes, p.ith, p.nth);
+    const int64_t c_end = std::min(l.n_ch, blocks.end * ssm_conv_lanes);
+    if (blocks.begin * ssm_conv_lanes < c_end)
+        best_ssm_conv_channels()(a, blocks.begin * ssm_conv_lanes, c_end);
+}
+
+size_t work_size_ssm_conv(const tensor &dst, int n_threads) {
+    return ssm_conv_thread_bytes(dst) * size_t(n_threads);
 }
 
 bool supports_ssm_conv(const tensor &dst) {
-    return supports_ssm_common(dst, 4);
+    if (!supports_ssm_common(dst, 4)) return false;
+    for (const tensor *t : {dst.src[0], dst.src[2]})
+        if (t->nb[0] != sizeof(float) || t->nb[1] % sizeof(float) != 0) return false;
+    return dst.src[1]->is_contiguous();
 }
 
 // Token by token over this thread's channels (each channel's state still advances in token order):
