@@ -231,11 +231,11 @@ class type_chooser {
             if (t.ne[d] > 1) n_dims = d + 1;
         // Norms, biases and other 1-D tensors are not quantized, nor (as in the established tool)
         // the small 2-D ones that matter most: norms, MoE routers, BERT's position and token-type
-        // embeddings, Mamba's convolution. f16/bf16/quantized ones become f32, f32 and integer
-        // tensors keep their type.
+        // embeddings, the convolutions of Mamba and LFM2. f16/bf16/quantized ones become f32, f32
+        // and integer tensors keep their type.
         bool keep = !is_weight || n_dims < 2;
         for (const char *part : {"_norm.weight", "ffn_gate_inp.weight", "position_embd.weight",
-                                 "token_types.weight", "ssm_conv1d.weight"})
+                                 "token_types.weight", "ssm_conv1d.weight", "shortconv.conv.weight"})
             keep = keep || contains(name, part);
         if (keep) {
             const bool lossy =
