@@ -37,22 +37,7 @@ class arch_gpt_oss final : public architecture {
             throw error(p + "rope.dimension_count: " + std::to_string(hp.n_rot) +
                         " must equal attention.key_length and value_length (" +
                         std::to_string(hp.n_embd_head_k) + ", " + std::to_string(hp.n_embd_head_v) + ")");
-        // The window's layers: the first period - 1 of every period (the reference's default 2:
-        // the even layers), all of them with period 0.
-        const std::string pattern_key = hp.arch + ".attention.sliding_window_pattern";
-        const int64_t period = f.get_int(pattern_key).value_or(2);
-        if (period < 0 || period > hp.n_layer)
-            throw error(f.path() + ": " + pattern_key + ": " + std::to_string(period) +
-                        " must be in [0, block_count]");
-        hp.swa_layers.assign(size_t(hp.n_layer), false);
-        for (int64_t il = 0; il < hp.n_layer; ++il)
-            hp.swa_layers[size_t(il)] = period == 0 || il % period < period - 1;
-        // The reference rotates the window's layers with their own base but the same YaRN scaling;
-        // weft's own base for them is unscaled (gemma3), so a file that sets one is refused.
-        const std::string base_swa_key = hp.arch + ".rope.freq_base_swa";
-        if (f.has(base_swa_key) && read_hparam_float(f, hp, "rope.freq_base_swa", {}) != hp.rope_freq_base)
-            throw error(f.path() + ": " + base_swa_key +
-                        ": a base of the sliding-window layers' own is not supported");
+        read_swa_pattern(f, hp, 2);  // the reference's default: windows on the even layers
         hp.expert_gating_func = model_hparams::expert_gating::softmax_weight;
         hp.expert_swiglu_alpha = swiglu_oai_alpha;
         hp.expert_swiglu_limit = swiglu_oai_limit;

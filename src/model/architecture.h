@@ -67,6 +67,7 @@ std::unique_ptr<architecture> make_arch_qwen35moe();
 std::unique_ptr<architecture> make_arch_smollm3();
 std::unique_ptr<architecture> make_arch_glm4moe();
 std::unique_ptr<architecture> make_arch_gpt_oss();
+std::unique_ptr<architecture> make_arch_llama4();
 std::unique_ptr<architecture> make_arch_mistral3();
 
 }  // namespace weft

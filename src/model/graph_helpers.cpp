@@ -2,6 +2,7 @@
 #include "model/graph_helpers.h"
 #include <cmath>
 
+#include <optional>
 #include <string>
 
 #include "model/graph_moe.h"
@@ -134,6 +135,12 @@ tensor *graph_builder::build_norm(tensor *x, tensor *weight, const char *name, i
     return named(cur, name, il);
 }
 
+tensor *graph_builder::build_attn_temperature(tensor *q, int64_t il) {
+    WEFT_ASSERT(hp.attn_temp_scale != 0.0f && hp.attn_temp_floor > 0);
+    if (!inputs_.attn_scale) inputs_.attn_scale = make_input(dtype::f32, {1, 1, n_tokens}, "inp_attn_scale");
+    return named(mul(ctx, q, inputs_.attn_scale), "Qcur_temp_scaled", il);
+}
+
 tensor *graph_builder::build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il) {
     return finish_mm(mul_mat(ctx, weight, x), weight, x, bias, name, il);
 }
@@ -192,6 +199,22 @@ graph_builder::qkv graph_builder::build_qkv(const layer_weights &l, tensor *x, i
         build_mms<3>({{{l.wq, l.bq, "Qcur"}, {l.wk, l.bk, "Kcur"}, {l.wv, l.bv, "Vcur"}}}, x, il);
     return {reshape_3d(ctx, q, head_k, n_head, n_tokens), reshape_3d(ctx, k, head_k, n_head_kv, n_tokens),
             reshape_3d(ctx, v, head_v, n_head_kv, n_tokens)};
+}
+
+void read_swa_pattern(const gguf_file &f, model_hparams &hp, int64_t default_period) {
+    const std::string pattern_key = hp.arch + ".attention.sliding_window_pattern";
+    const std::optional<int64_t> in_file = f.get_int(pattern_key);
+    const int64_t period = in_file.value_or(default_period);  // the default fits any depth
+    if (in_file && (period < 0 || period > hp.n_layer))
+        throw error(f.path() + ": " + pattern_key + ": " + std::to_string(period) +
+                    " must be in [0, block_count]");
+    hp.swa_layers.assign(size_t(hp.n_layer), false);
+    for (int64_t il = 0; il < hp.n_layer; ++il)
+        hp.swa_layers[size_t(il)] = period == 0 || il % period < period - 1;
+    const std::string base_swa_key = hp.arch + ".rope.freq_base_swa";
+    if (f.has(base_swa_key) && read_hparam_float(f, hp, "rope.freq_base_swa", {}) != hp.rope_freq_base)
+        throw error(f.path() + ": " + base_swa_key +
+                    ": a base of the sliding-window layers' own is not supported");
 }
 
 rope_params model_rope_params(const model_hparams &hp, int64_t il) {

@@ -69,6 +69,9 @@ class graph_builder {
 
     // rms_norm(x) * weight, or layer_norm(x) * weight (+ bias) when hp.layer_norm
     tensor *build_norm(tensor *x, tensor *weight, const char *name, int64_t il, tensor *bias = nullptr);
+    // Attention temperature tuning (llama4, mistral3): q [head_dim, n_head, n_tokens] × each token's
+    // hp.attn_temperature(pos), an input of the graph ("Qcur_temp_scaled-<il>").
+    tensor *build_attn_temperature(tensor *q, int64_t il);
     // weight · x (+ bias)
     tensor *build_mm(tensor *weight, tensor *x, tensor *bias, const char *name, int64_t il);
     // build_mm of several weights by one x, their products first and consecutive in the graph (a
@@ -137,6 +140,13 @@ class graph_builder {
 // residual add, then finish. mixer(b, layer weights, normed x, il) returns the block's output.
 using block_mixer = tensor *(*)(graph_builder &b, const layer_weights &l, tensor *x, int64_t il);
 graph_inputs build_mixer_stack(graph_builder &b, block_mixer mixer);
+
+// The reference's periodic pattern of sliding-window (or chunked) layers: the first period - 1 layers
+// of every <arch>.attention.sliding_window_pattern (default_period when absent), every layer with
+// period 0, into hp.swa_layers. A <arch>.rope.freq_base_swa other than rope.freq_base is refused (the
+// reference rotates those layers with their own base but the model's scaling; weft's own base for
+// them is unscaled, gemma3's). Throws weft::error naming the file and key.
+void read_swa_pattern(const gguf_file &f, model_hparams &hp, int64_t default_period);
 
 // The model's rope settings (hparams) for layer il as the rope op takes them (sliding-window layers
 // have a base of their own where hp.rope_freq_base_swa is set).

@@ -133,6 +133,11 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
         return bias ? b.named(add_id(ctx, out, bias, picked), biased_name, il) : out;
     };
     tensor *x3 = reshape_3d(ctx, x, n_embd, 1, n);
+    if (b.hp.expert_weights_before_ffn) {  // each pick reads x × its weight: [n_embd, n_used, n]
+        tensor *copies = x3;
+        for (int64_t i = 1; i < n_used; ++i) copies = concat(ctx, copies, x3, 1);
+        x3 = b.named(mul(ctx, copies, weights), "ffn_moe_weighted_inp", il);
+    }
     tensor *up = experts_mm(l.ffn_up_exps, l.ffn_up_exps_b, x3, "ffn_moe_up", "ffn_moe_up_biased");
     tensor *gate = experts_mm(l.ffn_gate_exps, l.ffn_gate_exps_b, x3, "ffn_moe_gate", "ffn_moe_gate_biased");
     tensor *act = b.hp.expert_swiglu_limit > 0.0f
@@ -141,7 +146,8 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
                       : b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
     tensor *experts =
         experts_mm(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down", "ffn_moe_down_biased");
-    experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
+    if (!b.hp.expert_weights_before_ffn)
+        experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
 
     // 3. their sum, in pick order (most probable first)
     auto pick = [&](int64_t i) {

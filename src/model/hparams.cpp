@@ -228,4 +228,10 @@ float read_hparam_float(const gguf_file &f, const model_hparams &hp, const char 
     return float(*v);
 }
 
+float model_hparams::attn_temperature(int64_t pos) const {
+    if (attn_temp_scale == 0.0f) return 1.0f;
+    const float steps = std::floor((float(pos) + attn_temp_offset) / float(attn_temp_floor));
+    return float(std::log(double(steps) + 1.0) * double(attn_temp_scale) + 1.0);
+}
+
 }  // namespace weft

@@ -25,6 +25,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"smollm3", &make_arch_smollm3},
         {"glm4moe", &make_arch_glm4moe},
         {"gpt-oss", &make_arch_gpt_oss},
+        {"llama4", &make_arch_llama4},
         {"mistral3", &make_arch_mistral3},
         {"lfm2", &make_arch_lfm2},
         {"mamba2", &make_arch_mamba2},

@@ -108,10 +108,26 @@ struct synth_moe {
     bool shared = false;       // a shared expert (qwen2moe, deepseek2)
     bool shared_gate = false;  // scaled by its sigmoid gate (qwen2moe)
     int64_t dense_lead = 0;    // leading layers with a dense FFN (deepseek2, glm4moe: 1)
+    // Every step-th layer has the experts, the others a dense FFN (llama4: 2, Maverick's interleave;
+    // its dense FFNs twice as wide as the experts, as the published models have them).
+    int64_t step = 1;
+    bool routed(int64_t il) const { return n_expert > 0 && il >= dense_lead && (il + 1) % step == 0; }
 };
+
+// The dense FFN's width of a spec (feed_forward_length): llama4's is twice its experts'.
+int64_t dense_ff_of(const synth_spec &s) {
+    return s.arch == "llama4" ? 2 * s.n_ff : s.n_ff;
+}
 
 synth_moe moe_of(const synth_spec &s) {
     synth_moe m;
+    if (s.arch == "llama4") {  // a shared expert beside the routed ones, no gate of its own
+        m.shared = true;
+        m.step = 2;
+        m.n_expert = s.n_expert > 0 ? s.n_expert : 4;
+        m.n_used = s.n_expert_used > 0 ? s.n_expert_used : 1;  // Scout and Maverick pick one
+        return m;
+    }
     const bool v3_routing = s.arch == "deepseek2" || s.arch == "glm4moe";
     const bool delta_net_moe = s.arch == "qwen3next" || s.arch == "qwen35moe";
     m.shared = s.arch == "qwen2moe" || v3_routing || delta_net_moe;
@@ -242,6 +258,7 @@ const synth_arch synth_archs[] = {
     {.name = "granitehybrid"},               // Mamba-2 mixers and attention: see plan_granitehybrid_tensors
     {.name = "smollm3"},   // every fourth layer without RoPE: the reference's rule, no metadata
     {.name = "mistral3"},  // YaRN RoPE: see synth_fill_writer
+    {.name = "llama4"},    // interleaved experts, NoPE and chunked layers: see moe_of and synth_fill_writer
     {.name = "gpt-oss",    // YaRN and windows on the even layers: see synth_fill_writer
      .qkv_bias = true,
      .out_bias = true,
@@ -575,7 +592,7 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             ts.push_back({p + "attn_sinks.weight", {s.n_head}, f32, 0.0f, 2.0f});
         if (a.post_norms) norm(p + "post_attention_norm");
         if (a.ffn_norm) norm(p + a.ffn_norm_name);
-        if (moe.n_expert > 0 && il >= moe.dense_lead) {  // a router, the experts and the shared expert
+        if (moe.routed(il)) {  // a router, the experts and the shared expert
             const int64_t ne = moe.n_expert;
             ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, f32, 0.0f, amp(s.n_embd)});
             ts.push_back({p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
@@ -601,9 +618,10 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
             matrix(p + "ffn_down_shexp", s.n_ff, s.n_embd, false);
             continue;
         }
-        if (a.ffn_gate) matrix(p + "ffn_gate", s.n_embd, s.n_ff, false);
-        matrix(p + "ffn_up", s.n_embd, a.fused_gate_up ? 2 * s.n_ff : s.n_ff, a.ffn_bias);
-        matrix(p + "ffn_down", s.n_ff, s.n_embd, a.ffn_bias);
+        const int64_t n_ff = dense_ff_of(s);
+        if (a.ffn_gate) matrix(p + "ffn_gate", s.n_embd, n_ff, false);
+        matrix(p + "ffn_up", s.n_embd, a.fused_gate_up ? 2 * n_ff : n_ff, a.ffn_bias);
+        matrix(p + "ffn_down", n_ff, s.n_embd, a.ffn_bias);
         if (a.post_norms) norm(p + "post_ffw_norm");
     }
     return ts;
@@ -622,9 +640,9 @@ void synth_check(const synth_spec &s) {
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
     require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
                 s.arch == "deepseek2" || s.arch == "glm4moe" || s.arch == "qwen3next" ||
-                s.arch == "qwen35moe" || s.arch == "gpt-oss",
-            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe, qwen3next, qwen35moe and "
-            "gpt-oss only");
+                s.arch == "qwen35moe" || s.arch == "gpt-oss" || s.arch == "llama4",
+            "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe, qwen3next, qwen35moe, "
+            "gpt-oss and llama4 only");
     if (is_delta_net_arch(s.arch))
         require(s.ssm_d_conv >= 2 && s.ssm_d_conv <= 16, "synth: the convolution width must be in [2, 16]");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
@@ -790,6 +808,10 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_u32(a + ".rope.scaling.original_context_length", 512);
         w.set_f32(a + ".rope.scaling.yarn_beta_fast", 32.0f);
         w.set_f32(a + ".rope.scaling.yarn_beta_slow", 1.0f);
+    }
+    if (a == "llama4") {  // the dense FFNs twice the experts' width, experts on every second layer
+        w.set_u32(a + ".feed_forward_length", uint32_t(dense_ff_of(s)));
+        w.set_u32(a + ".interleave_moe_layer_step", uint32_t(moe_of(s).step));
     }
     if (a == "gpt-oss") {  // gpt-oss's window (128) and YaRN (factor 32 over 4096 positions), tiny
         w.set_u32(a + ".attention.sliding_window", 4);

@@ -414,7 +414,7 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         kv_->fill_mask(mask.data(), n_kv, std::span<const llm_pos>(fb.pos).subspan(size_t(begin), size_t(n)),
                        std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n)),
                        mask_input == in.kq_mask_swa ? model_.hparams().n_swa : 0,
-                       model_.hparams().causal_attn);
+                       model_.hparams().causal_attn, model_.hparams().swa_type);
         write_input(mask_input, mask.data(), mask.size() * sizeof(float));
     }
     if (in.kv_pos) {
@@ -422,6 +422,12 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         for (size_t c = 0; c < positions.size(); ++c)
             positions[c] = kv_->cells()[c].empty() ? -1 : int32_t(kv_->cells()[c].pos);
         write_input(in.kv_pos, positions.data(), positions.size() * sizeof(int32_t));
+    }
+    if (in.attn_scale) {  // each token's attention temperature (llama4, mistral3)
+        std::vector<float> scales(static_cast<size_t>(n));
+        for (int32_t i = 0; i < n; ++i)
+            scales[size_t(i)] = model_.hparams().attn_temperature(fb.pos[size_t(begin + i)]);
+        write_input(in.attn_scale, scales.data(), scales.size() * sizeof(float));
     }
     if (in.out_ids) write_input(in.out_ids, out_local.data(), out_local.size() * sizeof(int32_t));
     if (in.lora_scales) {

@@ -335,17 +335,22 @@ uint32_t kv_cache::defrag() {
 }
 
 void kv_cache::fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
-                         std::span<const std::vector<seq_id>> seqs, int64_t window, bool causal) const {
+                         std::span<const std::vector<seq_id>> seqs, int64_t window, bool causal,
+                         model_hparams::swa_kind kind) const {
     WEFT_ASSERT(pos.size() == seqs.size() && n_kv <= cells_.size());
     const float hidden = -std::numeric_limits<float>::infinity();
+    const bool chunked = window > 0 && kind == model_hparams::swa_kind::chunked;
     for (size_t t = 0; t < pos.size(); ++t) {
         uint64_t token_seqs = 0;
         for (seq_id s : seqs[t]) token_seqs |= uint64_t(1) << s;
+        // the lowest position the token sees (positions are never negative)
+        const int64_t p = pos[t];
+        const int64_t first = window <= 0 ? 0 : chunked ? p / window * window : p - window + 1;
         float *row = mask + t * n_kv;
         for (uint32_t c = 0; c < n_kv; ++c) {
             const kv_cell &cell = cells_[c];
-            const bool visible = (cell.seq_mask & token_seqs) != 0 && (!causal || cell.pos <= pos[t]) &&
-                                 (window <= 0 || int64_t(pos[t]) - int64_t(cell.pos) < window);
+            const bool visible =
+                (cell.seq_mask & token_seqs) != 0 && (!causal || cell.pos <= p) && int64_t(cell.pos) >= first;
             row[c] = visible ? 0.0f : hidden;
         }
     }

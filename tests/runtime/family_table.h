@@ -88,6 +88,9 @@ inline const std::vector<family_case> &families() {
         {.arch = "mistral3"},
         {.arch = "glm4moe", .experts = 4, .experts_used = 2},               // layer 0 dense, layer 1 routed
         {.arch = "gpt-oss", .layers = 4, .experts = 4, .experts_used = 2},  // windows on layers 0 and 2
+        // dense FFNs at layers 0 and 2, experts (+ a shared one) at 1 and 3; RoPE, Q/K norms and
+        // chunks of 8192 at 0-2, NoPE with the attention temperature at 3 (test_llama4.cpp: past 8192)
+        {.arch = "llama4", .layers = 4, .experts = 4, .experts_used = 2},
         // gated delta nets at layers 0-2, gated attention at 3; 2 q/k heads for 4 value heads
         {.arch = "qwen3next", .layers = 4, .experts = 4, .experts_used = 2},
         {.arch = "qwen35", .layers = 4},

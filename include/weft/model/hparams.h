@@ -68,6 +68,19 @@ struct model_hparams {
     bool is_swa(int64_t il) const {
         return n_swa > 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)];
     }
+    // How the swa_layers limit what a token sees: a window of the last n_swa positions, or (llama4's
+    // chunked attention) the earlier positions of its own chunk [p / n_swa * n_swa, p].
+    enum class swa_kind { window, chunked };
+    swa_kind swa_type = swa_kind::window;
+
+    // Attention temperature tuning (llama4's NoPE layers, mistral3 with <arch>.attention.temperature_scale):
+    // the layers that apply it multiply each token's Q by attn_temperature(pos); 0: none.
+    float attn_temp_scale = 0.0f;
+    int64_t attn_temp_floor = 0;    // positions per step of the scale (> 0 where the scale is used)
+    float attn_temp_offset = 0.0f;  // added to the position first (llama4: 1)
+    // 1 + attn_temp_scale · ln(1 + floor((pos + attn_temp_offset) / attn_temp_floor)), in the
+    // reference engine's precision (floats, then the logarithm in double).
+    float attn_temperature(int64_t pos) const;
 
     // Mixture of experts (0 experts: a dense FFN). The architecture sets what the file leaves out.
     int64_t n_expert = 0;              // <arch>.expert_count
@@ -86,6 +99,12 @@ struct model_hparams {
     // alpha and limit (ops.h) when expert_swiglu_limit > 0.
     float expert_swiglu_alpha = 0.0f;
     float expert_swiglu_limit = 0.0f;
+    // The picked experts' weights scale each expert's input instead of its output (llama4, by
+    // architecture): down(silu(gate(w·x)) · up(w·x)).
+    bool expert_weights_before_ffn = false;
+    // <arch>.interleave_moe_layer_step (llama4): the layers il with (il + 1) % step == 0 are mixtures
+    // of experts, the others dense; 0: none.
+    int64_t n_moe_layer_step = 0;
 
     // Multi-head latent attention (deepseek2); 0: absent.
     int64_t n_lora_q = 0;            // <arch>.attention.q_lora_rank (0: a plain attn_q)

@@ -202,8 +202,9 @@ struct graph_inputs {
     tensor *pos = nullptr;      // i32 [n_tokens]
     tensor *kv_idxs = nullptr;  // i64 [n_tokens]: the cache cell each token is written to
     tensor *kq_mask = nullptr;  // f32 [n_kv, n_tokens]: 0 visible, -INF hidden
-    tensor *kq_mask_swa = nullptr;   // the same within hparams.n_swa positions (sliding-window layers)
+    tensor *kq_mask_swa = nullptr;   // the same within hparams.n_swa positions (windows or chunks: swa_type)
     tensor *kv_pos = nullptr;        // i32 [n_kv]: the position of each cache cell (-1: empty)
+    tensor *attn_scale = nullptr;    // f32 [1, 1, n_tokens]: hparams.attn_temperature of each position
     tensor *out_ids = nullptr;       // i32 [n_outputs]: rows of the ubatch whose logits are computed
     tensor *rs_slots = nullptr;      // i32 [n_seqs]: the state row of each sequence (recurrent models)
     tensor *rs_token_seq = nullptr;  // i32 [n_tokens]: each token's sequence, an index into rs_slots

@@ -120,10 +120,14 @@ class kv_cache {
 
     // Fills mask f32 [n_kv, n_tokens] (row t for token t): 0 where cell c is visible to the token
     // (shares one of its sequences and holds a position <= its position), -INF elsewhere. A window
-    // w > 0 also hides the cells w or more positions before the token (sliding-window attention);
-    // causal false shows the later positions too (an encoder's attention).
+    // w > 0 also hides the cells w or more positions before the token (sliding-window attention), or
+    // with kind chunked the cells before the token's chunk of w positions (llama4's chunked
+    // attention: position p sees [p / w * w, p]); causal false shows the later positions too (an
+    // encoder's attention). What a cell shows depends on its position alone, not on its index, so a
+    // cell reused for a later chunk's position is seen as that position.
     void fill_mask(float *mask, uint32_t n_kv, std::span<const llm_pos> pos,
-                   std::span<const std::vector<seq_id>> seqs, int64_t window = 0, bool causal = true) const;
+                   std::span<const std::vector<seq_id>> seqs, int64_t window = 0, bool causal = true,
+                   model_hparams::swa_kind kind = model_hparams::swa_kind::window) const;
 
   private:
     static void read_row(const tensor &t, uint32_t c, void *dst);
