@@ -17,6 +17,7 @@
 #include "weft/grammar/json_schema.h"
 #include "weft/model/lora.h"
 #include "weft/sampling/sampling.h"
+#include "weft/template/chat_request.h"
 #include "weft/template/jinja.h"
 #include "weft/vision/clip.h"
 #include "weft/vision/image.h"
@@ -614,17 +615,13 @@ struct openai_request_reader::impl {
         for (size_t i = 0; i < messages.size(); ++i)
             if (messages[i].contains("content") && messages[i]["content"].is_array())
                 messages[i]["content"] = message_content(messages[i]["content"], i);
-        jinja_chat_params params;
-        params.messages = jinja_from_json(messages);
-        if (with_tools) params.tools = jinja_from_json(body["tools"]);
-        params.add_generation_prompt = true;
-        params.bos_token = template_.tokens.bos;
-        params.eos_token = template_.tokens.eos;
+        // prepared as the reference prepares them (weft/template/chat_request.h): arguments as
+        // objects, null contents as "", reasoning_content also as gpt-oss's thinking
+        chat_request request;
+        request.messages = jinja_from_json(messages);
+        if (with_tools) request.tools = jinja_from_json(body["tools"]);
         try {
-            std::string text = jinja_render_chat(jinja_template(template_.jinja), params);
-            if (!params.bos_token.empty() && text.rfind(params.bos_token, 0) == 0)
-                text.erase(0, params.bos_token.size());
-            return text;
+            return render_chat_request(jinja_template(template_.jinja), request, template_.tokens);
         } catch (const jinja_error &e) {
             throw request_error(std::string("the chat template refused these messages and tools: ") +
                                 e.what());

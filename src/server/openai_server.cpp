@@ -39,6 +39,7 @@
 #include "weft/sampling/sampling.h"
 #include "weft/serving/text.h"
 #include "weft/template/chat_template.h"
+#include "weft/template/reasoning.h"
 
 namespace weft::server {
 namespace {
@@ -548,6 +549,16 @@ class routes {
             whole(res, p, jobs, id, created);
     }
 
+    // How choice k's reply writes its thoughts: the template's syntax, and whether its prompt (the
+    // generation prompt included) opened the thought.
+    reasoning_style reply_style(const parsed_request &p, size_t k) const {
+        const std::string &tmpl = template_.jinja.empty() ? template_.name() : template_.jinja;
+        const std::vector<token> &prompt = p.prompts[k / size_t(p.n)];
+        const size_t tail = std::min<size_t>(prompt.size(), 16);
+        return reasoning_style_of(
+            tmpl, model_->vocab().detokenize(std::span(prompt).subspan(prompt.size() - tail), true));
+    }
+
     // Not streamed: the answer is one JSON object once every choice is done, with the status of its
     // outcome (a choice that failed, e.g. on NaN logits, makes it a 500 with the reason, never a 200).
     // The wait writes nothing; a client that goes away meanwhile is seen by its hang-up (every 50 ms)
@@ -584,9 +595,13 @@ class routes {
             if (p->echo) text = model_->vocab().detokenize(p->prompts[k / size_t(p->n)]) + text;
             json choice = {{"index", k}, {"finish_reason", serving::finish_reason_name(c.finish)}};
             if (p->chat) {
-                choice["message"] = {{"role", "assistant"}, {"content", text}};
+                const reasoning_split split = split_reasoning(text, reply_style(*p, k), opt_.reasoning);
+                choice["message"] = {{"role", "assistant"}, {"content", split.content}};
+                if (!split.reasoning.empty()) choice["message"]["reasoning_content"] = split.reasoning;
                 if (p->tools) {
-                    const parsed_reply reply = parse_tool_calls(text);
+                    parsed_reply reply = parse_tool_calls(split.content);
+                    for (const reasoning_tool_call &c : split.tool_calls)
+                        reply.calls.push_back({c.name, c.arguments});
                     if (!reply.calls.empty()) {
                         choice["message"]["content"] =
                             reply.content.empty() ? json(nullptr) : json(reply.content);
@@ -635,6 +650,13 @@ class routes {
                     return false;
                 };
                 std::vector<bool> role_sent(jobs->size(), false), done_flags(jobs->size(), false);
+                std::vector<reasoning_splitter> splitters;  // chat: each choice's reply split as it comes
+                std::vector<reasoning_split> replies;       // and what of it went out, together
+                if (p->chat)
+                    for (size_t k = 0; k < jobs->size(); ++k) {
+                        splitters.emplace_back(reply_style(*p, k), opt_.reasoning);
+                        replies.emplace_back();
+                    }
                 std::vector<size_t> offsets(jobs->size(), 0);
                 if (!p->chat && p->logprobs)
                     for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = prompt_offset(*p, k);
@@ -669,9 +691,25 @@ class routes {
                                 json delta = json::object();
                                 if (!role_sent[k]) delta["role"] = "assistant";
                                 role_sent[k] = true;
-                                if (!ev.text.empty() || !ev.final) delta["content"] = ev.text;
+                                reasoning_split piece = splitters[k].feed(ev.text);
+                                if (ev.final) {
+                                    reasoning_split rest = splitters[k].finish();
+                                    piece.reasoning += rest.reasoning;
+                                    piece.content += rest.content;
+                                    for (auto &c2 : rest.tool_calls)
+                                        piece.tool_calls.push_back(std::move(c2));
+                                }
+                                replies[k].content += piece.content;
+                                for (auto &c2 : piece.tool_calls)
+                                    replies[k].tool_calls.push_back(std::move(c2));
+                                if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+                                if (!piece.content.empty()) delta["content"] = piece.content;
+                                // text the splitter holds back (a tag begun) says nothing yet
+                                if (delta.empty() && !ev.final && !p->logprobs) continue;
                                 if (ev.final && p->tools) {  // the calls, once the reply is whole
-                                    const parsed_reply reply = parse_tool_calls((*jobs)[k]->result().text);
+                                    parsed_reply reply = parse_tool_calls(replies[k].content);
+                                    for (const reasoning_tool_call &c2 : replies[k].tool_calls)
+                                        reply.calls.push_back({c2.name, c2.arguments});
                                     if (!reply.calls.empty()) {
                                         delta["tool_calls"] = tool_calls_json(reply, true);
                                         choice["finish_reason"] = "tool_calls";

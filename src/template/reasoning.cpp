@@ -1,6 +1,6 @@
 // src/template/reasoning.cpp — the reasoning splitter (weft/template/reasoning.h): a small state
-// machine per syntax that holds back only what could still be part of a tag, or whitespace the
-// split trims, so a reply fed byte by byte splits as it does whole.
+// machine per syntax that holds back only what could still be part of a tag, so a reply fed byte by
+// byte splits as it does whole.
 #include "weft/template/reasoning.h"
 
 #include <algorithm>
@@ -92,6 +92,7 @@ reasoning_style reasoning_style_of(std::string_view chat_template, std::string_v
         size_t end = prompt.size();
         while (end > 0 && is_space(prompt[end - 1])) --end;
         style.starts_in_thought = prompt.substr(0, end).ends_with(think_open);
+        if (style.starts_in_thought) style.thought_prefix = std::string(prompt.substr(end));
     }
     return style;
 }
@@ -104,7 +105,7 @@ struct reasoning_splitter::state {
     // think_tags
     enum class phase { opening, thought, after_thought, answer } think_phase = phase::opening;
     bool thought_started = false;  // leading whitespace of the thought is dropped until then
-    std::string thought_space;     // trailing whitespace of the thought so far, kept back
+    bool untrimmed = false;        // the prompt opened the thought: the answer keeps its whitespace
 
     // harmony
     enum class part { header, body, between } harmony_part = part::between;
@@ -121,15 +122,7 @@ struct reasoning_splitter::state {
             if (piece.empty()) return;
             thought_started = true;
         }
-        size_t body = piece.size();
-        while (body > 0 && is_space(piece[body - 1])) --body;
-        if (body == 0) {
-            thought_space += piece;
-            return;
-        }
-        out.reasoning += thought_space;
-        out.reasoning += piece.substr(0, body);
-        thought_space = std::string(piece.substr(body));
+        out.reasoning += piece;
     }
 
     void think_step(reasoning_split &out, bool at_end) {
@@ -148,7 +141,6 @@ struct reasoning_splitter::state {
                     const size_t at = held.find(think_close);
                     if (at != std::string::npos) {
                         thought(std::string_view(held).substr(0, at), out);
-                        thought_space.clear();
                         held.erase(0, at + think_close.size());
                         think_phase = phase::after_thought;
                         continue;
@@ -159,6 +151,10 @@ struct reasoning_splitter::state {
                     return;
                 }
                 case phase::after_thought: {
+                    if (untrimmed) {
+                        think_phase = phase::answer;
+                        continue;
+                    }
                     size_t n = 0;
                     while (n < held.size() && is_space(held[n])) ++n;
                     held.erase(0, n);
@@ -285,8 +281,13 @@ reasoning_splitter::reasoning_splitter(reasoning_style style, reasoning_format f
     : state_(std::make_unique<state>()) {
     state_->style = style;
     state_->format = format;
-    if (style.syntax == reasoning_syntax::think_tags && style.starts_in_thought)
+    if (style.syntax == reasoning_syntax::think_tags && style.starts_in_thought) {
+        // the reference keeps the prompt-opened thought and what follows it untrimmed
         state_->think_phase = state::phase::thought;
+        state_->thought_started = true;
+        state_->untrimmed = true;
+        state_->held = style.thought_prefix;
+    }
 }
 
 reasoning_splitter::~reasoning_splitter() = default;

@@ -65,10 +65,10 @@ TEST(Reasoning, FormatNames) {
     EXPECT_FALSE(reasoning_format_from_name("").has_value());
 }
 
-TEST(Reasoning, ThinkTagsSplitAndTrim) {
+TEST(Reasoning, ThinkTagsSplit) {
     const auto s = split_reasoning("<think>\n17 * 3 = 51.\n</think>\n\nThe answer is 51.", think,
                                    reasoning_format::deepseek);
-    EXPECT_EQ(s.reasoning, "17 * 3 = 51.");
+    EXPECT_EQ(s.reasoning, "17 * 3 = 51.\n");  // as the reference: leading whitespace dropped
     EXPECT_EQ(s.content, "The answer is 51.");
     // auto is deepseek here
     const auto a = split_reasoning("<think>a b</think> c ", think, reasoning_format::automatic);
@@ -80,7 +80,7 @@ TEST(Reasoning, ThinkTagsSplitAndTrim) {
     EXPECT_EQ(plain.content, "Hi <think>x</think>");
     // an unclosed thought is all reasoning
     const auto open = split_reasoning("<think>still thinking\n", think, reasoning_format::deepseek);
-    EXPECT_EQ(open.reasoning, "still thinking");
+    EXPECT_EQ(open.reasoning, "still thinking\n");
     EXPECT_EQ(open.content, "");
     // a bare "<thi" at the end is content after all
     EXPECT_EQ(split_reasoning("<thi", think, reasoning_format::deepseek).content, "<thi");
@@ -91,13 +91,17 @@ TEST(Reasoning, ThinkTagsSplitAndTrim) {
 }
 
 TEST(Reasoning, PromptOpenedThought) {
-    const auto s = split_reasoning("Let me see.\n</think>\n\n51", think_opened, reasoning_format::deepseek);
-    EXPECT_EQ(s.reasoning, "Let me see.");
-    EXPECT_EQ(s.content, "51");
+    // as the reference: the prompt's "\n" after <think> begins the thought, nothing is trimmed
+    reasoning_style r1 = reasoning_style_of("<think>", "<｜Assistant｜><think>\n");
+    EXPECT_EQ(r1.thought_prefix, "\n");
+    const auto s = split_reasoning("Let me see.\n</think>\n\n51", r1, reasoning_format::deepseek);
+    EXPECT_EQ(s.reasoning, "\nLet me see.\n");
+    EXPECT_EQ(s.content, "\n\n51");
+    expect_streams_alike("Let me see.\n</think>\n\n51", r1, reasoning_format::deepseek);
     const auto legacy =
         split_reasoning("Let me see.\n</think>\n\n51", think_opened, reasoning_format::deepseek_legacy);
-    EXPECT_EQ(legacy.reasoning, "Let me see.");
-    EXPECT_EQ(legacy.content, "<think>Let me see.\n</think>\n\n51");
+    EXPECT_EQ(legacy.reasoning, "Let me see.\n");
+    EXPECT_EQ(legacy.content, "<think>Let me see.\n</think>\n\n51");  // the reply as written, opened
 }
 
 TEST(Reasoning, FormatNoneLeavesTheReply) {

@@ -31,6 +31,7 @@
 #include "weft/serving/engine.h"
 #include "weft/speculative_options.h"
 #include "weft/template/chat_template.h"
+#include "weft/template/reasoning.h"
 
 namespace weft::tool {
 namespace {
@@ -44,6 +45,7 @@ struct chat_options {
     uint32_t n_ctx = 0;         // 0: the model's training context, at most 4096
     uint32_t n_batch = 512;
     bool verbose = false;
+    std::string reasoning_format = "auto";  // where the reply's thoughts go (weft/template/reasoning.h)
     bool no_context_shift = false;
     int32_t n_keep = -1;  // tokens a context shift keeps after the BOS; -1: through the system message
     std::string save_path, load_path;
@@ -118,13 +120,37 @@ class chat_session {
         r.sampling = sampling_;
         if (sampling_.seed != sampler_seed_random) r.sampling.seed = sampling_.seed + uint32_t(n_turns_);
         r.slot = 0;
-        const serving::completion done = engine_.generate(std::move(r), [](const serving::event &e) {
-            std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+        // the reply's thoughts go to stderr, dimmed on a terminal, marked "[thinking]" otherwise;
+        // the answer to stdout
+        const std::string &tmpl = template_.jinja.empty() ? template_.name() : template_.jinja;
+        reasoning_splitter splitter(reasoning_style_of(tmpl, prompt),
+                                    *reasoning_format_from_name(opt_.reasoning_format));
+        bool thinking = false;
+        const bool dim = isatty(fileno(stderr)) != 0;
+        auto show = [&](const reasoning_split &piece) {
+            if (!piece.reasoning.empty()) {
+                if (!thinking) std::fputs(dim ? "\x1b[2m" : "[thinking] ", stderr);
+                thinking = true;
+                std::fwrite(piece.reasoning.data(), 1, piece.reasoning.size(), stderr);
+                std::fflush(stderr);
+            }
+            if ((!piece.content.empty() || !piece.tool_calls.empty()) && thinking) {
+                std::fputs(dim ? "\x1b[0m\n" : "\n[/thinking]\n", stderr);
+                thinking = false;
+            }
+            std::fwrite(piece.content.data(), 1, piece.content.size(), stdout);
+            for (const reasoning_tool_call &c : piece.tool_calls)
+                std::fprintf(stdout, "[tool call] %s(%s)\n", c.name.c_str(), c.arguments.c_str());
             std::fflush(stdout);
+        };
+        const serving::completion done = engine_.generate(std::move(r), [&](const serving::event &e) {
+            show(splitter.feed(e.text));
             if (!interrupted) return true;
             interrupted = 0;
             return false;
         });
+        show(splitter.finish());
+        if (thinking) std::fputs(dim ? "\x1b[0m\n" : "\n[/thinking]\n", stderr);
         std::fputc('\n', stdout);
         std::fflush(stdout);
         if (done.finish == serving::finish_reason::error) throw error("generation failed: " + done.error);
@@ -289,7 +315,10 @@ int chat_main(int argc, char **argv) {
         "Chats with a model: each line read from stdin is a user turn; the reply is streamed to stdout.\n"
         "The conversation is formatted with the model's chat template (tokenizer.chat_template, or\n"
         "--chat-template) and kept in the KV cache, so each turn decodes only the text it adds.\n"
-        "End with EOF (Ctrl-D); Ctrl-C stops a reply. Logs go to stderr.",
+        "End with EOF (Ctrl-D); Ctrl-C stops a reply. Logs go to stderr.\n"
+        "A reasoning model's thoughts (<think>...</think>, gpt-oss's analysis channel) are shown apart\n"
+        "on stderr: dimmed on a terminal, between [thinking] and [/thinking] otherwise; the answer\n"
+        "alone goes to stdout (--reasoning-format none: the reply as generated, all on stdout).",
         "weft chat"};
     chat_options opt;
     app.add_option("-m,--model", opt.model_path, "GGUF model file")
@@ -331,6 +360,11 @@ int chat_main(int argc, char **argv) {
         ->check(weft::tool::input_file());
     add_cache_type_options(app, opt.cache_types);
     add_device_options(app, opt.devices);
+    app.add_option("--reasoning-format", opt.reasoning_format,
+                   "none: the reply as generated; deepseek / auto: thoughts shown apart on stderr; "
+                   "deepseek-legacy: apart, and the answer keeps them with their tags")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     try {
         app.parse(cli_args(argc, argv));

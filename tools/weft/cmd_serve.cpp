@@ -127,6 +127,14 @@ int serve_main(int argc, char **argv) {
            "template family (chatml, llama3, llama2, mistral-v7, phi3, zephyr, gemma ...) or Jinja text, "
            "instead of the model's")
         ->capture_default_str();
+    std::string reasoning_format_text = "auto";
+    app.add_option(
+           "--reasoning-format", reasoning_format_text,
+           "where a chat reply's thoughts (<think>...</think>, gpt-oss's analysis channel) go: none (left "
+           "in content), deepseek (reasoning_content), deepseek-legacy (reasoning_content, and content "
+           "keeps the tags), auto (as deepseek)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
     app.add_option("-n,--n-predict", opt.http.n_predict, "max_tokens of a request that does not give one")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
@@ -183,6 +191,7 @@ int serve_main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     }
+    opt.http.reasoning = *reasoning_format_from_name(reasoning_format_text);  // checked by IsMember
     // under mpirun, ranks > 0 serve no HTTP: they hold their blocks and follow rank 0's engine
     if (rank() > 0) {
         if (opt.model_path.empty()) throw error("under mpirun, name the model file with -m");

@@ -12,6 +12,7 @@
 #include "weft/model/model.h"
 #include "weft/serving/conversation.h"
 #include "weft/serving/engine.h"
+#include "weft/template/reasoning.h"
 
 namespace weft::vision {
 class clip_model;
@@ -41,6 +42,9 @@ struct server_options {
     // The vision projector (`--mmproj`) that encodes the images of chat messages; it must outlive the
     // server. Null: a request with an image is a 400.
     const vision::clip_model *mmproj = nullptr;
+    // What a chat reply's thoughts become (the reference's --reasoning-format): with auto, deepseek
+    // and deepseek-legacy they go to reasoning_content (weft/template/reasoning.h).
+    reasoning_format reasoning = reasoning_format::automatic;
 };
 
 // One HTTP server. It listens before the model is loaded (/health says "loading model", every

@@ -36,6 +36,8 @@ enum class reasoning_syntax {
 struct reasoning_style {
     reasoning_syntax syntax = reasoning_syntax::plain;
     bool starts_in_thought = false;  // think_tags: the prompt ends with the opening tag
+    // starts_in_thought: the prompt's whitespace after that tag, which the thought begins with
+    std::string thought_prefix;
 };
 
 // The style of a chat template's replies (its Jinja text or family name), and, from the rendered
@@ -58,13 +60,15 @@ struct reasoning_split {
 
 // Incremental: feed() the reply as it comes, finish() at its end; what each call returns is the
 // part of the split that is now certain (text that could still turn out to be part of a tag, or
-// whitespace that the split trims, waits for more).
+// whitespace that the split may drop, waits for more).
 //
 // think_tags: a reply that begins with "<think>" (or any reply, when starts_in_thought) has its
-// thought up to "</think>" as reasoning, trimmed of surrounding whitespace, and what follows, less
-// its leading whitespace, as content; an unclosed thought is all reasoning. A reply that does not
-// begin so is all content. harmony: each message's channel decides where its text goes; text before
-// any channel header is content; a header that never reaches <|message|> is dropped.
+// thought up to "</think>", less its leading whitespace, as reasoning, and what follows, less its
+// leading whitespace, as content (as the 2026 reference splits it; when the prompt opened the
+// thought, nothing is trimmed and the thought begins with thought_prefix, as there too); an unclosed thought
+// is all reasoning. A reply that does not begin so is all content. harmony: each message's channel decides
+// where its text goes; text before any channel header is content; a header that never reaches <|message|> is
+// dropped.
 class reasoning_splitter {
   public:
     reasoning_splitter(reasoning_style style, reasoning_format format);
