@@ -48,39 +48,34 @@ inline int64_t delta_net_scratch_floats(int64_t d_k, int64_t d_v) {
 
 namespace {  // internal linkage: one copy per ISA build
 
-// One token of one state row (S[:, j], n = d_k values): returns row . q after the update. Each block
-// of 16 goes through a local copy: the compiler cannot prove row apart from k and q, and would not
-// vectorize the stores otherwise.
-inline float delta_net_row_step(float *row, const float *k, const float *q, float decay, float v, float beta,
-                                int64_t n) {
+// One token of one state row (S[:, j], n = d_k values): returns row . q after the update. Lane l
+// sums the entries i = l (mod 16) in order, whole blocks of 16 first, then the tail's; restrict
+// (the state never overlaps k or q) lets the compiler keep the lane sums in vector registers.
+inline float delta_net_row_step(float *__restrict__ row, const float *__restrict__ k,
+                                const float *__restrict__ q, float decay, float v, float beta, int64_t n) {
     constexpr int lanes = 16;
-    float sk_lanes[lanes] = {}, out_lanes[lanes] = {}, r[lanes];
-    for (int64_t i = 0; i < n; i += lanes) {
-        const int m = int(n - i < lanes ? n - i : lanes);
-        if (m == lanes) {
-            for (int l = 0; l < lanes; ++l) r[l] = row[i + l] * decay;
-            for (int l = 0; l < lanes; ++l) sk_lanes[l] = std::fma(r[l], k[i + l], sk_lanes[l]);
-            for (int l = 0; l < lanes; ++l) row[i + l] = r[l];
-        } else {
-            for (int l = 0; l < m; ++l) {
-                row[i + l] *= decay;
-                sk_lanes[l] = std::fma(row[i + l], k[i + l], sk_lanes[l]);
-            }
+    float sk_lanes[lanes] = {}, out_lanes[lanes] = {};
+    const int64_t whole = n / lanes * lanes;
+    for (int64_t i = 0; i < whole; i += lanes)
+        for (int l = 0; l < lanes; ++l) {
+            const float r = row[i + l] * decay;
+            row[i + l] = r;
+            sk_lanes[l] = std::fma(r, k[i + l], sk_lanes[l]);
         }
+    for (int64_t i = whole; i < n; ++i) {
+        row[i] *= decay;
+        sk_lanes[i - whole] = std::fma(row[i], k[i], sk_lanes[i - whole]);
     }
     const float u = (v - sum_lanes_16(sk_lanes)) * beta;
-    for (int64_t i = 0; i < n; i += lanes) {
-        const int m = int(n - i < lanes ? n - i : lanes);
-        if (m == lanes) {
-            for (int l = 0; l < lanes; ++l) r[l] = std::fma(k[i + l], u, row[i + l]);
-            for (int l = 0; l < lanes; ++l) out_lanes[l] = std::fma(r[l], q[i + l], out_lanes[l]);
-            for (int l = 0; l < lanes; ++l) row[i + l] = r[l];
-        } else {
-            for (int l = 0; l < m; ++l) {
-                row[i + l] = std::fma(k[i + l], u, row[i + l]);
-                out_lanes[l] = std::fma(row[i + l], q[i + l], out_lanes[l]);
-            }
+    for (int64_t i = 0; i < whole; i += lanes)
+        for (int l = 0; l < lanes; ++l) {
+            const float r = std::fma(k[i + l], u, row[i + l]);
+            row[i + l] = r;
+            out_lanes[l] = std::fma(r, q[i + l], out_lanes[l]);
         }
+    for (int64_t i = whole; i < n; ++i) {
+        row[i] = std::fma(k[i], u, row[i]);
+        out_lanes[i - whole] = std::fma(row[i], q[i], out_lanes[i - whole]);
     }
     return sum_lanes_16(out_lanes);
 }
