@@ -88,17 +88,18 @@ inline float ssm_scan_step_impl(float *h, const float *a, const float *b, const 
 }
 
 // 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree
-inline float ssm_scan_mamba2_step_impl(float *h, const float *b, const float *c, float decay, float x_delta,
-                                       int64_t n) {
+inline float ssm_scan_mamba2_step_impl(float *__restrict__ h, const float *__restrict__ b,
+                                       const float *__restrict__ c, float decay, float x_delta, int64_t n) {
     constexpr int lanes = 16;
-    float lane_sum[lanes] = {}, updated[lanes];
+    float lane_sum[lanes] = {};
     int64_t i = 0;
-    // through a local block: h may not be proven apart from b and c, which would keep the stores scalar
-    for (; i + lanes <= n; i += lanes) {
-        for (int k = 0; k < lanes; ++k) updated[k] = std::fma(h[i + k], decay, b[i + k] * x_delta);
-        for (int k = 0; k < lanes; ++k) lane_sum[k] = std::fma(updated[k], c[i + k], lane_sum[k]);
-        for (int k = 0; k < lanes; ++k) h[i + k] = updated[k];
-    }
+    // restrict (the state never overlaps b or c) keeps the stores and the lane sums in vectors
+    for (; i + lanes <= n; i += lanes)
+        for (int k = 0; k < lanes; ++k) {
+            const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
+            h[i + k] = updated;
+            lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
+        }
     for (int k = 0; i + k < n; ++k) {
         const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
         h[i + k] = updated;
