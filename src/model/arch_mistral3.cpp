@@ -2,8 +2,9 @@
 // block (a mixture of experts where the file has a router) with the file's RoPE scaling (Ministral 3:
 // YaRN, rotated as the shared rope takes it: checked against the reference at factor 4).
 //
-// Llama-4-style attention temperature (<arch>.attention.temperature_scale: Q × 1 + s·ln(1 +
-// floor(pos / temperature_length)) per token) is refused: weft has no per-token scale input yet.
+// With <arch>.attention.temperature_scale s (Ministral 3: 0.1, its llama_4_scaling_beta), every layer
+// multiplies Q after RoPE by Llama 4's attention temperature 1 + s·ln(1 + floor(pos / n)), n the
+// YaRN original context (rope.scaling.original_context_length): 1 within it, growing past it.
 #include <string>
 
 #include "model/architecture.h"
@@ -25,9 +26,15 @@ class arch_mistral3 final : public architecture {
         hp.rope_mode = rope_mode_normal;
         hp.expert_weights_norm = true;
         if (hp.n_expert > 0 && hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff(0);
-        if (read_hparam_float(f, hp, "attention.temperature_scale", 0.0f) != 0.0f)
-            throw error(f.path() + ": " + hp.arch +
-                        ".attention.temperature_scale: attention temperature scaling is not supported yet");
+        hp.attn_temp_scale = read_hparam_float(f, hp, "attention.temperature_scale", 0.0f);
+        if (hp.attn_temp_scale != 0.0f) {
+            hp.attn_temp_floor = hp.n_ctx_orig;
+            hp.attn_temp_offset = 0.0f;
+            if (hp.attn_temp_floor <= 0)
+                throw error(f.path() + ": " + hp.arch +
+                            ".rope.scaling.original_context_length: must be positive with "
+                            "attention.temperature_scale");
+        }
     }
 
     void create_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w) const override {
@@ -35,6 +42,7 @@ class arch_mistral3 final : public architecture {
         create_llama_moe_tensors(tl, hp, w);
     }
 
+    // Q × the attention temperature where the file has a scale: build_llama_attn (graph_helpers.h)
     graph_inputs build_graph(graph_builder &b) const override { return build_llama_graph(b); }
 };
 

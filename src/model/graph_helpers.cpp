@@ -479,6 +479,7 @@ graph_builder::qkv graph_builder::build_qkv_rope(const layer_weights &l, tensor 
 tensor *graph_builder::build_llama_attn(const layer_weights &l, tensor *x, int64_t il, float kq_scale) {
     tensor *cur = build_norm(x, l.attn_norm, "attn_norm", il, l.attn_norm_b);
     auto [q, k, v] = build_qkv_rope(l, cur, il);
+    if (hp.attn_temp_scale != 0.0f) q = build_attn_temperature(q, il);  // mistral3's temperature
     return build_attn(il, l.wo, q, k, v, kq_scale, l.bo);
 }
 
