@@ -1,6 +1,8 @@
 // src/server/openai_server.cpp — the routes of the OpenAI-style server over the serving engine
 // (completions, chat, SSE streams, embeddings, tokenize, health, metrics, props, slots, the chat
-// page); request bodies are read by openai_request.h, whole requests admitted by http_gate.h.
+// page); request bodies are read by openai_request.h, whole requests admitted by http_gate.h. The
+// Anthropic, Responses and Ollama routes (anthropic_api.h, responses_api.h, ollama_api.h) run
+// through the same reading and engine, lent to them as a generation_host (api_common.h).
 #include "weft/server/openai_server.h"
 
 #include <httplib.h>
@@ -27,9 +29,13 @@
 #include <thread>
 #include <vector>
 
+#include "server/anthropic_api.h"
+#include "server/api_common.h"
 #include "server/chat_page.h"
 #include "server/http_gate.h"
+#include "server/ollama_api.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "server/tool_calls.h"
 #include "weft/core/error.h"
 #include "weft/grammar/grammar.h"
@@ -46,28 +52,21 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// A refused request as OpenAI's error object (request_error: openai_request.h).
-json error_body(const std::string &message, int status) {
-    return {{"error",
-             {{"message", message},
-              {"type", status >= 500 ? "server_error" : "invalid_request_error"},
-              {"param", nullptr},
-              {"code", nullptr}}}};
-}
-
-void send_error(httplib::Response &res, const std::string &message, int status) {
-    res.status = status;
-    res.set_content(error_body(message, status).dump(), "application/json");
-}
-
 // --- one line of log per request: the logger prints what the handler noted on this thread
 
 struct request_note {
     steady::time_point start;
     bool started = false;
-    std::string detail;  // "prompt 12 tokens (5 cached), 16 generated, finish length"
+    std::string detail;               // "prompt 12 tokens (5 cached), 16 generated, finish length"
+    api_kind api = api_kind::openai;  // the API of the route: the shape of its errors
 };
 thread_local request_note this_request;
+
+// A refused request in the error shape of its route's API (OpenAI's, Anthropic's or Ollama's).
+void send_error(httplib::Response &res, const std::string &message, int status) {
+    res.status = status;
+    res.set_content(error_body_for(this_request.api, message, status).dump(), "application/json");
+}
 
 void log_request(const httplib::Request &req, int status) {
     const double ms =
@@ -116,7 +115,7 @@ struct http_counters {
     std::atomic<uint64_t> rejected_busy{0};
 };
 
-class routes {
+class routes : public generation_host {
   public:
     explicit routes(const server_options &opt) : opt_(opt), created_(int64_t(std::time(nullptr))) {}
 
@@ -146,10 +145,12 @@ class routes {
             this_request = {};
             this_request.start = steady::now();
             this_request.started = true;
+            this_request.api = api_of_path(req.path);
             ++counters_.requests;
             if (!opt_.cors.empty()) {
                 res.set_header("Access-Control-Allow-Origin", opt_.cors);
-                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Allow-Headers",
+                               "Authorization, Content-Type, x-api-key, anthropic-version");
                 res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
                 if (req.method == "OPTIONS") {
                     res.status = 204;
@@ -161,11 +162,11 @@ class routes {
             // (not const), handed to us as const.
             const_cast<httplib::Request &>(req).ranges.clear();
             if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-            if (!opt_.api_key.empty() &&
-                (req.get_header_value_count("Authorization") != 1 ||
-                 !bearer_token_matches(req.get_header_value("Authorization"), opt_.api_key))) {
+            if (!opt_.api_key.empty() && !key_matches(req)) {
                 res.set_header("WWW-Authenticate", "Bearer");
-                send_error(res, "invalid or missing API key (send 'Authorization: Bearer KEY')", 401);
+                send_error(
+                    res, "invalid or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')",
+                    401);
                 return httplib::Server::HandlerResponse::Handled;
             }
             if (!ready_) {
@@ -251,6 +252,7 @@ class routes {
         svr.Get("/props", [this](const httplib::Request &, httplib::Response &res) { props(res); });
         svr.Get("/slots", [this](const httplib::Request &, httplib::Response &res) { slots(res); });
         svr.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { metrics(res); });
+        install_other_apis(svr);
     }
 
     // On SIGINT/SIGTERM: running and queued requests end now, as cancelled, and so does the grammar
@@ -261,14 +263,63 @@ class routes {
     }
 
   private:
+    // The API key as a Bearer token, or as Anthropic's clients send it (x-api-key), each header once.
+    bool key_matches(const httplib::Request &req) const {
+        if (req.get_header_value_count("Authorization") == 1)
+            return bearer_token_matches(req.get_header_value("Authorization"), opt_.api_key);
+        return req.get_header_value_count("x-api-key") == 1 &&
+               bearer_token_matches("Bearer " + req.get_header_value("x-api-key"), opt_.api_key);
+    }
+
+    // Anthropic's Messages, OpenAI's Responses and Ollama's routes (their errors take their shapes
+    // by the path: api_of_path).
+    void install_other_apis(httplib::Server &svr) {
+        using handler = void (*)(generation_host &, const httplib::Request &, httplib::Response &);
+        const std::pair<const char *, handler> posts[] = {
+            {"/v1/messages", anthropic_messages}, {"/v1/messages/count_tokens", anthropic_count_tokens},
+            {"/v1/responses", responses_create},  {"/responses", responses_create},
+            {"/api/chat", ollama_chat},           {"/api/generate", ollama_generate},
+            {"/api/embed", ollama_embed},         {"/api/embeddings", ollama_embeddings},
+            {"/api/show", ollama_show},
+        };
+        for (const auto &[path, fn] : posts)
+            svr.Post(path, [this, fn](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] { fn(*this, req, res); });
+            });
+        svr.Get("/api/tags",
+                [this](const httplib::Request &, httplib::Response &res) { ollama_tags(*this, res); });
+        svr.Get("/api/ps",
+                [this](const httplib::Request &, httplib::Response &res) { ollama_ps(*this, res); });
+        svr.Get("/api/version",
+                [](const httplib::Request &, httplib::Response &res) { ollama_version(res); });
+    }
+
+    // --- what the other APIs borrow (generation_host)
+
+    parsed_request read_openai(const json &body, bool chat) const override {
+        if (embed_ctx_) throw request_error("the model '" + model_id_ + "' produces embeddings, not text");
+        return reader_->parse(body, chat);
+    }
+    std::shared_ptr<serving::job> submit_one(const parsed_request &p) override { return submit_all(p).at(0); }
+    const model &served_model() const override { return *model_; }
+    const std::string &served_model_id() const override { return model_id_; }
+    const serving::engine &served_engine() const override { return *engine_; }
+    bool renders_tools() const override { return !template_.jinja.empty(); }
+    bool sees_images() const override { return opt_.mmproj != nullptr; }
+    bool embeds() const override { return embed_ctx_ != nullptr; }
+    int64_t started_at() const override { return created_; }
+
+    void embeddings(const httplib::Request &req, httplib::Response &res) {
+        res.set_content(openai_embeddings(parse_body(req)).dump(), "application/json");
+    }
+
     // POST /v1/embeddings: "input" a string, an array of strings, an array of token ids or an array
     // of such arrays; one vector per input, pooled as the model says and scaled to unit length (as
     // OpenAI's are); "encoding_format" "float" (default) or "base64" (little-endian float32).
-    void embeddings(const httplib::Request &req, httplib::Response &res) {
+    json openai_embeddings(const json &body) override {
         if (!embed_ctx_)
             throw request_error("the model '" + model_id_ +
                                 "' does not produce embeddings (it generates text; embedding models: bert)");
-        const json body = parse_body(req);
         const auto input = body.find("input");
         if (input == body.end()) throw request_error("'input' is required");
         std::vector<std::vector<token>> inputs;
@@ -318,12 +369,10 @@ class routes {
                 item["embedding"] = v;
             data.push_back(std::move(item));
         }
-        res.set_content(json{{"object", "list"},
-                             {"data", std::move(data)},
-                             {"model", model_id_},
-                             {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}}
-                            .dump(),
-                        "application/json");
+        return {{"object", "list"},
+                {"data", std::move(data)},
+                {"model", model_id_},
+                {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}};
     }
 
     static std::string base64_of(const void *data, size_t n) {
@@ -677,7 +726,7 @@ class routes {
                                     // the error object as an event, then the usual end, so a
                                     // client waiting for [DONE] is not left hanging
                                     for (auto &other : *jobs) other->cancel();
-                                    send(error_body(r.error, 500));
+                                    send(error_body_for(api_kind::openai, r.error, 500));
                                     write("data: [DONE]\n\n");
                                     this_request.detail = r.error;
                                     sink.done();

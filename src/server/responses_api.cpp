@@ -1,0 +1,374 @@
+// src/server/responses_api.cpp — OpenAI's Responses API over the chat machinery (see
+// responses_api.h).
+#include "server/responses_api.h"
+
+#include <ctime>
+#include <string>
+#include <utility>
+
+namespace weft::server {
+namespace {
+
+// A message item's content as chat content: a string, or parts (input_text / output_text / refusal
+// as text, input_image with a data: URI as an image_url part).
+json responses_content(const json &content, const std::string &where) {
+    if (content.is_string()) return content;
+    if (!content.is_array())
+        throw request_error(where + ".content must be a string or an array of parts, got " +
+                            json_kind(content));
+    json parts = json::array();
+    for (size_t i = 0; i < content.size(); ++i) {
+        const json &part = content[i];
+        const std::string at = where + ".content[" + std::to_string(i) + "]";
+        if (!part.is_object()) throw request_error(at + " must be an object, got " + json_kind(part));
+        const std::string type = part.value("type", "");
+        if (type == "input_text" || type == "output_text" || type == "text") {
+            const auto text = field(part, "text", json_is_string, "a string");
+            if (!text) throw request_error(at + " needs a string 'text'");
+            parts.push_back({{"type", "text"}, {"text", *text}});
+        } else if (type == "refusal") {
+            const auto text = field(part, "refusal", json_is_string, "a string");
+            if (!text) throw request_error(at + " needs a string 'refusal'");
+            parts.push_back({{"type", "text"}, {"text", *text}});
+        } else if (type == "input_image") {
+            const auto url = field(part, "image_url", json_is_string, "a string");
+            if (!url)
+                throw request_error(
+                    at + ": an input_image needs 'image_url' (a data: URI; file_id is not supported)");
+            parts.push_back({{"type", "image_url"}, {"image_url", {{"url", *url}}}});
+        } else {
+            throw request_error(at + ": parts of type '" + type +
+                                "' are not supported (input_text, output_text, refusal and input_image are)");
+        }
+    }
+    return parts;
+}
+
+// The last message if it is the assistant's (function calls of one turn join it), else a new one.
+json &responses_assistant_turn(json &messages) {
+    if (messages.empty() || messages.back().value("role", "") != "assistant")
+        messages.push_back({{"role", "assistant"}, {"content", ""}});
+    return messages.back();
+}
+
+void responses_item(const json &item, size_t index, json &messages) {
+    const std::string where = "'input[" + std::to_string(index) + "]'";
+    if (!item.is_object()) throw request_error(where + " must be an object, got " + json_kind(item));
+    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    if (type == "message") {
+        const auto role = field(item, "role", json_is_string, "a string");
+        static const char *roles[] = {"user", "assistant", "system", "developer"};
+        if (!role ||
+            std::find(std::begin(roles), std::end(roles), role->get<std::string>()) == std::end(roles))
+            throw request_error(where + " needs a 'role' of user, assistant, system or developer");
+        const auto content = item.find("content");
+        if (content == item.end()) throw request_error(where + " needs a 'content'");
+        messages.push_back({{"role", *role == "developer" ? json("system") : *role},
+                            {"content", responses_content(*content, where)}});
+    } else if (type == "function_call") {
+        const auto call_id = field(item, "call_id", json_is_string, "a string");
+        const auto name = field(item, "name", json_is_string, "a string");
+        const auto arguments = field(item, "arguments", json_is_string, "a string");
+        if (!call_id || !name || !arguments)
+            throw request_error(where + " (function_call) needs 'call_id', 'name' and 'arguments' strings");
+        json &turn = responses_assistant_turn(messages);
+        if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
+        turn["tool_calls"].push_back({{"id", *call_id},
+                                      {"type", "function"},
+                                      {"function", {{"name", *name}, {"arguments", *arguments}}}});
+    } else if (type == "function_call_output") {
+        const auto call_id = field(item, "call_id", json_is_string, "a string");
+        const auto output = field(item, "output", json_is_string, "a string");
+        if (!call_id || !output)
+            throw request_error(where + " (function_call_output) needs 'call_id' and 'output' strings");
+        messages.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", *output}});
+    } else if (type == "reasoning") {
+        // earlier reasoning is not shown to the model again
+    } else {
+        throw request_error(where + ": items of type '" + type +
+                            "' are not supported (message, function_call, function_call_output and "
+                            "reasoning are)");
+    }
+}
+
+json responses_tools(const json &tools) {
+    json out = json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json &t = tools[i];
+        const std::string at = "'tools[" + std::to_string(i) + "]'";
+        if (!t.is_object()) throw request_error(at + " must be an object, got " + json_kind(t));
+        const std::string type = t.value("type", "");
+        if (type != "function")
+            throw request_error(at + ": tools of type '" + type + "' are not supported (function tools are)");
+        const auto name = field(t, "name", json_is_string, "a string");
+        if (!name) throw request_error(at + " needs a string 'name'");
+        json function = {{"name", *name}};
+        copy_field(t, "description", function, "description");
+        copy_field(t, "parameters", function, "parameters");
+        out.push_back({{"type", "function"}, {"function", function}});
+    }
+    return out;
+}
+
+// text.format as response_format.
+json responses_text_format(const json &text) {
+    const auto format = field(
+        text, "format", [](const json &j) { return j.is_object(); }, "an object");
+    if (!format) return nullptr;
+    const std::string type = format->value("type", "");
+    if (type == "text") return nullptr;
+    if (type == "json_object") return {{"type", "json_object"}};
+    if (type == "json_schema") {
+        const auto schema = field(
+            *format, "schema", [](const json &j) { return j.is_object(); }, "an object");
+        if (!schema) throw request_error("'text.format' of type 'json_schema' needs a 'schema' object");
+        return {{"type", "json_schema"}, {"json_schema", {{"schema", *schema}}}};
+    }
+    throw request_error("'text.format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+}
+
+// --- the answer
+
+struct response_shape {
+    std::string id;
+    std::string model_id;
+    int64_t created_at = 0;
+    json request;  // the fields a response echoes (instructions, max_output_tokens, tools, ...)
+};
+
+json response_object(const response_shape &s, const char *status) {
+    json r = {{"id", s.id},
+              {"object", "response"},
+              {"created_at", s.created_at},
+              {"status", status},
+              {"error", nullptr},
+              {"incomplete_details", nullptr},
+              {"model", s.model_id},
+              {"output", json::array()},
+              {"parallel_tool_calls", true},
+              {"previous_response_id", nullptr},
+              {"store", false},
+              {"metadata", json::object()},
+              {"text", {{"format", {{"type", "text"}}}}},
+              {"tool_choice", "auto"},
+              {"tools", json::array()},
+              {"instructions", nullptr},
+              {"max_output_tokens", nullptr},
+              {"temperature", nullptr},
+              {"top_p", nullptr},
+              {"usage", nullptr}};
+    for (const char *name : {"instructions", "max_output_tokens", "temperature", "top_p", "tools",
+                             "tool_choice", "text", "metadata"})
+        copy_field(s.request, name, r, name);
+    return r;
+}
+
+json message_item(const std::string &id, const std::string &text, const char *status) {
+    json content = json::array();
+    if (std::string(status) == "completed")
+        content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
+    return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
+}
+
+json function_call_item(const tool_call &call, const std::string &id, const std::string &call_id,
+                        const std::string &arguments, const char *status) {
+    return {{"type", "function_call"}, {"id", id},        {"call_id", call_id}, {"name", call.name},
+            {"arguments", arguments},  {"status", status}};
+}
+
+json responses_usage(size_t input_tokens, const serving::completion &done) {
+    return {{"input_tokens", input_tokens},
+            {"input_tokens_details", {{"cached_tokens", done.n_cached}}},
+            {"output_tokens", done.tokens.size()},
+            {"output_tokens_details", {{"reasoning_tokens", 0}}},
+            {"total_tokens", input_tokens + done.tokens.size()}};
+}
+
+// The final response: its status ("incomplete" when max_output_tokens ended it), output and usage.
+json responses_final(const response_shape &s, size_t input_tokens, const serving::completion &done,
+                     const json &output) {
+    const bool incomplete = done.finish == serving::finish_reason::length;
+    json r = response_object(s, incomplete ? "incomplete" : "completed");
+    if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    r["output"] = output;
+    r["usage"] = responses_usage(input_tokens, done);
+    return r;
+}
+
+class responses_stream : public stream_framing {
+  public:
+    responses_stream(response_shape shape, size_t input_tokens, bool tools)
+        : shape_(std::move(shape)),
+          input_tokens_(input_tokens),
+          reply_(tools),
+          message_id_("msg_" + random_letters()) {}
+
+    std::string start() override {
+        const json r = response_object(shape_, "in_progress");
+        std::string out = event("response.created", {{"response", r}});
+        return out + event("response.in_progress", {{"response", r}});
+    }
+    std::string text(const std::string &piece) override { return text_delta(reply_.feed(piece)); }
+    std::string finish(const serving::completion &done) override {
+        const parsed_reply r = reply_.finish(done.text);
+        std::string out = text_delta(r.content);
+        if (!message_open_ && r.calls.empty()) out += open_message();  // a response has a message
+        json output = json::array();
+        if (message_open_) {
+            const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
+            out += event("response.output_text.done", {{"item_id", message_id_},
+                                                       {"output_index", 0},
+                                                       {"content_index", 0},
+                                                       {"text", text_},
+                                                       {"logprobs", json::array()}});
+            out +=
+                event("response.content_part.done",
+                      {{"item_id", message_id_}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
+            const json item = message_item(message_id_, text_, "completed");
+            out += event("response.output_item.done", {{"output_index", 0}, {"item", item}});
+            output.push_back(item);
+        }
+        for (const tool_call &call : r.calls) {
+            const size_t index = output.size();
+            const std::string id = "fc_" + random_letters(), call_id = "call_" + random_letters();
+            out += event("response.output_item.added",
+                         {{"output_index", index},
+                          {"item", function_call_item(call, id, call_id, "", "in_progress")}});
+            out += event("response.function_call_arguments.delta",
+                         {{"item_id", id}, {"output_index", index}, {"delta", call.arguments}});
+            out += event("response.function_call_arguments.done", {{"item_id", id},
+                                                                   {"output_index", index},
+                                                                   {"name", call.name},
+                                                                   {"arguments", call.arguments}});
+            const json item = function_call_item(call, id, call_id, call.arguments, "completed");
+            out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+            output.push_back(item);
+        }
+        const json response = responses_final(shape_, input_tokens_, done, output);
+        const std::string name = "response." + response["status"].get<std::string>();
+        return out + event(name, {{"response", response}});
+    }
+    std::string failure(const std::string &message) override {
+        json r = response_object(shape_, "failed");
+        r["error"] = {{"code", "server_error"}, {"message", message}};
+        return event("response.failed", {{"response", r}});
+    }
+    std::string keepalive() override { return ": waiting\n\n"; }
+
+  private:
+    std::string event(const std::string &type, json data) {
+        data["type"] = type;
+        data["sequence_number"] = sequence_++;
+        return sse_event(type, data);
+    }
+    std::string open_message() {
+        message_open_ = true;
+        std::string out =
+            event("response.output_item.added",
+                  {{"output_index", 0}, {"item", message_item(message_id_, "", "in_progress")}});
+        return out +
+               event("response.content_part.added",
+                     {{"item_id", message_id_},
+                      {"output_index", 0},
+                      {"content_index", 0},
+                      {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+    }
+    std::string text_delta(const std::string &text) {
+        if (text.empty()) return {};
+        std::string out = message_open_ ? std::string() : open_message();
+        text_ += text;
+        return out + event("response.output_text.delta", {{"item_id", message_id_},
+                                                          {"output_index", 0},
+                                                          {"content_index", 0},
+                                                          {"delta", text},
+                                                          {"logprobs", json::array()}});
+    }
+
+    response_shape shape_;
+    size_t input_tokens_;
+    reply_stream reply_;
+    std::string message_id_;
+    std::string text_;
+    bool message_open_ = false;
+    int64_t sequence_ = 0;
+};
+
+}  // namespace
+
+json responses_to_openai_chat(const json &body) {
+    json out = json::object();
+    copy_sampling_extensions(body, out);
+    if (field(body, "previous_response_id", json_is_string, "a string"))
+        throw request_error(
+            "'previous_response_id' is not supported: this server stores no responses; send the whole "
+            "conversation in 'input'");
+    if (auto n = integer_field(body, "max_output_tokens")) {
+        if (*n < 1) throw request_error("'max_output_tokens' must be at least 1, got " + std::to_string(*n));
+        out["max_tokens"] = *n;
+    }
+    for (const char *name : {"temperature", "top_p"})
+        if (auto v = number_field(body, name)) out[name] = *v;
+    if (auto v = bool_field(body, "stream")) out["stream"] = *v;
+    json messages = json::array();
+    if (auto instructions = field(body, "instructions", json_is_string, "a string"))
+        messages.push_back({{"role", "system"}, {"content", *instructions}});
+    const auto input = field(
+        body, "input", [](const json &j) { return j.is_string() || j.is_array(); },
+        "a string or an array of items");
+    if (!input) throw request_error("'input' is required: a string or an array of items");
+    if (input->is_string()) {
+        messages.push_back({{"role", "user"}, {"content", *input}});
+    } else {
+        if (input->empty()) throw request_error("'input' is an empty array");
+        for (size_t i = 0; i < input->size(); ++i) responses_item((*input)[i], i, messages);
+    }
+    out["messages"] = messages;
+    if (auto tools = field(
+            body, "tools", [](const json &j) { return j.is_array(); }, "an array");
+        tools && !tools->empty())
+        out["tools"] = responses_tools(*tools);
+    if (auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
+        if (choice->is_string()) {
+            out["tool_choice"] = *choice;
+        } else if (choice->is_object() && choice->value("type", "") == "function" &&
+                   choice->contains("name")) {
+            out["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
+        } else {
+            throw request_error(
+                "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                "\"name\"}");
+        }
+    }
+    if (auto text = field(
+            body, "text", [](const json &j) { return j.is_object(); }, "an object")) {
+        const json format = responses_text_format(*text);
+        if (!format.is_null()) out["response_format"] = format;
+    }
+    return out;
+}
+
+void responses_create(generation_host &host, const httplib::Request &req, httplib::Response &res) {
+    const json body = json_object_body(req.body);
+    const parsed_request p = host.read_openai(responses_to_openai_chat(body), true);
+    response_shape shape{"resp_" + random_letters(), host.served_model_id(), int64_t(std::time(nullptr)),
+                         body};
+    const size_t input_tokens = p.prompts.at(0).size();
+    std::shared_ptr<serving::job> job = host.submit_one(p);
+    if (p.stream) {
+        stream_job(res, "text/event-stream", job,
+                   std::make_shared<responses_stream>(shape, input_tokens, p.tools));
+        return;
+    }
+    const serving::completion done = wait_whole(*job);
+    reply_stream reply(p.tools);
+    const parsed_reply r = reply.finish(done.text);
+    json output = json::array();
+    if (!r.content.empty() || r.calls.empty())
+        output.push_back(message_item("msg_" + random_letters(), r.content, "completed"));
+    for (const tool_call &call : r.calls)
+        output.push_back(function_call_item(call, "fc_" + random_letters(), "call_" + random_letters(),
+                                            call.arguments, "completed"));
+    res.set_content(responses_final(shape, input_tokens, done, output).dump(), "application/json");
+}
+
+}  // namespace weft::server
