@@ -57,6 +57,7 @@ std::unique_ptr<architecture> make_arch_qwen2moe();
 std::unique_ptr<architecture> make_arch_deepseek2();
 std::unique_ptr<architecture> make_arch_qwen3moe();
 std::unique_ptr<architecture> make_arch_gemma3();
+std::unique_ptr<architecture> make_arch_gemma4();
 std::unique_ptr<architecture> make_arch_mamba();
 std::unique_ptr<architecture> make_arch_lfm2();
 std::unique_ptr<architecture> make_arch_mamba2();

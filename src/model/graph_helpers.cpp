@@ -43,6 +43,7 @@ graph_builder::graph_builder(const model_hparams &hp_, const model_weights &w_, 
     if (hp.has_attention_layers()) {
         WEFT_ASSERT(int64_t(p.kv.size()) == hp.n_layer && n_kv > 0);
         inputs_.kv_idxs = make_input(dtype::i64, {n_tokens}, "inp_kv_idxs");
+        stored_kv_.resize(size_t(hp.n_layer));
     }
     // the output rows are picked in the last block, which only the last stage has
     if (n_outputs < n_tokens && last_stage())
@@ -219,7 +220,7 @@ void read_swa_pattern(const gguf_file &f, model_hparams &hp, int64_t default_per
 
 rope_params model_rope_params(const model_hparams &hp, int64_t il) {
     rope_params rp;
-    rp.n_dims = int32_t(hp.n_rot);
+    rp.n_dims = int32_t(hp.rot(il));
     rp.mode = hp.rope_mode;
     rp.n_ctx_orig = int32_t(hp.n_ctx_orig);
     rp.freq_base = hp.rope_freq_base;
@@ -289,20 +290,36 @@ k_shift_inputs build_k_shift_graph(const model_hparams &hp, const model_weights 
 
 tensor *graph_builder::build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
                                   tensor *bo) {
-    const kv_layer &cache = params.kv[size_t(il)];
+    // a layer without KV rows of its own attends over its source layer's (k and v null)
+    const int64_t source = hp.kv_layer(il);
+    const kv_layer &cache = params.kv[size_t(source)];
     const int64_t n_head = hp.n_head(il);
     const int64_t n_head_kv = hp.n_head_kv(il);
-    const int64_t head_k = hp.n_embd_head_k;
-    const int64_t head_v = hp.n_embd_head_v;
+    const int64_t head_k = hp.head_k(il);
+    const int64_t head_v = hp.head_v(il);
+    if (!cache.k)
+        throw error("layer " + std::to_string(il) + " attends over the KV rows of layer " +
+                    std::to_string(source) + ", which another pipeline stage holds");
     WEFT_ASSERT(cache.k->ne[0] == head_k * n_head_kv && cache.v->ne[0] == head_v * n_head_kv);
     WEFT_ASSERT(n_kv <= cache.k->ne[1]);
 
     // Write this ubatch's K and V rows into their cells. The attention reads views *of the
     // write's result*, so the write is ordered before the reads in the graph.
-    tensor *k_rows = as_matrix(ctx, k, head_k * n_head_kv, n_tokens);
-    tensor *v_rows = as_matrix(ctx, v, head_v * n_head_kv, n_tokens);
-    tensor *k_stored = named(set_rows(ctx, cache.k, k_rows, inputs_.kv_idxs), "k_cache_store", il);
-    tensor *v_stored = named(set_rows(ctx, cache.v, v_rows, inputs_.kv_idxs), "v_cache_store", il);
+    tensor *k_stored = cache.k, *v_stored = cache.v;
+    if (source == il) {
+        WEFT_ASSERT(k && v);
+        tensor *k_rows = as_matrix(ctx, k, head_k * n_head_kv, n_tokens);
+        tensor *v_rows = as_matrix(ctx, v, head_v * n_head_kv, n_tokens);
+        k_stored = named(set_rows(ctx, cache.k, k_rows, inputs_.kv_idxs), "k_cache_store", il);
+        v_stored = named(set_rows(ctx, cache.v, v_rows, inputs_.kv_idxs), "v_cache_store", il);
+        stored_kv_[size_t(il)] = {k_stored, v_stored};
+    } else {
+        WEFT_ASSERT(!k && !v && source < il);
+        if (stored_kv_[size_t(source)].k) {  // the source's write in this graph comes first
+            k_stored = stored_kv_[size_t(source)].k;
+            v_stored = stored_kv_[size_t(source)].v;
+        }
+    }
 
     // [head_k, n_kv, n_head_kv]: cells of one KV head (a head's row: whole blocks of a quantized cache)
     tensor *k_view = named(

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ranges>
 #include <span>
+#include <vector>
 
 #include "weft/core/context.h"
 #include "weft/core/graph.h"
@@ -47,6 +48,8 @@ class graph_builder {
 
     // f32 [n_embd, n_tokens]: rows of token_embd for the token ids, or the embeddings input.
     tensor *build_inp_embd();
+    // The token ids input build_inp_embd made (null before it, or with embeddings input).
+    tensor *inp_tokens() const { return inputs_.tokens; }
     // i32 [n_tokens]
     tensor *build_inp_pos();
     // A recurrent model's inputs: the state row of each of the ubatch's sequences (i32 [n_seqs]) and
@@ -100,7 +103,9 @@ class graph_builder {
     // sliding-window one in hp.is_swa layers): softmax(q·kᵀ·kq_scale + mask)·v, the scores soft-capped
     // when hp.attn_softcap > 0, each head's sink logit in the softmax where the layer has attn_sinks,
     // then the output projection wo (+ bo). Returns [n_embd, n_tokens]; with
-    // wo null, the heads before any projection, [head_v * n_head, n_tokens].
+    // wo null, the heads before any projection, [head_v * n_head, n_tokens]. A layer without KV rows
+    // of its own (hp.kv_layer(il) != il) takes k and v null and attends over its source layer's rows
+    // (this graph's write of them where it has one). head_dim: hp.head_k(il), hp.head_v(il).
     tensor *build_attn(int64_t il, tensor *wo, tensor *q, tensor *k, tensor *v, float kq_scale,
                        tensor *bo = nullptr);
     // The Llama attention half of a block on the residual stream x: norm, Q/K/V, RoPE on Q and K,
@@ -131,6 +136,9 @@ class graph_builder {
 
   private:
     graph_inputs inputs_;
+    // Each layer's KV cache after this graph's write of its rows (null before, or where another
+    // stage wrote them): a layer without rows of its own reads its source's (hp.kv_layer) from here.
+    std::vector<kv_layer> stored_kv_;
     tensor *build_inp_hidden();
     graph_inputs finish_stage(tensor *x);
     tensor *make_input(dtype t, std::initializer_list<int64_t> ne, const char *name);

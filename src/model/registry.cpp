@@ -33,6 +33,7 @@ std::span<const architecture_entry> architecture_registry() {
         {"qwen3next", &make_arch_qwen3next},
         {"qwen35", &make_arch_qwen35},
         {"qwen35moe", &make_arch_qwen35moe},
+        {"gemma4", &make_arch_gemma4},
     };
     return entries;
 }

@@ -149,6 +149,7 @@ struct synth_tensor {
     // instead: -(i0 + 1) along each row (a state-space model's A = -exp(log(1 .. d_state)), the
     // published models' initialization)
     bool negative_ramp = false;
+    std::vector<float> values = {};  // instead: exactly these (gemma4's rope_freqs)
 };
 
 void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbytes) {
@@ -160,11 +161,13 @@ void fill_tensor(const synth_tensor &t, uint32_t seed, uint8_t *dst, size_t nbyt
     std::vector<float> rows(size_t(chunk_rows * n_per_row));
     const size_t row_bytes = row_size(t.type, n_per_row);
     WEFT_ASSERT(row_bytes * size_t(n_rows) == nbytes);
+    WEFT_ASSERT(t.values.empty() || int64_t(t.values.size()) == n_per_row * n_rows);
     for (int64_t r = 0; r < n_rows; r += chunk_rows) {
         const int64_t nr = std::min(chunk_rows, n_rows - r);
         for (int64_t i = 0; i < nr * n_per_row; ++i)
-            rows[size_t(i)] =
-                t.negative_ramp ? -float(i % n_per_row + 1) : t.center + t.amplitude * rng.uniform();
+            rows[size_t(i)] = !t.values.empty() ? t.values[size_t(r * n_per_row + i)]
+                              : t.negative_ramp ? -float(i % n_per_row + 1)
+                                                : t.center + t.amplitude * rng.uniform();
         uint8_t *out = dst + size_t(r) * row_bytes;
         if (t.type == dtype::f32)
             std::memcpy(out, rows.data(), size_t(nr * n_per_row) * sizeof(float));
@@ -275,6 +278,7 @@ const synth_arch synth_archs[] = {
     {.name = "qwen3next", .head_qk_norm = true, .partial_rope = true},
     {.name = "qwen35", .head_qk_norm = true, .partial_rope = true},
     {.name = "qwen35moe", .head_qk_norm = true, .partial_rope = true},
+    {.name = "gemma4"},  // windows, shared KV layers, per-layer inputs: see plan_gemma4_tensors
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -534,8 +538,77 @@ std::vector<synth_tensor> plan_delta_net_tensors(const synth_spec &s) {
     return ts;
 }
 
+// Gemma 4 at a tiny scale, every feature of the text model in a few layers: global attention on
+// every third layer and the last, sliding windows elsewhere; the global layers' heads twice the
+// others' (of which a quarter rotates: rope_freqs), half their KV heads, and V taken from K (no
+// attn_v); from layer 3 (or 3 k, the first multiple of 3 at least half way) on, the layers keep no KV
+// rows of their own and have an FFN twice as wide; per-layer inputs of embd / 2 values.
+struct synth_gemma4 {
+    int64_t n_layer, head_swa, head_global, kv_swa, kv_global, first_shared, n_per_layer;
+    bool global(int64_t il) const { return il % 3 == 2 || il == n_layer - 1; }
+    int64_t head(int64_t il) const { return global(il) ? head_global : head_swa; }
+    int64_t kv_heads(int64_t il) const { return global(il) ? kv_global : kv_swa; }
+};
+synth_gemma4 gemma4_of(const synth_spec &s) {
+    const int64_t hd = head_dim_of(s);
+    const int64_t first_shared = s.n_layer >= 4 ? std::max<int64_t>(3, 3 * (s.n_layer / 6)) : s.n_layer;
+    return {
+        s.n_layer,    hd,          2 * hd, s.n_head_kv, s.n_head_kv % 2 == 0 ? s.n_head_kv / 2 : s.n_head_kv,
+        first_shared, s.n_embd / 2};
+}
+
+std::vector<synth_tensor> plan_gemma4_tensors(const synth_spec &s) {
+    const synth_gemma4 g = gemma4_of(s);
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out, float scale = 1.0f) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in) * scale});
+    };
+    auto norm = [&](const std::string &name, int64_t n) {
+        ts.push_back({name + ".weight", {n}, f32, 1.0f, 0.2f});
+    };
+    const int64_t n_pl = g.n_per_layer;
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    norm("output_norm", s.n_embd);
+    if (!s.tied) matrix("output", s.n_embd, s.n_vocab);
+    // the global layers' partial rotation: 1 for the first quarter of the pairs, 1e30 for the rest
+    synth_tensor freqs{"rope_freqs.weight", {g.head_global / 2}, f32};
+    for (int64_t i = 0; i < g.head_global / 2; ++i)
+        freqs.values.push_back(i < g.head_global / 8 ? 1.0f : 1e30f);
+    ts.push_back(freqs);
+    matrix("per_layer_token_embd", n_pl * s.n_layer, s.n_vocab);
+    matrix("per_layer_model_proj", s.n_embd, n_pl * s.n_layer);
+    norm("per_layer_proj_norm", n_pl);
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        const int64_t head = g.head(il), n_ff = il >= g.first_shared ? 2 * s.n_ff : s.n_ff;
+        norm(p + "attn_norm", s.n_embd);
+        matrix(p + "attn_q", s.n_embd, head * s.n_head);
+        if (il < g.first_shared) {
+            matrix(p + "attn_k", s.n_embd, head * g.kv_heads(il));
+            if (!g.global(il)) matrix(p + "attn_v", s.n_embd, head * g.kv_heads(il));
+            norm(p + "attn_k_norm", head);
+        }
+        norm(p + "attn_q_norm", head);
+        matrix(p + "attn_output", head * s.n_head, s.n_embd, s.block_scale);
+        norm(p + "post_attention_norm", s.n_embd);
+        ts.push_back({p + "layer_output_scale.weight", {1}, f32, 0.8f, 0.2f});
+        norm(p + "ffn_norm", s.n_embd);
+        matrix(p + "ffn_gate", s.n_embd, n_ff);
+        matrix(p + "ffn_up", s.n_embd, n_ff);
+        matrix(p + "ffn_down", n_ff, s.n_embd, s.block_scale);
+        norm(p + "post_ffw_norm", s.n_embd);
+        matrix(p + "inp_gate", s.n_embd, n_pl);
+        matrix(p + "proj", n_pl, s.n_embd);
+        norm(p + "post_norm", s.n_embd);
+    }
+    return ts;
+}
+
 std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
     if (s.arch == "mamba") return plan_mamba_tensors(s);
+    if (s.arch == "gemma4") return plan_gemma4_tensors(s);
     if (is_delta_net_arch(s.arch)) return plan_delta_net_tensors(s);
     if (s.arch == "mamba2") return plan_mamba2_tensors(s);
     if (s.arch == "granitehybrid") return plan_granitehybrid_tensors(s);
@@ -666,8 +739,11 @@ void synth_check(const synth_spec &s) {
         require(s.arch != "deepseek2" || (head_dim_of(s) % 4 == 0 && s.n_embd % 2 == 0),
                 "synth: deepseek2 needs a head size that is a multiple of 4 and an even embd");
     }
-    require(s.sliding_window >= -1 && (s.arch != "gemma3" || s.sliding_window != 0),
-            "synth: sliding-window must be -1 (the default), 0 (none; not gemma3) or a window size");
+    require(
+        s.sliding_window >= -1 && ((s.arch != "gemma3" && s.arch != "gemma4") || s.sliding_window != 0),
+        "synth: sliding-window must be -1 (the default), 0 (none; not gemma3 or gemma4) or a window size");
+    require(s.arch != "gemma4" || (s.n_embd % 2 == 0 && head_dim_of(s) % 4 == 0),
+            "synth: gemma4 needs an even embd and a head size that is a multiple of 4");
     require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
@@ -713,6 +789,35 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_u32(a + ".ssm.time_step_rank", uint32_t(m.dt_rank));
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
         if (s.ssm_dt_b_c_rms) w.set_bool(a + ".ssm.dt_b_c_rms", true);
+        return synth_fill_vocab_and_tensors(s, w);
+    }
+    if (a == "gemma4") {  // per-layer FFN widths, KV heads and windows; see plan_gemma4_tensors
+        const synth_gemma4 g = gemma4_of(s);
+        std::vector<uint32_t> n_ff, kv_heads;
+        std::vector<uint8_t> window;
+        for (int64_t il = 0; il < s.n_layer; ++il) {
+            n_ff.push_back(uint32_t(il >= g.first_shared ? 2 * s.n_ff : s.n_ff));
+            kv_heads.push_back(uint32_t(g.kv_heads(il)));
+            window.push_back(g.global(il) ? 0 : 1);
+        }
+        w.set_array(a + ".feed_forward_length", gguf_type::u32, n_ff.data(), n_ff.size());
+        w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
+        w.set_array(a + ".attention.head_count_kv", gguf_type::u32, kv_heads.data(), kv_heads.size());
+        w.set_u32(a + ".attention.key_length", uint32_t(g.head_global));
+        w.set_u32(a + ".attention.value_length", uint32_t(g.head_global));
+        w.set_u32(a + ".attention.key_length_swa", uint32_t(g.head_swa));
+        w.set_u32(a + ".attention.value_length_swa", uint32_t(g.head_swa));
+        w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+        w.set_f32(a + ".rope.freq_base", 1000000.0f);
+        w.set_f32(a + ".rope.freq_base_swa", 10000.0f);
+        w.set_u32(a + ".rope.dimension_count", uint32_t(g.head_global));
+        w.set_u32(a + ".rope.dimension_count_swa", uint32_t(g.head_swa));
+        w.set_u32(a + ".attention.sliding_window", uint32_t(s.sliding_window < 0 ? 4 : s.sliding_window));
+        w.set_array(a + ".attention.sliding_window_pattern", gguf_type::boolean, window.data(),
+                    window.size());
+        w.set_u32(a + ".attention.shared_kv_layers", uint32_t(s.n_layer - g.first_shared));
+        w.set_u32(a + ".embedding_length_per_layer_input", uint32_t(g.n_per_layer));
+        w.set_f32(a + ".final_logit_softcapping", 10.0f);
         return synth_fill_vocab_and_tensors(s, w);
     }
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));

@@ -51,8 +51,10 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
                         ", but " + m.arch_name() + " has " + which + " heads of " +
                         std::to_string(head_size) + " (use f32, f16 or bf16 for " + which + ")");
     };
-    check_type(type_k, "K", hp.n_embd_head_k);
-    check_type(type_v, "V", hp.n_embd_head_v);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {  // heads of the sliding-window layers' own size (gemma4)
+        check_type(type_k, "K", hp.head_k(il));
+        check_type(type_v, "V", hp.head_v(il));
+    }
     if (kv_size == 0) throw error("KV cache: the context size must be positive");
     if (n_seq_max == 0 || n_seq_max > uint32_t(max_sequences))
         throw error("KV cache: n_seq_max " + std::to_string(n_seq_max) + " must be in [1, " +
@@ -67,6 +69,7 @@ kv_cache::kv_cache(const model &m, uint32_t kv_size, dtype type_k, dtype type_v,
     std::vector<tensor *> local, offloaded;
     for (int64_t il = m.layers().begin; il < m.layers().end; ++il) {  // a pipeline stage: its layers only
         if (hp.is_recurrent(il)) continue;  // a hybrid model's recurrent layers keep states instead
+        if (!hp.has_own_kv(il)) continue;   // it attends over an earlier layer's rows (gemma4)
         kv_layer &l = layers_[size_t(il)];
         l.k = ctx_->new_tensor(type_k, {hp.n_embd_k_gqa(il), int64_t(kv_size)});
         l.v = ctx_->new_tensor(type_v, {hp.n_embd_v_gqa(il), int64_t(kv_size)});

@@ -95,6 +95,9 @@ inline const std::vector<family_case> &families() {
         {.arch = "qwen3next", .layers = 4, .experts = 4, .experts_used = 2},
         {.arch = "qwen35", .layers = 4},
         {.arch = "qwen35moe", .layers = 4, .experts = 4, .experts_used = 2},
+        // windows on layers 0, 1, 3, 4 (heads of 16), global layers 2 and 5 (heads of 32, a quarter
+        // rotating, 1 KV head, V = K); layers 3-5 reuse the KV rows of layers 1 and 2; per-layer inputs
+        {.arch = "gemma4", .layers = 6},
     };
     return table;
 }

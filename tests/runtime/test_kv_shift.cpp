@@ -220,6 +220,9 @@ std::vector<std::string> rotary_architectures() {
         std::erase(names, recurrent);
     // its NoPE layers' keys must stay as they are while the others turn: weft does not shift it
     std::erase(names, "smollm3");
+    // its global layers' keys turn with frequency factors the window layers' do not: not shifted
+    // (tests/runtime/test_gemma4.cpp checks the refusal)
+    std::erase(names, "gemma4");
     return names;
 }
 

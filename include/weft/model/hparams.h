@@ -54,6 +54,27 @@ struct model_hparams {
     // The RoPE base of the swa_layers, unscaled (gemma3: 10000, <arch>.rope.freq_base_swa when the
     // file has it); 0: they rotate as the other layers do.
     float rope_freq_base_swa = 0.0f;
+    // Heads of their own size in the swa_layers (gemma4: <arch>.attention.key_length_swa,
+    // value_length_swa and rope.dimension_count_swa); 0: the same as the other layers'.
+    int64_t n_embd_head_k_swa = 0;
+    int64_t n_embd_head_v_swa = 0;
+    int64_t n_rot_swa = 0;
+    int64_t head_k(int64_t il) const {
+        return is_swa(il) && n_embd_head_k_swa > 0 ? n_embd_head_k_swa : n_embd_head_k;
+    }
+    int64_t head_v(int64_t il) const {
+        return is_swa(il) && n_embd_head_v_swa > 0 ? n_embd_head_v_swa : n_embd_head_v;
+    }
+    int64_t rot(int64_t il) const { return is_swa(il) && n_rot_swa > 0 ? n_rot_swa : n_rot; }
+    // Layers that keep no KV rows of their own and attend over an earlier layer's (gemma4's shared
+    // KV layers): kv_source[il] is the layer whose rows layer il reads (il itself: its own); empty:
+    // every layer has its own.
+    std::vector<int64_t> kv_source;
+    int64_t kv_layer(int64_t il) const { return size_t(il) < kv_source.size() ? kv_source[size_t(il)] : il; }
+    bool has_own_kv(int64_t il) const { return kv_layer(il) == il; }
+    // Per-layer inputs (gemma4): a vector of this many values per layer and token, looked up by token
+    // and projected from the embeddings, that gates a projection in each block; 0: none.
+    int64_t n_embd_per_layer = 0;  // <arch>.embedding_length_per_layer_input
     // Soft caps (gemma2): cap · tanh(x / cap) of the attention scores and of the logits; 0: none.
     float attn_softcap = 0.0f;   // <arch>.attn_logit_softcapping
     float final_softcap = 0.0f;  // <arch>.final_logit_softcapping
@@ -144,8 +165,8 @@ struct model_hparams {
     int64_t n_head(int64_t il = 0) const { return n_head_arr.at(size_t(il)); }
     int64_t n_head_kv(int64_t il = 0) const { return n_head_kv_arr.at(size_t(il)); }
     int64_t n_ff(int64_t il = 0) const { return n_ff_arr.at(size_t(il)); }
-    int64_t n_embd_k_gqa(int64_t il = 0) const { return n_embd_head_k * n_head_kv(il); }
-    int64_t n_embd_v_gqa(int64_t il = 0) const { return n_embd_head_v * n_head_kv(il); }
+    int64_t n_embd_k_gqa(int64_t il = 0) const { return head_k(il) * n_head_kv(il); }
+    int64_t n_embd_v_gqa(int64_t il = 0) const { return head_v(il) * n_head_kv(il); }
 };
 
 // Reads the keys shared by the Llama-family architectures (prefix = general.architecture) with

@@ -145,6 +145,19 @@ struct layer_weights {
     tensor *shortconv_in_proj = nullptr;   // [n_embd, 3 n_embd]
     tensor *shortconv_conv = nullptr;      // [l_cache, n_embd]
     tensor *shortconv_out_proj = nullptr;  // [n_embd, n_embd]
+    // gemma4: the per-layer input's gate and projection (see model_weights::per_layer_tok_embd), the
+    // block output's scale, and a MoE block's router input scale, its norms around the dense FFN
+    // (ffn_norm, then ffn_post_norm_1) and the experts (ffn_pre_norm_2, ffn_post_norm_2) and each
+    // expert's output scale
+    tensor *per_layer_inp_gate = nullptr;   // [n_embd, n_embd_per_layer]
+    tensor *per_layer_proj = nullptr;       // [n_embd_per_layer, n_embd]
+    tensor *per_layer_post_norm = nullptr;  // [n_embd]
+    tensor *layer_out_scale = nullptr;      // [1]
+    tensor *ffn_gate_inp_s = nullptr;       // [n_embd]
+    tensor *ffn_pre_norm_2 = nullptr;       // [n_embd]
+    tensor *ffn_post_norm_1 = nullptr;      // [n_embd]
+    tensor *ffn_post_norm_2 = nullptr;      // [n_embd]
+    tensor *ffn_down_exps_s = nullptr;      // [n_expert]
 };
 
 struct model_weights {
@@ -158,6 +171,11 @@ struct model_weights {
     tensor *tok_norm = nullptr;       // [n_embd] norm of the input embeddings (bert)
     tensor *tok_norm_b = nullptr;
     tensor *rope_freqs = nullptr;  // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
+    // gemma4's per-layer inputs (hparams n_embd_per_layer): per token n_layer vectors looked up here,
+    // plus a projection of the embeddings normed by per_layer_proj_norm
+    tensor *per_layer_tok_embd = nullptr;    // [n_embd_per_layer * n_layer, n_vocab]
+    tensor *per_layer_model_proj = nullptr;  // [n_embd, n_embd_per_layer * n_layer]
+    tensor *per_layer_proj_norm = nullptr;   // [n_embd_per_layer]
     std::vector<layer_weights> layers;
 };
 
