@@ -218,8 +218,12 @@ std::vector<std::string> rotary_architectures() {
     for (const char *recurrent :
          {"mamba", "mamba2", "lfm2", "granitehybrid", "qwen3next", "qwen35", "qwen35moe"})
         std::erase(names, recurrent);
-    // its NoPE layers' keys must stay as they are while the others turn: weft does not shift it
+    // their NoPE layers' keys must stay as they are while the others turn: weft does not shift them
     std::erase(names, "smollm3");
+    std::erase(names, "llama4");
+    // its attention temperature follows the absolute position, so a moved cache keeps what the old
+    // positions' temperatures made of the deeper layers' keys: checked below without the temperature
+    std::erase(names, "mistral3");
     // its global layers' keys turn with frequency factors the window layers' do not: not shifted
     // (tests/runtime/test_gemma4.cpp checks the refusal)
     std::erase(names, "gemma4");
@@ -227,6 +231,20 @@ std::vector<std::string> rotary_architectures() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, EveryRotaryArchitecture, ::testing::ValuesIn(rotary_architectures()));
+
+// mistral3 moves its keys as llama does; the position-dependent temperature (which a move cannot
+// redo for what the cache already holds) is set to 0 for the exact check.
+TEST(KvShift, Mistral3WithoutTemperatureMovesExactly) {
+    synth_file f("kv-shift-mistral3", small_spec("mistral3"));
+    test::temp_file plain("kv-shift-mistral3-edit");
+    test::gguf_edits e;
+    e.set_floats["mistral3.attention.temperature_scale"] = 0.0f;
+    test::copy_gguf(f.path(), plain.path(), e);
+    auto m = model::load(plain.path());
+    ASSERT_EQ(m->hparams().attn_temp_scale, 0.0f);
+    ASSERT_TRUE(m->can_shift_kv());
+    expect_moves_match_fresh_decode(*m, 12);
+}
 
 // YaRN puts an attention factor into the rotation; re-rotating must not apply it a second time.
 TEST(KvShift, YarnScaledRopeMovesWithoutChangingTheKeysMagnitude) {
