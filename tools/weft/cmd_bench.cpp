@@ -127,11 +127,7 @@ int bench_main(int argc, char **argv) {
     weft::tool::add_rank_options(app, ranks);
     weft::tool::device_options devices;
     weft::tool::add_device_options(app, devices);
-    try {
-        app.parse(weft::tool::cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     if (n_prompt == 0 && n_gen == 0) throw weft::error("nothing to measure: both -p and -n are 0");
 
     auto t_load = clock_type::now();

@@ -366,11 +366,7 @@ int chat_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
-    try {
-        app.parse(cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     tool::finish_sampling_options(opt.sampling);
     opt.sampling.params.grammar = resolve_grammar(constrain);

@@ -25,11 +25,7 @@ int devices_main(int argc, char **argv) {
         "weft devices"};
     bool as_json = false;
     app.add_flag("--json", as_json, "print one JSON object instead of the table");
-    try {
-        app.parse(cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     const std::vector<device *> all = available_devices();
     const std::string vulkan = vulkan_status();
     if (as_json) {

@@ -34,7 +34,7 @@ int embed_main(int argc, char **argv) {
     app.add_flag("--normalize", normalize, "scale every vector to unit length (L2)");
     app.add_flag("--json", json, "print JSON (prompt_tokens, pooled_embedding, token_embeddings)");
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     auto model = weft::model::load(model_path);
     const model_hparams &hp = model->hparams();

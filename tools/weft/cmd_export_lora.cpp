@@ -28,7 +28,7 @@ int export_lora_main(int argc, char **argv) {
         ->check(weft::tool::input_file());
     weft::tool::add_lora_options(app, loras);
     app.add_option("-o,--output", out, "the merged model to write")->required();
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     if (loras.empty())
         throw weft::error("name at least one adapter: --lora FILE or --lora-scaled FILE SCALE");
     std::vector<std::string> inputs = loras.files;

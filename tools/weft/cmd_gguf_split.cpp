@@ -41,7 +41,7 @@ int gguf_split_main(int argc, char **argv) {
     app.add_option("in", in, "the model (split), or the first part of a set (--merge)")->required();
     app.add_option("out", out, "the prefix of the parts' names (split), or the merged file (--merge)")
         ->required();
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     if (merge && split) throw weft::error("either --split or --merge, not both");
     if (merge && (!max_size.empty() || tensors_opt->count() > 0))
         throw weft::error("--split-max-size and --split-max-tensors apply to splitting, not to --merge");

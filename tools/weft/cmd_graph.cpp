@@ -188,11 +188,7 @@ int graph_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
     add_device_options(app, opt.devices);
-    try {
-        app.parse(cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     if (opt.demo) return graph_demo(opt);
     if (!opt.model_path.empty()) return graph_model(opt);

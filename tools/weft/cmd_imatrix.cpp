@@ -144,7 +144,7 @@ int imatrix_main(int argc, char **argv) {
     app.add_option("--chunks", n_chunks, "at most this many chunks (-1: all)")->capture_default_str();
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
     app.add_flag("--process-output", with_output, "also collect output.weight's activations");
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     weft::tool::require_output_not_input(out_path, {model_path, file});
 
     const std::string text = read_input_file(file);

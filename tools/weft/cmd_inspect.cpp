@@ -300,7 +300,7 @@ int inspect_main(int argc, char **argv) {
     app.add_option("--max-elements", opt.max_elements, "array elements to show")->capture_default_str();
     app.add_option("--max-string", opt.max_string, "characters of a string to show in the text view")
         ->capture_default_str();
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     gguf_open_options open_opt;
     open_opt.load_data = false;

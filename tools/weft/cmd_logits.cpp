@@ -71,11 +71,7 @@ int logits_main(int argc, char **argv) {
     weft::tool::add_lora_options(app, loras);
     weft::tool::device_options devices;
     weft::tool::add_device_options(app, devices);
-    try {
-        app.parse(weft::tool::cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     auto model = devices.load(weft::model_params{}, [&](const weft::model_params &p) {
         return weft::tool::load_stage_model(model_path, p, ranks);

@@ -218,11 +218,7 @@ int perplexity_main(int argc, char **argv) {
     weft::tool::add_lora_options(app, loras);
     weft::tool::device_options devices;
     weft::tool::add_device_options(app, devices);
-    try {
-        app.parse(cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     if (!kld_base.empty() && !kld_file.empty())
         throw error("--kl-divergence-base and --kl-divergence: one or the other");
 

@@ -543,7 +543,7 @@ int quantize_main(int argc, char **argv) {
     app.add_flag("--dry-run", dry_run,
                  "print each tensor's type and size, check that every type can be made, write nothing");
     app.footer(help_footer());
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     const recipe *r = find_recipe(type_arg);
     if (!r) throw error("unknown type '" + type_arg + "' (see weft quantize --help)");

@@ -104,11 +104,7 @@ int run_main(int argc, char **argv) {
     weft::tool::add_rank_options(app, ranks);
     weft::tool::vision_options vision;
     weft::tool::add_vision_options(app, vision);
-    try {
-        app.parse(weft::tool::cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     if (list_devices) {
         weft::tool::print_device_table();
         return 0;

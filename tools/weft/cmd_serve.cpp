@@ -186,11 +186,7 @@ int serve_main(int argc, char **argv) {
                    "the vision projector of a multimodal model (mmproj GGUF): chat messages may then hold "
                    "image_url parts with data: URIs")
         ->check(weft::tool::input_file());
-    try {
-        app.parse(cli_args(argc, argv));
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
     opt.http.reasoning = *reasoning_format_from_name(reasoning_format_text);  // checked by IsMember
     // under mpirun, ranks > 0 serve no HTTP: they hold their blocks and follow rank 0's engine
     if (rank() > 0) {

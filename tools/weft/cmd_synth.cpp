@@ -120,7 +120,7 @@ int synth_main(int argc, char **argv) {
     app.add_flag("--use-gelu", clip.use_gelu,
                  "clip: GELU in the encoder's FFN (default: QuickGELU, as CLIP)");
     app.add_flag("--post-ln", clip.post_ln, "clip: a final LayerNorm (v.post_ln; LLaVA's files have none)");
-    CLI11_PARSE(app, argc, argv);
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     const auto type = weft::type_from_name(type_text);
     if (!type || !weft::has_quant_traits(*type) || *type == weft::dtype::q8_1 || *type == weft::dtype::q8_k ||

@@ -68,11 +68,7 @@ int tokenize_main(int argc, char **argv) {
     app.add_flag("--parse-special", parse_special,
                  "match control tokens written in the text (e.g. <|im_end|>)");
     app.add_flag("--ids", ids_only, "print only the ids, as a list: [1, 15043, 3186]");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    }
+    if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 
     std::string text;
     if (!file.empty()) {

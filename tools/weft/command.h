@@ -1,7 +1,12 @@
 // tools/weft/command.h — the subcommand registry of the `weft` executable.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +49,29 @@ inline std::vector<std::string> cli_args(int argc, char **argv) {
             a = "--device";
     }
     return {args.rbegin(), args.rend()};
+}
+
+// WEFT_PARSE_ONLY=1 in the environment (any value but empty or "0"): every command stops once its
+// arguments are parsed and checked, with exit status 0, before it loads, reads or writes anything;
+// input file arguments are not looked at, so a placeholder such as M.gguf passes. The docs_commands
+// test runs every `./build/weft` command of README.md and docs/*.md this way.
+inline bool parse_only() {
+    const char *value = std::getenv("WEFT_PARSE_ONLY");
+    return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+}
+
+// Every command's parse of its arguments (with cli_args' spellings). Returns the exit status when
+// the command ends here — `--help` (0), a bad argument (CLI11's message and status), parse-only
+// mode (0) — and nullopt when it goes on:
+//   if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+inline std::optional<int> parse_arguments(CLI::App &app, int argc, char **argv) {
+    try {
+        app.parse(cli_args(argc, argv));
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+    if (parse_only()) return 0;
+    return std::nullopt;
 }
 
 }  // namespace weft::tool

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/command.h"
 #include "weft/core/error.h"
 
 namespace weft::tool {
@@ -35,10 +36,14 @@ inline void require_input_file(const std::string &path) {
     if (const std::string why = input_file_problem(path); !why.empty()) throw error(why);
 }
 
-// The CLI11 check of every input file option (each value of a repeatable one).
+// The CLI11 check of every input file option (each value of a repeatable one); in parse-only mode
+// (parse_only()) no file is looked at.
 inline CLI::Validator input_file(bool absent_ok = false) {
-    return CLI::Validator([absent_ok](std::string &path) { return input_file_problem(path, absent_ok); },
-                          "FILE", "a regular file");
+    return CLI::Validator(
+        [absent_ok](std::string &path) {
+            return parse_only() ? std::string() : input_file_problem(path, absent_ok);
+        },
+        "FILE", "a regular file");
 }
 
 // Throws weft::error when `output` exists and is the same file as one of `inputs` (the same device

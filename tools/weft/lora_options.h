@@ -62,7 +62,7 @@ inline void add_lora_options(CLI::App &app, lora_options &o) {
         ->check(weft::tool::input_file());
     app.add_option("--lora-scaled", o.scaled,
                    "apply a LoRA adapter with this scale: --lora-scaled FILE SCALE (repeatable)")
-        ->expected(2);
+        ->type_size(2);  // two values each time, any number of times (expected(2) refused a second one)
 }
 
 }  // namespace weft::tool
