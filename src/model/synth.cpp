@@ -702,6 +702,10 @@ std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
 
 }  // namespace
 
+std::string synth_architecture_names() {
+    return synth_arch_names();
+}
+
 void synth_check(const synth_spec &s) {
     auto require = [](bool ok, const std::string &what) {
         if (!ok) throw error(what);

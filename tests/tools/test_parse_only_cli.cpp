@@ -83,9 +83,10 @@ TEST(ParseOnlyCli, WritesNothing) {
 }
 
 TEST(ParseOnlyCli, BadArgumentsStillFail) {
-    for (const std::string &line : {std::string("run --no-such-option"), std::string("run -n not-a-number"),
-                                    std::string("quantize only-one-file"),
-                                    std::string("synth x.gguf --layers 0"), std::string("serve -ctk q9_9")}) {
+    for (const std::string &line :
+         {std::string("run --no-such-option"), std::string("run -n not-a-number"),
+          std::string("quantize only-one-file"), std::string("synth x.gguf --layers 0"),
+          std::string("synth x.gguf --arch lama"), std::string("serve -ctk q9_9")}) {
         const auto r = run_parse_only(line);
         EXPECT_NE(r.status, 0) << line;
         EXPECT_NE(r.err, "") << line;

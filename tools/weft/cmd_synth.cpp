@@ -27,14 +27,20 @@ int synth_main(int argc, char **argv) {
     s.n_vocab = 512;
     std::string out, type_text = "f32";
     app.add_option("output", out, "the GGUF file to write")->required();
+    const std::string arch_names = weft::synth_architecture_names();
     app.add_option(
            "--arch", s.arch,
-           "llama, qwen2, qwen3, qwen2moe, qwen3moe, granite, starcoder2, gemma, gemma2, gemma3, phi2, "
-           "phi3, olmo2, command-r, deepseek2, smollm3, mistral3, glm4moe or mamba (a state-space model: "
-           "--ssm-state, --ssm-conv); "
-           "clip: a "
-           "vision projector (mmproj) for --mmproj")
-        ->capture_default_str();
+           "one of " + arch_names +
+               " (mamba, mamba2: --ssm-state, --ssm-conv); clip: a vision projector (mmproj) for --mmproj")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [arch_names](std::string &arch) {
+                if (arch == "clip" ||
+                    (", " + arch_names + ", ").find(", " + arch + ", ") != std::string::npos)
+                    return std::string();
+                return "'" + arch + "' is not one of " + arch_names + ", clip";
+            },
+            "ARCH"));
     app.add_option("--embd", s.n_embd, "embedding length")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(65536)));

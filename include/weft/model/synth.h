@@ -45,6 +45,8 @@ struct synth_spec {
     bool ssm_dt_b_c_rms = false;  // mamba.ssm.dt_b_c_rms (Falcon-Mamba's RMS-normed dt, B, C)
 };
 
+// The architectures synth writes, comma-separated ("llama, qwen2, ..."), for help texts and checks.
+std::string synth_architecture_names();
 // Validates the spec (known arch, positive sizes, GQA divisibility, rows a multiple of the type's
 // block); throws weft::error naming the problem.
 void synth_check(const synth_spec &s);
