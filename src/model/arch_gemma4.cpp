@@ -13,8 +13,14 @@
 //     in per_layer_token_embd (× √n) plus an RMS-normed projection of the scaled embeddings (÷ √n_embd),
 //     the sum ÷ √2; after each block's FFN, proj(gelu(inp_gate · x) × that layer's vector) is RMS-normed
 //     and added to the residual stream;
-//   - each block's output × layer_output_scale where the file has it; the logits soft-capped.
-// A mixture-of-experts FFN (ffn_gate_inp) is refused with a clear error.
+//   - each block's output × layer_output_scale where the file has it; the logits soft-capped;
+//   - a layer with a router (ffn_gate_inp; the 26B-A4B has one on every layer) adds experts beside
+//     its dense FFN: the FFN's output RMS-normed by post_ffw_norm_1, plus the mixture of experts on
+//     the pre_ffw_norm_2-normed residual (GELU-gated experts of expert_feed_forward_length rows,
+//     gate and up fused in ffn_gate_up_exps or apart, each expert's output × ffn_down_exps.scale
+//     where the file has it), RMS-normed by post_ffw_norm_2; the sum goes through post_ffw_norm as
+//     the dense FFN's output does. The router reads the residual RMS-normed without a weight,
+//     ÷ √n_embd, × ffn_gate_inp.scale; softmax over the experts, the picked weights renormalized.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -22,6 +28,7 @@
 
 #include "model/architecture.h"
 #include "model/graph_helpers.h"
+#include "model/graph_moe.h"
 #include "model/tensor_loader.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
@@ -80,6 +87,12 @@ class arch_gemma4 final : public architecture {
             throw error(p + "rope.dimension_count_swa: " + std::to_string(hp.n_rot_swa) +
                         " must be even and in [2, key_length_swa " + std::to_string(hp.n_embd_head_k_swa) +
                         "]");
+        if (hp.n_expert > 0) {  // the experts: softmax routing, the picks' weights renormalized
+            if (hp.n_ff_exp <= 0)
+                throw error(p + "expert_feed_forward_length: missing (required with experts)");
+            hp.expert_gating_func = model_hparams::expert_gating::softmax;
+            hp.expert_weights_norm = true;
+        }
         hp.n_embd_per_layer = required("embedding_length_per_layer_input");
         if (hp.n_embd_per_layer < 0 || hp.n_embd_per_layer > (int64_t(1) << 16))
             throw error(p + "embedding_length_per_layer_input: must be in [0, 65536], is " +
@@ -123,9 +136,6 @@ class arch_gemma4 final : public architecture {
         w.layers.resize(size_t(hp.n_layer));
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             layer_weights &l = w.layers[size_t(il)];
-            if (tl.has(block_tensor_name(il, "ffn_gate_inp")))
-                throw error("gemma4: layer " + std::to_string(il) +
-                            " has a mixture of experts (ffn_gate_inp), which weft does not run yet");
             const int64_t head = hp.head_k(il), n_k = hp.n_embd_k_gqa(il);
             const bool own_kv = hp.has_own_kv(il);
             auto kv_tensor = [&](const char *what, std::initializer_list<int64_t> ne) {
@@ -144,6 +154,7 @@ class arch_gemma4 final : public architecture {
             l.ffn_norm = create_norm(tl, hp, il, "ffn_norm");
             create_ffn_weights(tl, hp, il, l, ffn_layout::gated);
             l.ffn_post_norm = create_norm(tl, hp, il, "post_ffw_norm");
+            if (tl.has(block_tensor_name(il, "ffn_gate_inp"))) create_expert_weights(tl, hp, il, l);
             if (n_pl > 0) {
                 l.per_layer_inp_gate = tl.create(block_tensor_name(il, "inp_gate"), {n_embd, n_pl});
                 l.per_layer_proj = tl.create(block_tensor_name(il, "proj"), {n_pl, n_embd});
@@ -184,8 +195,7 @@ class arch_gemma4 final : public architecture {
             }
             cur = b.build_norm(cur, l.attn_post_norm, "attn_post_norm", il);
             tensor *attn_out = b.named(add(ctx, cur, x), "attn_out", il);
-            cur = b.build_norm(attn_out, l.ffn_norm, "ffn_norm", il);
-            cur = b.build_ffn(cur, l, il, graph_builder::ffn_act::gelu);
+            cur = build_ffn(b, l, attn_out, il);
             cur = b.build_norm(cur, l.ffn_post_norm, "ffn_post_norm", il);
             cur = b.named(add(ctx, cur, attn_out), "ffn_out_res", il);
             if (per_layer) {
@@ -206,6 +216,46 @@ class arch_gemma4 final : public architecture {
     }
 
   private:
+    // A layer's router, experts, their norms and the experts' scales (see the file's comment).
+    static void create_expert_weights(tensor_loader &tl, const model_hparams &hp, int64_t il,
+                                      layer_weights &l) {
+        const int64_t n_embd = hp.n_embd, n_expert = hp.n_expert, n_ff = hp.n_ff_exp;
+        if (n_expert <= 0)
+            throw error("gemma4: layer " + std::to_string(il) +
+                        " has a router (ffn_gate_inp) but the file gives no gemma4.expert_count");
+        l.ffn_gate_inp = tl.create(block_tensor_name(il, "ffn_gate_inp"), {n_embd, n_expert});
+        l.ffn_gate_inp_s = tl.create(block_tensor_name(il, "ffn_gate_inp", "scale"), {n_embd});
+        l.ffn_pre_norm_2 = create_norm(tl, hp, il, "pre_ffw_norm_2");
+        l.ffn_post_norm_1 = create_norm(tl, hp, il, "post_ffw_norm_1");
+        l.ffn_post_norm_2 = create_norm(tl, hp, il, "post_ffw_norm_2");
+        l.ffn_gate_up_exps =
+            tl.create_optional(block_tensor_name(il, "ffn_gate_up_exps"), {n_embd, 2 * n_ff, n_expert});
+        if (!l.ffn_gate_up_exps) {
+            l.ffn_gate_exps = tl.create(block_tensor_name(il, "ffn_gate_exps"), {n_embd, n_ff, n_expert});
+            l.ffn_up_exps = tl.create(block_tensor_name(il, "ffn_up_exps"), {n_embd, n_ff, n_expert});
+        }
+        l.ffn_down_exps = tl.create(block_tensor_name(il, "ffn_down_exps"), {n_ff, n_embd, n_expert});
+        l.ffn_down_exps_s = tl.create_optional(block_tensor_name(il, "ffn_down_exps", "scale"), {n_expert});
+    }
+
+    // The FFN of the residual stream attn_out: the dense one, and beside it the experts where the
+    // layer has a router; before ffn_post_norm.
+    static tensor *build_ffn(graph_builder &b, const layer_weights &l, tensor *attn_out, int64_t il) {
+        context &ctx = b.ctx;
+        tensor *dense = b.build_norm(attn_out, l.ffn_norm, "ffn_norm", il);
+        dense = b.build_ffn(dense, l, il, graph_builder::ffn_act::gelu);
+        if (!l.ffn_gate_inp) return dense;
+        dense = b.build_norm(dense, l.ffn_post_norm_1, "ffn_mlp", il);
+        // the router reads the residual, RMS-normed without a weight
+        tensor *route = b.build_norm(attn_out, nullptr, "ffn_moe_route_norm", il);
+        route = mul(ctx, scale(ctx, route, 1.0f / std::sqrt(float(b.hp.n_embd))), l.ffn_gate_inp_s);
+        tensor *logits = b.build_mm(l.ffn_gate_inp, route, nullptr, "ffn_moe_logits", il);
+        tensor *experts = b.build_norm(attn_out, l.ffn_pre_norm_2, "ffn_norm_2", il);
+        experts = build_moe_ffn(b, experts, l, il, {.logits = logits, .act = graph_builder::ffn_act::gelu});
+        experts = b.build_norm(experts, l.ffn_post_norm_2, "ffn_moe", il);
+        return b.named(add(ctx, dense, experts), "ffn_moe_combined", il);
+    }
+
     // Q (normed, rotated), and where the layer has rows of its own K (normed, rotated) and V (normed
     // without a weight; K's projection where the layer has no attn_v); the attention, unscaled.
     static tensor *build_attention(graph_builder &b, const layer_weights &l, tensor *x, int64_t il) {

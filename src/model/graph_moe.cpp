@@ -90,14 +90,16 @@ void create_llama_moe_tensors(tensor_loader &tl, const model_hparams &hp, model_
     }
 }
 
-tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il) {
+tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il,
+                      const moe_ffn_options &options) {
     context &ctx = b.ctx;
     const int64_t n_embd = x->ne[0], n = x->ne[1];  // n: the tokens, or the output rows of the last layer
     const int64_t n_expert = b.hp.n_expert, n_used = b.hp.n_expert_used;
 
     // 1. the router: each token's probability of each expert, and the n_used most probable
     // [n_expert, n] (+ the router's bias where the layer has one)
-    tensor *logits = b.build_mm(l.ffn_gate_inp, x, l.ffn_gate_inp_b, "ffn_moe_logits", il);
+    tensor *logits = options.logits ? options.logits
+                                    : b.build_mm(l.ffn_gate_inp, x, l.ffn_gate_inp_b, "ffn_moe_logits", il);
     const model_hparams::expert_gating gating = b.hp.expert_gating_func;
     tensor *probs = logits;  // softmax_weight picks by the logits themselves
     if (gating == model_hparams::expert_gating::sigmoid)
@@ -138,14 +140,37 @@ tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64
         for (int64_t i = 1; i < n_used; ++i) copies = concat(ctx, copies, x3, 1);
         x3 = b.named(mul(ctx, copies, weights), "ffn_moe_weighted_inp", il);
     }
-    tensor *up = experts_mm(l.ffn_up_exps, l.ffn_up_exps_b, x3, "ffn_moe_up", "ffn_moe_up_biased");
-    tensor *gate = experts_mm(l.ffn_gate_exps, l.ffn_gate_exps_b, x3, "ffn_moe_gate", "ffn_moe_gate_biased");
-    tensor *act = b.hp.expert_swiglu_limit > 0.0f
-                      ? b.named(swiglu_oai(ctx, gate, up, b.hp.expert_swiglu_alpha, b.hp.expert_swiglu_limit),
-                                "ffn_moe_swiglu_oai", il)
-                      : b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
+    tensor *up = nullptr, *gate = nullptr;
+    if (l.ffn_gate_up_exps) {  // one product, then each expert's gate rows and its up rows
+        tensor *gate_up = b.named(mul_mat_id(ctx, l.ffn_gate_up_exps, x3, picked), "ffn_moe_gate_up", il);
+        const int64_t n_ff = gate_up->ne[0] / 2;
+        auto half = [&](int64_t i, const char *name) {
+            return b.named(view_3d(ctx, gate_up, n_ff, n_used, n, gate_up->nb[1], gate_up->nb[2],
+                                   size_t(i * n_ff) * gate_up->nb[0]),
+                           name, il);
+        };
+        gate = half(0, "ffn_moe_gate");
+        up = half(1, "ffn_moe_up");
+    } else {
+        up = experts_mm(l.ffn_up_exps, l.ffn_up_exps_b, x3, "ffn_moe_up", "ffn_moe_up_biased");
+        gate = experts_mm(l.ffn_gate_exps, l.ffn_gate_exps_b, x3, "ffn_moe_gate", "ffn_moe_gate_biased");
+    }
+    tensor *act = nullptr;
+    if (b.hp.expert_swiglu_limit > 0.0f)
+        act = b.named(swiglu_oai(ctx, gate, up, b.hp.expert_swiglu_alpha, b.hp.expert_swiglu_limit),
+                      "ffn_moe_swiglu_oai", il);
+    else if (options.act == graph_builder::ffn_act::gelu)
+        act = b.named(glu(ctx, gate, up, glu_kind::geglu), "ffn_moe_geglu", il);
+    else
+        act = b.named(swiglu(ctx, gate, up), "ffn_moe_swiglu", il);
     tensor *experts =
         experts_mm(l.ffn_down_exps, l.ffn_down_exps_b, act, "ffn_moe_down", "ffn_moe_down_biased");
+    if (l.ffn_down_exps_s) {  // each pick × its expert's scale: [1, n_used, n]
+        tensor *scales = get_rows(ctx, reshape_2d(ctx, l.ffn_down_exps_s, 1, n_expert),
+                                  reshape(ctx, picked, {n_used * n}));
+        experts =
+            b.named(mul(ctx, experts, reshape_3d(ctx, scales, 1, n_used, n)), "ffn_moe_down_scaled", il);
+    }
     if (!b.hp.expert_weights_before_ffn)
         experts = b.named(mul(ctx, experts, weights), "ffn_moe_weighted", il);
 

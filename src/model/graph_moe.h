@@ -36,16 +36,24 @@ void create_moe_ffn(tensor_loader &tl, const model_hparams &hp, int64_t il, laye
 // mixture-of-experts FFN without a shared expert (llama and mistral3 with <arch>.expert_count > 0).
 void create_llama_moe_tensors(tensor_loader &tl, const model_hparams &hp, model_weights &w);
 
+// What a family asks of build_moe_ffn beyond its hparams and weights (gemma4).
+struct moe_ffn_options {
+    tensor *logits = nullptr;  // the router's logits [n_expert, n], computed by the caller
+    graph_builder::ffn_act act = graph_builder::ffn_act::silu;  // gelu: the experts are GELU-gated
+};
+
 // On the normed x [n_embd, n]: probs = softmax (or sigmoid, hp.expert_gating_func) of ffn_gate_inp · x
 // (+ ffn_gate_inp_b where the layer has it) over the experts; the n_expert_used experts of each token
 // with the largest probs (+ the selection bias exp_probs_b when the layer has one; ties: the lower
 // index), their probabilities as weights (softmax_weight gating: the logits pick, the softmax of the
 // picked logits weighs; divided by their sum when hp.expert_weights_norm, × hp.expert_weights_scale
 // when it is not 0); the sum over those experts of weight × down(silu(gate(x)) · up(x)) (swiglu_oai
-// when hp.expert_swiglu_limit > 0; each product + its expert's bias where the layer has
-// ffn_*_exps_b); plus, when the layer has a shared expert, its SwiGLU FFN (×
-// sigmoid(ffn_gate_inp_shexp · x) when it has that gate).
-// Returns [n_embd, n] "ffn_moe_out-<il>".
-tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il);
+// when hp.expert_swiglu_limit > 0, gelu for options.act gelu; gate and up the halves of one
+// ffn_gate_up_exps product where the layer has it; each product + its expert's bias where the layer
+// has ffn_*_exps_b; down × its expert's ffn_down_exps_s where the layer has it); plus, when the
+// layer has a shared expert, its SwiGLU FFN (× sigmoid(ffn_gate_inp_shexp · x) when it has that gate).
+// options.logits, when given, stands for ffn_gate_inp · x. Returns [n_embd, n] "ffn_moe_out-<il>".
+tensor *build_moe_ffn(graph_builder &b, tensor *x, const layer_weights &l, int64_t il,
+                      const moe_ffn_options &options = {});
 
 }  // namespace weft

@@ -543,18 +543,32 @@ std::vector<synth_tensor> plan_delta_net_tensors(const synth_spec &s) {
 // others' (of which a quarter rotates: rope_freqs), half their KV heads, and V taken from K (no
 // attn_v); from layer 3 (or 3 k, the first multiple of 3 at least half way) on, the layers keep no KV
 // rows of their own and have an FFN twice as wide; per-layer inputs of embd / 2 values.
+// With experts, the 26B-A4B's form: no shared KV layers and no per-layer inputs, and on every layer
+// a router and experts of ff rows beside a dense FFN of 2 ff rows.
 struct synth_gemma4 {
-    int64_t n_layer, head_swa, head_global, kv_swa, kv_global, first_shared, n_per_layer;
+    int64_t n_layer, head_swa, head_global, kv_swa, kv_global, first_shared, n_per_layer, n_expert;
     bool global(int64_t il) const { return il % 3 == 2 || il == n_layer - 1; }
     int64_t head(int64_t il) const { return global(il) ? head_global : head_swa; }
     int64_t kv_heads(int64_t il) const { return global(il) ? kv_global : kv_swa; }
 };
 synth_gemma4 gemma4_of(const synth_spec &s) {
     const int64_t hd = head_dim_of(s);
-    const int64_t first_shared = s.n_layer >= 4 ? std::max<int64_t>(3, 3 * (s.n_layer / 6)) : s.n_layer;
-    return {
-        s.n_layer,    hd,          2 * hd, s.n_head_kv, s.n_head_kv % 2 == 0 ? s.n_head_kv / 2 : s.n_head_kv,
-        first_shared, s.n_embd / 2};
+    const int64_t n_expert = moe_of(s).n_expert;
+    const int64_t first_shared =
+        s.n_layer >= 4 && n_expert == 0 ? std::max<int64_t>(3, 3 * (s.n_layer / 6)) : s.n_layer;
+    return {s.n_layer,
+            hd,
+            2 * hd,
+            s.n_head_kv,
+            s.n_head_kv % 2 == 0 ? s.n_head_kv / 2 : s.n_head_kv,
+            first_shared,
+            n_expert > 0 ? 0 : s.n_embd / 2,
+            n_expert};
+}
+
+// A gemma4 layer's dense FFN width: twice ff on the shared KV layers, and beside experts.
+int64_t gemma4_dense_ff(const synth_spec &s, const synth_gemma4 &g, int64_t il) {
+    return il >= g.first_shared || g.n_expert > 0 ? 2 * s.n_ff : s.n_ff;
 }
 
 std::vector<synth_tensor> plan_gemma4_tensors(const synth_spec &s) {
@@ -577,12 +591,14 @@ std::vector<synth_tensor> plan_gemma4_tensors(const synth_spec &s) {
     for (int64_t i = 0; i < g.head_global / 2; ++i)
         freqs.values.push_back(i < g.head_global / 8 ? 1.0f : 1e30f);
     ts.push_back(freqs);
-    matrix("per_layer_token_embd", n_pl * s.n_layer, s.n_vocab);
-    matrix("per_layer_model_proj", s.n_embd, n_pl * s.n_layer);
-    norm("per_layer_proj_norm", n_pl);
+    if (n_pl > 0) {
+        matrix("per_layer_token_embd", n_pl * s.n_layer, s.n_vocab);
+        matrix("per_layer_model_proj", s.n_embd, n_pl * s.n_layer);
+        norm("per_layer_proj_norm", n_pl);
+    }
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
-        const int64_t head = g.head(il), n_ff = il >= g.first_shared ? 2 * s.n_ff : s.n_ff;
+        const int64_t head = g.head(il), n_ff = gemma4_dense_ff(s, g, il);
         norm(p + "attn_norm", s.n_embd);
         matrix(p + "attn_q", s.n_embd, head * s.n_head);
         if (il < g.first_shared) {
@@ -599,9 +615,29 @@ std::vector<synth_tensor> plan_gemma4_tensors(const synth_spec &s) {
         matrix(p + "ffn_up", s.n_embd, n_ff);
         matrix(p + "ffn_down", n_ff, s.n_embd, s.block_scale);
         norm(p + "post_ffw_norm", s.n_embd);
-        matrix(p + "inp_gate", s.n_embd, n_pl);
-        matrix(p + "proj", n_pl, s.n_embd);
-        norm(p + "post_norm", s.n_embd);
+        if (g.n_expert > 0) {
+            const int64_t ne = g.n_expert;
+            // the router's input has unit length: rows this wide spread the logits (standard deviation
+            // about 2), so no two experts come near a tie
+            ts.push_back({p + "ffn_gate_inp.weight", {s.n_embd, ne}, s.type, 0.0f, 3.5f});
+            ts.push_back({p + "ffn_gate_inp.scale", {s.n_embd}, f32, 1.0f, 0.5f});
+            norm(p + "pre_ffw_norm_2", s.n_embd);
+            norm(p + "post_ffw_norm_1", s.n_embd);
+            norm(p + "post_ffw_norm_2", s.n_embd);
+            ts.push_back(
+                {p + "ffn_gate_up_exps.weight", {s.n_embd, 2 * s.n_ff, ne}, s.type, 0.0f, amp(s.n_embd)});
+            ts.push_back({p + "ffn_down_exps.weight",
+                          {s.n_ff, s.n_embd, ne},
+                          s.type,
+                          0.0f,
+                          amp(s.n_ff) * s.block_scale});
+            ts.push_back({p + "ffn_down_exps.scale", {ne}, f32, 1.0f, 0.5f});
+        }
+        if (n_pl > 0) {
+            matrix(p + "inp_gate", s.n_embd, n_pl);
+            matrix(p + "proj", n_pl, s.n_embd);
+            norm(p + "post_norm", s.n_embd);
+        }
     }
     return ts;
 }
@@ -717,9 +753,9 @@ void synth_check(const synth_spec &s) {
     require(s.n_expert >= 0 && s.n_expert_used >= 0, "synth: experts and experts-used must not be negative");
     require(s.n_expert == 0 || s.arch == "llama" || s.arch == "qwen2moe" || s.arch == "qwen3moe" ||
                 s.arch == "deepseek2" || s.arch == "glm4moe" || s.arch == "qwen3next" ||
-                s.arch == "qwen35moe" || s.arch == "gpt-oss" || s.arch == "llama4",
+                s.arch == "qwen35moe" || s.arch == "gpt-oss" || s.arch == "llama4" || s.arch == "gemma4",
             "synth: experts are for llama, qwen2moe, qwen3moe, deepseek2, glm4moe, qwen3next, qwen35moe, "
-            "gpt-oss and llama4 only");
+            "gpt-oss, llama4 and gemma4 only");
     if (is_delta_net_arch(s.arch))
         require(s.ssm_d_conv >= 2 && s.ssm_d_conv <= 16, "synth: the convolution width must be in [2, 16]");
     require(moe_of(s).n_used <= moe_of(s).n_expert,
@@ -800,7 +836,7 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         std::vector<uint32_t> n_ff, kv_heads;
         std::vector<uint8_t> window;
         for (int64_t il = 0; il < s.n_layer; ++il) {
-            n_ff.push_back(uint32_t(il >= g.first_shared ? 2 * s.n_ff : s.n_ff));
+            n_ff.push_back(uint32_t(gemma4_dense_ff(s, g, il)));
             kv_heads.push_back(uint32_t(g.kv_heads(il)));
             window.push_back(g.global(il) ? 0 : 1);
         }
@@ -822,6 +858,11 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_u32(a + ".attention.shared_kv_layers", uint32_t(s.n_layer - g.first_shared));
         w.set_u32(a + ".embedding_length_per_layer_input", uint32_t(g.n_per_layer));
         w.set_f32(a + ".final_logit_softcapping", 10.0f);
+        if (g.n_expert > 0) {
+            w.set_u32(a + ".expert_count", uint32_t(g.n_expert));
+            w.set_u32(a + ".expert_used_count", uint32_t(moe_of(s).n_used));
+            w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff));
+        }
         return synth_fill_vocab_and_tensors(s, w);
     }
     w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));

@@ -98,6 +98,9 @@ inline const std::vector<family_case> &families() {
         // windows on layers 0, 1, 3, 4 (heads of 16), global layers 2 and 5 (heads of 32, a quarter
         // rotating, 1 KV head, V = K); layers 3-5 reuse the KV rows of layers 1 and 2; per-layer inputs
         {.arch = "gemma4", .layers = 6},
+        // the 26B-A4B's form: the same windows and heads, no shared KV layers or per-layer inputs;
+        // on every layer a router and 4 GELU experts (gate and up fused) beside the dense FFN
+        {.arch = "gemma4", .layers = 6, .experts = 4, .experts_used = 2, .variant = "moe"},
     };
     return table;
 }

@@ -1,7 +1,8 @@
 // tests/runtime/test_gemma4.cpp — what Gemma 4 adds to the memory and the loader, beyond the logits
 // test_family_reference.cpp compares with the reference engine: its shared KV layers keep no KV
 // rows (the cache holds the other layers' only), and read their source layers' rows in every
-// batch split and after a saved state is loaded; the files weft cannot run are refused by name.
+// batch split and after a saved state is loaded; the MoE form (26B-A4B) loads its experts; the files
+// and inputs weft cannot run are refused by name.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -23,11 +24,12 @@ namespace {
 using test::synth_file;
 
 // The family table's gemma4: windows on layers 0, 1, 3, 4, global layers 2 and 5; layers 3-5 read
-// the rows of layers 1 (3 and 4) and 2 (5).
-synth_spec gemma4_spec(dtype type = dtype::f32) {
+// the rows of layers 1 (3 and 4) and 2 (5). Its "moe" variant: the same attention, no shared KV
+// layers, experts on every layer.
+synth_spec gemma4_spec(const std::string &variant = "") {
     for (const test::family_case &f : test::families())
-        if (std::string(f.arch) == "gemma4") return f.spec(type);
-    ADD_FAILURE() << "gemma4 is not in family_table.h";
+        if (std::string(f.arch) == "gemma4" && f.variant == variant) return f.spec();
+    ADD_FAILURE() << "gemma4 " << variant << " is not in family_table.h";
     return {};
 }
 
@@ -101,41 +103,98 @@ std::string load_error(const std::string &path) {
     return "";
 }
 
-TEST(Gemma4, FilesWeftCannotRunAreRefusedByName) {
-    synth_file f("gemma4-refusals", gemma4_spec());
-    struct edit_case {
-        const char *what;
-        test::gguf_edits edits;
-        const char *message;  // a part of the error
-    };
-    std::vector<edit_case> cases;
-    {
-        // 4 shared layers: the global layers 2 and 5 would read the rows of layer 1, a window layer
-        test::gguf_edits e;
-        e.set_ints["gemma4.attention.shared_kv_layers"] = 4;
-        cases.push_back({"shared layers of another kind", e, "shared_kv_layers"});
+// The 26B-A4B's form: a router and experts (gate and up in one tensor, a scale per expert) beside
+// the dense FFN on every layer, every layer with KV rows of its own, no per-layer inputs.
+TEST(Gemma4, MixtureOfExpertsFileLoadsTheExpertsBesideTheDenseFfn) {
+    synth_file f("gemma4-moe-load", gemma4_spec("moe"));
+    const auto m = model::load(f.path());
+    const model_hparams &hp = m->hparams();
+    EXPECT_EQ(hp.n_expert, 4);
+    EXPECT_EQ(hp.n_expert_used, 2);
+    EXPECT_EQ(hp.n_ff_exp, 96);
+    EXPECT_EQ(hp.n_ff(0), 192);
+    EXPECT_TRUE(hp.expert_weights_norm);
+    EXPECT_EQ(hp.n_embd_per_layer, 0);
+    EXPECT_EQ(hp.kv_source, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+    for (const layer_weights &l : m->weights().layers) {
+        EXPECT_TRUE(l.ffn_gate && l.ffn_up && l.ffn_down);  // the dense FFN stays
+        EXPECT_TRUE(l.ffn_gate_inp && l.ffn_gate_inp_s && l.ffn_gate_up_exps && l.ffn_down_exps &&
+                    l.ffn_down_exps_s);
+        EXPECT_TRUE(l.ffn_pre_norm_2 && l.ffn_post_norm_1 && l.ffn_post_norm_2);
+        EXPECT_EQ(l.ffn_gate_exps, nullptr);
+        EXPECT_EQ(l.per_layer_inp_gate, nullptr);
     }
-    {
-        test::gguf_edits e;
-        e.remove_keys.push_back("gemma4.attention.key_length_swa");
-        cases.push_back({"no window head size", e, "key_length_swa"});
-    }
-    {
-        test::gguf_edits e;
-        e.remove_keys.push_back("gemma4.attention.sliding_window_pattern");
-        cases.push_back({"no window layers", e, "sliding_window_pattern"});
-    }
-    {
-        test::gguf_edits e;
-        e.drop_tensor = "rope_freqs.weight";
-        cases.push_back({"no frequency factors", e, "rope_freqs"});
-    }
-    for (const edit_case &c : cases) {
+    inference_context ctx(*m, test::params_with(64, 512));
+    ASSERT_EQ(ctx.decode(batch::from_tokens(test::some_tokens(9, 300))), decode_ok) << ctx.last_error();
+}
+
+// Per-layer inputs are looked up by token id: a batch of embeddings (an image's) is refused with a
+// reason, not run with made-up inputs.
+TEST(Gemma4, EmbeddingsInputIsRefusedWithPerLayerInputs) {
+    synth_file f("gemma4-embd", gemma4_spec());
+    const auto m = model::load(f.path());
+    ASSERT_GT(m->hparams().n_embd_per_layer, 0);
+    inference_context ctx(*m, test::params_with(64, 512));
+    const std::vector<float> embd(size_t(3 * m->hparams().n_embd), 0.5f);
+    EXPECT_NE(ctx.decode(batch::from_embeddings(embd, 3)), decode_ok);
+    EXPECT_NE(ctx.last_error().find("per-layer inputs"), std::string::npos) << ctx.last_error();
+    // the context stays usable
+    EXPECT_EQ(ctx.decode(batch::from_tokens(test::some_tokens(4, 300))), decode_ok) << ctx.last_error();
+}
+
+// A file edited one way per case: each must fail to load with an error that names the case's part.
+struct edit_case {
+    const char *what;
+    test::gguf_edits edits;
+    const char *message;  // a part of the error
+};
+
+test::gguf_edits removing_key(const char *key) {
+    test::gguf_edits e;
+    e.remove_keys.push_back(key);
+    return e;
+}
+
+test::gguf_edits dropping_tensor(const char *name) {
+    test::gguf_edits e;
+    e.drop_tensor = name;
+    return e;
+}
+
+void expect_refused(const synth_spec &spec, const std::string &stem, const std::vector<edit_case> &cases) {
+    synth_file f(stem, spec);
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const edit_case &c = cases[i];
         SCOPED_TRACE(c.what);
-        test::temp_file edited(std::string("gemma4-refusal-") + c.message);
+        test::temp_file edited(stem + "-" + std::to_string(i));
         test::copy_gguf(f.path(), edited.path(), c.edits);
         EXPECT_NE(load_error(edited.path()).find(c.message), std::string::npos) << load_error(edited.path());
     }
+}
+
+TEST(Gemma4, FilesWeftCannotRunAreRefusedByName) {
+    // 4 shared layers: the global layers 2 and 5 would read the rows of layer 1, a window layer
+    test::gguf_edits four_shared;
+    four_shared.set_ints["gemma4.attention.shared_kv_layers"] = 4;
+    expect_refused(
+        gemma4_spec(), "gemma4-refusal",
+        {{"shared layers of another kind", four_shared, "shared_kv_layers"},
+         {"no window head size", removing_key("gemma4.attention.key_length_swa"), "key_length_swa"},
+         {"no window layers", removing_key("gemma4.attention.sliding_window_pattern"),
+          "sliding_window_pattern"},
+         {"no frequency factors", dropping_tensor("rope_freqs.weight"), "rope_freqs"}});
+}
+
+TEST(Gemma4, MixtureOfExpertsFilesWithoutTheirPartsAreRefusedByName) {
+    expect_refused(
+        gemma4_spec("moe"), "gemma4-moe-refusal",
+        {{"no expert width", removing_key("gemma4.expert_feed_forward_length"), "expert_feed_forward_length"},
+         {"no router scale", dropping_tensor("blk.1.ffn_gate_inp.scale"), "blk.1.ffn_gate_inp.scale"},
+         {"no norm after the experts", dropping_tensor("blk.2.post_ffw_norm_2.weight"),
+          "blk.2.post_ffw_norm_2.weight"},
+         // without the fused tensor the reference reads gate and up apart: they must be there
+         {"no gate and up of the experts", dropping_tensor("blk.0.ffn_gate_up_exps.weight"),
+          "blk.0.ffn_gate_exps.weight"}});
 }
 
 }  // namespace

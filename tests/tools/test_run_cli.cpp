@@ -304,6 +304,24 @@ TEST(SynthCli, QuantizedModelsRun) {
     }
 }
 
+// gemma4 --experts writes the 26B-A4B's form: it runs, and its graph routes through GELU experts
+// (the reference's names: tests/runtime/test_family_reference.cpp checks the numbers).
+TEST(SynthCli, Gemma4WithExpertsRunsThroughItsExperts) {
+    temp_file file("cli-gemma4-moe");
+    const run_result w =
+        weft("synth " + q(file.path()) +
+             " --arch gemma4 --embd 64 --layers 6 --heads 4 --kv-heads 2 --ff 96 --vocab 300 "
+             "--experts 4 --experts-used 2 --type q8_0");
+    ASSERT_EQ(w.status, 0) << w.err;
+    const run_result r = weft("run -m " + q(file.path()) + " -p 'abc' -n 4 --temp 0");
+    EXPECT_EQ(r.status, 0) << r.err;
+    const run_result g = weft("graph -m " + q(file.path()) + " --tokens 3");
+    ASSERT_EQ(g.status, 0) << g.err;
+    for (const char *node : {"ffn_moe_logits-5", "ffn_moe_gate_up-5", "ffn_moe_geglu-5",
+                             "ffn_moe_down_scaled-5", "ffn_moe_combined-5"})
+        EXPECT_NE(g.out.find(node), std::string::npos) << node;
+}
+
 TEST(GraphCli, ModelModeDescribesOneDecodeStep) {
     synth_model m;
     temp_file dot("cli-graph-dot");

@@ -61,7 +61,9 @@ int synth_main(int argc, char **argv) {
         ->check(CLI::Range(int64_t(1), int64_t(262144)));
     app.add_option(
            "--experts", s.n_expert,
-           "experts of the FFN (llama: 0 is a dense FFN; qwen2moe, qwen3moe, deepseek2, glm4moe: 0 is 4)")
+           "experts of the FFN (llama: 0 is a dense FFN; gemma4: 0 is the dense model, more is the "
+           "26B-A4B's form, experts beside the dense FFN on every layer; qwen2moe, qwen3moe, deepseek2, "
+           "glm4moe: 0 is 4)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(0), int64_t(1024)));
     app.add_option("--experts-used", s.n_expert_used, "experts per token (0: 2)")

@@ -102,6 +102,7 @@ struct layer_weights {
     tensor *ffn_gate_exps = nullptr;       // [n_embd, n_ff_exp, n_expert]
     tensor *ffn_up_exps = nullptr;         // [n_embd, n_ff_exp, n_expert]
     tensor *ffn_down_exps = nullptr;       // [n_ff_exp, n_embd, n_expert]
+    tensor *ffn_gate_up_exps = nullptr;    // [n_embd, 2 n_ff_exp, n_expert]: gate rows, then up (gemma4)
     tensor *ffn_gate_inp_shexp = nullptr;  // [n_embd] the shared expert's gate (qwen2moe)
     tensor *ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shexp]
     tensor *ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]

@@ -126,3 +126,4 @@ record qwen35moe --arch qwen35moe $hybrid4 --experts 4 --experts-used 2 --seed 7
 record lfm2 --arch lfm2 $hybrid4 --seed 7
 record granitehybrid --arch granitehybrid $hybrid4 --seed 7
 record gemma4 --arch gemma4 --embd 64 --layers 6 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7
+record gemma4-moe --arch gemma4 --embd 64 --layers 6 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --experts 4 --experts-used 2 --seed 7
