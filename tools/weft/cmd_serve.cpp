@@ -89,9 +89,12 @@ class signal_watcher {
 
 int serve_main(int argc, char **argv) {
     CLI::App app{
-        "Serves a model over HTTP with OpenAI-style endpoints (README: every route and field):\n"
+        "Serves a model over HTTP with OpenAI, Anthropic and Ollama endpoints (docs/serving.md: every "
+        "route):\n"
         "  POST /v1/chat/completions, /v1/completions (also without /v1): streaming (SSE) or not\n"
         "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus), /props, /slots\n"
+        "  POST /v1/embeddings; /v1/messages, /v1/messages/count_tokens (Anthropic); /v1/responses (OpenAI)\n"
+        "  Ollama's /api/chat, /api/generate, /api/embed, /api/tags, /api/show, /api/ps, /api/version\n"
         "  POST /tokenize, /detokenize;  GET / a chat page\n"
         "Requests are queued first in, first out and run in -np parallel slots; every step decodes\n"
         "the tokens of all active slots in one batch (continuous batching). A slot keeps its cache\n"
@@ -266,7 +269,8 @@ int serve_main(int argc, char **argv) {
 }
 
 [[maybe_unused]] const bool registered_serve = register_command(
-    {"serve", "serve a model over HTTP: OpenAI-style completions and chat, with streaming", &serve_main});
+    {"serve", "serve a model over HTTP: OpenAI, Anthropic and Ollama APIs, streaming, a chat page",
+     &serve_main});
 
 }  // namespace
 }  // namespace weft::tool
