@@ -2,9 +2,9 @@
 """scripts/check-docs-commands.py WEFT [ROOT] — every `./build/weft ...` command of README.md and
 docs/*.md parses.
 
-A command is a line of a code block (indented by four spaces or more, or inside a ``` fence) that
-starts, after an optional `$ ` prompt, optional VAR=value assignments and an optional
-`mpirun ... ` launcher, with `./build/weft` (or `build/weft`). Continuation lines (a trailing
+A command is a line of a code block (indented by four spaces or more, or inside a ``` fence), or an
+inline code span of the prose, that starts, after an optional `$ ` prompt, optional VAR=value
+assignments and an optional `mpirun ... ` launcher, with `./build/weft` (or `build/weft`). Continuation lines (a trailing
 backslash) are joined, shell comments dropped, and the command is cut at the first shell operator
 (`|`, `>`, `<`, `&&`, `;`, `&`); a `...` argument (the docs' "and so on") is left out. Each command
 then runs as WEFT (the built binary) with WEFT_PARSE_ONLY=1: it stops once its arguments are parsed
@@ -71,9 +71,30 @@ def open_quotation(text):
     return quote is not None
 
 
+def is_weft_command(text):
+    """Whether `text` runs weft: after VAR=value assignments and an optional `mpirun ...`
+    launcher, its first word is ./build/weft or build/weft."""
+    words = text.split()
+    start = 0
+    while start < len(words) and re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', words[start]):
+        start += 1
+    if start < len(words) and words[start] == 'mpirun':
+        start = next((k for k in range(start, len(words)) if WEFT_WORD.match(words[k])), len(words))
+    return start < len(words) and WEFT_WORD.match(words[start]) is not None
+
+
 def commands(path):
-    """(line number, command text) of every weft command of the markdown file at `path`."""
-    lines = list(code_lines(open(path, encoding='utf-8').read()))
+    """(line number, command text) of every weft command of the markdown file at `path`: in code
+    blocks, and inline code spans of the prose (`./build/weft serve`)."""
+    text = open(path, encoding='utf-8').read()
+    lines = list(code_lines(text))
+    in_code = {number for number, _ in lines}
+    for number, line in enumerate(text.split('\n'), 1):
+        if number not in in_code:
+            for span in re.findall(r'`([^`]+)`', line):
+                # (`./build/weft ...` alone names the commands, it is not one)
+                if is_weft_command(span) and not re.search(r'build/weft \.\.\.$', span):
+                    yield number, span
     i = 0
     while i < len(lines):
         number, line = lines[i]
@@ -90,14 +111,7 @@ def commands(path):
                 break
             i += 1
         i += 1
-        words = text.split()
-        # skip VAR=value assignments and a launcher (mpirun ... build/weft) to the weft word
-        start = 0
-        while start < len(words) and re.match(r'^[A-Za-z_][A-Za-z0-9_]*=', words[start]):
-            start += 1
-        if start < len(words) and words[start] == 'mpirun':
-            start = next((k for k in range(start, len(words)) if WEFT_WORD.match(words[k])), len(words))
-        if start < len(words) and WEFT_WORD.match(words[start]):
+        if is_weft_command(text):
             yield number, text
 
 
@@ -163,17 +177,18 @@ def self_test(weft):
         '# A page', '', 'Good, with a placeholder model, a comment, a pipe and a continuation:', '',
         '    $ ./build/weft run -m M.gguf -p "Once upon a time" \\', '        -n 16 --temp 0  # greedy',
         '    ./build/weft tokenize -m M.gguf -p "..." --ids | head -1', '', 'Bad:', '',
-        '    ./build/weft run --no-such-option', '', 'Not code: ./build/weft run --no-such-option-either', ''
+        '    ./build/weft run --no-such-option', '', 'Inline: `./build/weft run --no-such-option-either`, not code: ./build/weft run --bad-too', ''
     ])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'page.md')
         with open(path, 'w', encoding='utf-8') as f:
             f.write(page)
         count, failures = check(weft, [path])
-    if count != 3 or len(failures) != 1 or not failures[0].startswith(path + ':11:'):
-        print('self-test failed: %d commands found (want 3), failures: %s' % (count, failures))
+    reported = sorted(f.split(' ')[0] for f in failures)
+    if count != 4 or reported != [path + ':11:', path + ':13:']:
+        print('self-test failed: %d commands found (want 4), failures: %s' % (count, failures))
         return 1
-    print('self-test: 3 commands found, the bad one (line 11) reported')
+    print('self-test: 4 commands found, the two bad ones (lines 11 and 13) reported')
     return 0
 
 
