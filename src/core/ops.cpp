@@ -546,7 +546,8 @@ namespace {
 // [state_len, n_ch, n_seqs] contiguous, seq_of i32 [n_tokens]. Returns the 1-d result: y, then the
 // states.
 tensor *record_ssm(context &ctx, op_kind op, tensor *x, tensor *states, int64_t state_len, tensor *seq_of,
-                   std::initializer_list<tensor *> srcs) {
+                   std::initializer_list<tensor *> srcs, int64_t state_rows = 0) {
+    const int64_t rows = state_rows > 0 ? state_rows : x->ne[0];
     const char *n = op_name(op);
     require_type(n, "x", *x, dtype::f32);
     require_type(n, "states", *states, dtype::f32);
@@ -555,10 +556,9 @@ tensor *record_ssm(context &ctx, op_kind op, tensor *x, tensor *states, int64_t 
                                ", seq_of is " + seq_of->shape_str();
     if (x->ne[2] != 1 || x->ne[3] != 1 || x->nb[0] != sizeof(float))
         fail(n, shapes + ": x must be [n_ch, n_tokens] with contiguous rows");
-    if (states->ne[0] != state_len || states->ne[1] != x->ne[0] || states->ne[3] != 1 ||
-        !states->is_contiguous())
-        fail(n,
-             shapes + ": states must be a contiguous [" + std::to_string(state_len) + ", x.ne[0], n_seqs]");
+    if (states->ne[0] != state_len || states->ne[1] != rows || states->ne[3] != 1 || !states->is_contiguous())
+        fail(n, shapes + ": states must be a contiguous [" + std::to_string(state_len) + ", " +
+                    std::to_string(rows) + ", n_seqs]");
     if (seq_of->ne[0] != x->ne[1] || seq_of->nelements() != seq_of->ne[0] || !seq_of->is_contiguous())
         fail(n, shapes + ": seq_of must be a contiguous [n_tokens] with n_tokens = x.ne[1]");
     const int64_t n_out = x->ne[0] * x->ne[1] + states->nelements();
@@ -647,6 +647,12 @@ tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *
                       {x, dt, A, B, C, states, seq_of, D});
 }
 
+int64_t gated_delta_net_state_floats(int64_t d_k, int64_t d_v) {
+    constexpr int64_t c = gated_delta_net_chunk;
+    const int64_t floats = d_k * d_v + d_k * c + c * d_v + c + 1;
+    return (floats + 15) / 16 * 16;
+}
+
 tensor *gated_delta_net(context &ctx, tensor *q, tensor *k, tensor *v, tensor *g, tensor *beta,
                         tensor *states, tensor *seq_of, float scale, delta_net_form form) {
     const char *n = "gated_delta_net";
@@ -667,22 +673,29 @@ tensor *gated_delta_net(context &ctx, tensor *q, tensor *k, tensor *v, tensor *g
     const std::string shapes = "q is " + q->shape_str() + ", k is " + k->shape_str() + ", v is " +
                                v->shape_str() + ", g is " + g->shape_str() + ", beta is " +
                                beta->shape_str() + ", states is " + states->shape_str();
-    const int64_t n_tokens = v->ne[1], n_head_v = g->ne[0], d_k = states->ne[0];
+    const int64_t n_tokens = v->ne[1], n_head_v = g->ne[0];
     if (!same_shape(*q, *k) || q->ne[1] != n_tokens || !same_shape(*g, *beta) || g->ne[1] != n_tokens)
         fail(n, shapes + ": q and k must share a shape, g and beta too, all with v's n_tokens (ne[1])");
-    if (d_k < 1 || q->ne[0] % d_k != 0)
-        fail(n, shapes + ": q.ne[0] must be d_k * n_head_k with d_k = states.ne[0]");
+    if (n_head_v < 1 || v->ne[0] % n_head_v != 0)
+        fail(n, shapes + ": v.ne[0] must be d_v * n_head_v: n_head_v = g.ne[0] must divide it");
+    // d_k from the state's size: gated_delta_net_state_floats grows by more than its padding per d_k
+    const int64_t d_v = v->ne[0] / n_head_v, c = gated_delta_net_chunk;
+    const int64_t d_k = std::max<int64_t>(0, (states->ne[0] - c * (d_v + 1) - 1) / (d_v + c));
+    if (d_k < 1 || gated_delta_net_state_floats(d_k, d_v) != states->ne[0] || q->ne[0] % d_k != 0)
+        fail(n, shapes + ": states.ne[0] must be gated_delta_net_state_floats(d_k, d_v) with d_v = " +
+                    std::to_string(d_v) + " and q.ne[0] = d_k * n_head_k");
     const int64_t n_head_k = q->ne[0] / d_k;
-    if (n_head_v < 1 || v->ne[0] % n_head_v != 0 || n_head_v % n_head_k != 0)
-        fail(n, shapes + ": v.ne[0] must be d_v * n_head_v (n_head_v = g.ne[0]) and n_head_k = " +
-                    std::to_string(n_head_k) + " must divide n_head_v");
+    if (n_head_v % n_head_k != 0)
+        fail(n, shapes + ": n_head_k = " + std::to_string(n_head_k) +
+                    " must divide n_head_v = " + std::to_string(n_head_v));
     if (!std::isfinite(scale)) fail(n, shapes + ": scale must be finite");
     if (form != delta_net_form::automatic && form != delta_net_form::recurrent)
         fail(n, "unknown form " + std::to_string(int32_t(form)));
-    tensor *r =
-        record_ssm(ctx, op_kind::gated_delta_net, v, states, d_k, seq_of, {q, k, v, g, beta, states, seq_of});
+    tensor *r = record_ssm(ctx, op_kind::gated_delta_net, v, states, states->ne[0], seq_of,
+                           {q, k, v, g, beta, states, seq_of}, n_head_v);
     r->set_param_f32(0, scale);
     r->set_param_i32(1, int32_t(form));
+    r->set_param_i32(2, int32_t(d_k));
     return r;
 }
 

@@ -59,7 +59,7 @@ void set_delta_net_hparams(const gguf_file &f, model_hparams &hp) {
     for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layers[size_t(il)] = (il + 1) % interval != 0;
     const delta_net_shape s = delta_net_of(hp);
     hp.n_embd_r = (hp.ssm_d_conv - 1) * s.conv_channels();
-    hp.n_embd_s = s.head_k * s.value_dim();
+    hp.n_embd_s = gated_delta_net_state_floats(s.head_k, s.head_v) * s.n_head_v;
 }
 
 void create_delta_net_mixer(tensor_loader &tl, const model_hparams &hp, int64_t il, layer_weights &l,
@@ -147,11 +147,12 @@ tensor *build_delta_net_mixer(graph_builder &b, const layer_weights &l, tensor *
     tensor *v = view_2d(ctx, conv, s.value_dim(), n_tokens, conv->nb[1], size_t(2 * s.key_dim()) * f);
 
     // the delta rule, continuing each sequence's state
-    tensor *state_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), s.head_k, s.value_dim(), n_seqs);
+    const int64_t state_floats = gated_delta_net_state_floats(s.head_k, s.head_v);
+    tensor *state_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), state_floats, s.n_head_v, n_seqs);
     tensor *out = b.named(gated_delta_net(ctx, q, k, v, g, beta, state_in, b.build_inp_recurrent().token_seq,
                                           1.0f / std::sqrt(float(s.head_k))),
                           "linear_attn_delta", il);
-    b.store_recurrent_rows(states.ssm, out, s.value_dim() * n_tokens, s.head_k * s.value_dim(),
+    b.store_recurrent_rows(states.ssm, out, s.value_dim() * n_tokens, state_floats * s.n_head_v,
                            "ssm_state_store", il);
 
     // each value head RMS-normed, times the weight, times silu(z)

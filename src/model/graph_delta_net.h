@@ -17,8 +17,9 @@ class tensor_loader;
 // Checks the delta net's ssm keys (state_size: a head's k and v size; group_count: the q/k heads;
 // time_step_rank: the value heads; inner_size: their channels; conv_kernel), marks the recurrent
 // layers (every layer but each full_attention_interval-th, default 4) and sets the state sizes: the
-// convolution's last d_conv - 1 inputs of its 2 key_dim + value_dim channels, and a [head_k, head_v]
-// matrix per value head. Throws weft::error naming the file and key.
+// convolution's last d_conv - 1 inputs of its 2 key_dim + value_dim channels, and per value head the
+// gated_delta_net op's state (a [head_k, head_v] matrix and its current block of up to 64 tokens).
+// Throws weft::error naming the file and key.
 void set_delta_net_hparams(const gguf_file &f, model_hparams &hp);
 
 // How the linear-attention layers' beta and alpha projections are stored.

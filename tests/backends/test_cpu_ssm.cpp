@@ -522,51 +522,74 @@ TEST(CpuSsm, Mamba2ShapeErrorsNameTheProblem) {
 
 // --- gated delta net ---------------------------------------------------------------------------
 
-// The delta rule's recurrence in doubles, token by token, sequence by sequence; layout as the op's.
-ssm_reference delta_net_reference(const tensor &q, const tensor &k, const tensor &v, const tensor &g,
-                                  const tensor &beta, const tensor &states, float scale,
-                                  const std::vector<int32_t> &seq_of) {
+// One head's state of one sequence in the op's layout (ops.h), as doubles: the state it stands for
+// (S0 with the pending block folded in), st[i * d_v + j] = S[i, j].
+std::vector<double> delta_net_current_state(const float *p, int64_t d_k, int64_t d_v) {
+    const int64_t c = gated_delta_net_chunk;
+    const float *kt = p + d_k * d_v, *us = kt + d_k * c, *cum = us + c * d_v;
+    const auto n = int64_t(cum[c]);
+    std::vector<double> st(p, p + d_k * d_v);
+    if (n == 0) return st;
+    const double last = cum[n - 1];
+    for (double &x : st) x *= std::exp(last);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t i = 0; i < d_k; ++i)
+            for (int64_t j = 0; j < d_v; ++j)
+                st[size_t(i * d_v + j)] +=
+                    std::exp(last - double(cum[s])) * double(kt[i * c + s]) * us[s * d_v + j];
+    return st;
+}
+
+// The delta rule's recurrence in doubles, token by token, sequence by sequence, from the states'
+// current states: y [n_ch, n_tokens] in `out`, the final states [n_seqs][n_head][d_k * d_v].
+struct delta_net_expected {
+    std::vector<double> out;
+    std::vector<std::vector<std::vector<double>>> states;
+};
+
+delta_net_expected delta_net_reference(const tensor &q, const tensor &k, const tensor &v, const tensor &g,
+                                       const tensor &beta, const tensor &states, int64_t d_k, float scale,
+                                       const std::vector<int32_t> &seq_of) {
     const int64_t n_ch = v.ne[0], n_tokens = v.ne[1], n_head = g.ne[0], d_v = n_ch / n_head;
-    const int64_t d_k = states.ne[0], n_head_k = q.ne[0] / d_k, n_seqs = states.ne[2];
-    ssm_reference r;
-    r.out.assign(size_t(n_ch * n_tokens + states.nelements()), 0.0);
+    const int64_t n_head_k = q.ne[0] / d_k, n_seqs = states.ne[2];
+    delta_net_expected r;
+    r.out.assign(size_t(n_ch * n_tokens), 0.0);
+    r.states.assign(size_t(n_seqs), {});
     for (int64_t s = 0; s < n_seqs; ++s)
         for (int64_t h = 0; h < n_head; ++h) {
             const int64_t hk = h % n_head_k;
-            std::vector<double> st(size_t(d_k * d_v));  // st[j * d_k + i] = S[i, j]
-            for (int64_t j = 0; j < d_v; ++j)
-                for (int64_t i = 0; i < d_k; ++i) st[size_t(j * d_k + i)] = at(states, i, h * d_v + j, s);
+            std::vector<double> st = delta_net_current_state(
+                static_cast<const float *>(states.data) + (s * n_head + h) * states.ne[0], d_k, d_v);
+            auto S = [&](int64_t i, int64_t j) -> double & { return st[size_t(i * d_v + j)]; };
             for (int64_t t = 0; t < n_tokens; ++t) {
                 if (seq_of[size_t(t)] != s) continue;
                 const double decay = std::exp(at(g, h, t)), b = at(beta, h, t);
                 for (int64_t j = 0; j < d_v; ++j) {
                     double sk = 0.0;
                     for (int64_t i = 0; i < d_k; ++i) {
-                        st[size_t(j * d_k + i)] *= decay;
-                        sk += st[size_t(j * d_k + i)] * at(k, hk * d_k + i, t);
+                        S(i, j) *= decay;
+                        sk += S(i, j) * at(k, hk * d_k + i, t);
                     }
                     const double u = b * (at(v, h * d_v + j, t) - sk);
                     double y = 0.0;
                     for (int64_t i = 0; i < d_k; ++i) {
-                        st[size_t(j * d_k + i)] += at(k, hk * d_k + i, t) * u;
-                        y += st[size_t(j * d_k + i)] * at(q, hk * d_k + i, t);
+                        S(i, j) += at(k, hk * d_k + i, t) * u;
+                        y += S(i, j) * at(q, hk * d_k + i, t);
                     }
                     r.out[size_t(t * n_ch + h * d_v + j)] = double(scale) * y;
                 }
             }
-            for (int64_t j = 0; j < d_v; ++j)
-                for (int64_t i = 0; i < d_k; ++i)
-                    r.out[size_t(n_ch * n_tokens + (s * n_ch + h * d_v + j) * d_k + i)] =
-                        st[size_t(j * d_k + i)];
+            r.states[size_t(s)].push_back(st);
         }
     return r;
 }
 
 // The inputs of a delta net layer as the model makes them: q, k, v, g, beta views into one
 // projection [q | k | v | g | beta | pad, n_tokens], q and k L2-normalised per head, beta in (0, 1),
-// g in [-1.5, -0.01].
+// g in [-1.5, -0.01]; states with random S0 and no block pending.
 struct delta_net_inputs {
     tensor *q, *k, *v, *g, *beta, *states;
+    int64_t d_k, d_v;
 };
 
 delta_net_inputs make_delta_net_inputs(context &ctx, int64_t d_k, int64_t d_v, int64_t n_head_k,
@@ -577,15 +600,21 @@ delta_net_inputs make_delta_net_inputs(context &ctx, int64_t d_k, int64_t d_v, i
     auto cols = [&](int64_t offset, int64_t rows) {
         return view_2d(ctx, proj, rows, n_tokens, proj->nb[1], size_t(offset) * sizeof(float));
     };
+    const int64_t state_floats = gated_delta_net_state_floats(d_k, d_v);
     delta_net_inputs in{cols(0, nq),
                         cols(nq, nq),
                         cols(2 * nq, nv),
                         cols(2 * nq + nv, n_head_v),
                         cols(2 * nq + nv + n_head_v, n_head_v),
-                        ctx.new_tensor(dtype::f32, {d_k, nv, n_seqs})};
-    fill_uniform(*in.states, seed + 1, -0.5f, 0.5f);
-    std::mt19937 rng(seed + 2);
-    std::uniform_real_distribution<float> decay(-1.5f, -0.01f), gate(0.05f, 0.95f);
+                        ctx.new_tensor(dtype::f32, {state_floats, n_head_v, n_seqs}),
+                        d_k,
+                        d_v};
+    std::memset(in.states->data, 0, in.states->nbytes());
+    std::mt19937 rng(seed + 1);
+    std::uniform_real_distribution<float> state(-0.5f, 0.5f), decay(-1.5f, -0.01f), gate(0.05f, 0.95f);
+    for (int64_t h = 0; h < n_head_v * n_seqs; ++h)
+        for (int64_t e = 0; e < d_k * d_v; ++e)
+            static_cast<float *>(in.states->data)[h * state_floats + e] = state(rng);
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (tensor *m : {in.q, in.k})
             for (int64_t h = 0; h < n_head_k; ++h) {
@@ -602,13 +631,30 @@ delta_net_inputs make_delta_net_inputs(context &ctx, int64_t d_k, int64_t d_v, i
     return in;
 }
 
+// The op's outputs [y | states] after a run: y, and the current state of every sequence and head.
+struct delta_net_result {
+    std::vector<float> y;
+    std::vector<double> states;  // sequence by sequence, head by head, d_k * d_v each
+};
+
+delta_net_result delta_net_result_of(const tensor &out, const delta_net_inputs &in) {
+    const int64_t n_y = in.v->ne[0] * in.v->ne[1], state_floats = in.states->ne[0];
+    const auto *p = static_cast<const float *>(out.data);
+    delta_net_result r{std::vector<float>(p, p + n_y), {}};
+    for (int64_t h = 0; h < in.states->ne[1] * in.states->ne[2]; ++h) {
+        const std::vector<double> st = delta_net_current_state(p + n_y + h * state_floats, in.d_k, in.d_v);
+        r.states.insert(r.states.end(), st.begin(), st.end());
+    }
+    return r;
+}
+
 struct delta_net_case {
     int64_t d_k, d_v, n_head_k, n_head_v, n_tokens, n_seqs;
 };
 
 // Odd head sizes (tails past the 16 lanes), value heads tiled over fewer q/k heads, strided inputs,
-// interleaved sequences; 150 tokens give the first sequence two whole blocks (the chunked form) and
-// a recurrent rest. Each sequence alone gives the interleaved call's bits.
+// interleaved sequences; 150 tokens give the first sequence two whole blocks and a part of a third.
+// 1, 2 and 3 threads give the same bits; each sequence alone gives the interleaved call's bits.
 TEST(CpuDeltaNet, MatchesTheRecurrenceWithStridedInputsAndInterleavedSequences) {
     for (const delta_net_case c : {delta_net_case{5, 3, 2, 4, 11, 3}, delta_net_case{16, 16, 1, 3, 7, 2},
                                    delta_net_case{21, 7, 3, 3, 1, 2}, delta_net_case{24, 16, 2, 4, 150, 3}}) {
@@ -624,9 +670,16 @@ TEST(CpuDeltaNet, MatchesTheRecurrenceWithStridedInputsAndInterleavedSequences) 
         tensor *out =
             gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, in.states, i32_input(*ctx, seq_of), scale);
         out->set_name("delta net");
-        const ssm_reference ref =
-            delta_net_reference(*in.q, *in.k, *in.v, *in.g, *in.beta, *in.states, scale, seq_of);
-        expect_matches_reference(out, ref.fn(), 1e-10);
+        const delta_net_expected ref =
+            delta_net_reference(*in.q, *in.k, *in.v, *in.g, *in.beta, *in.states, c.d_k, scale, seq_of);
+        tensor *y = view_1d(*ctx, out, c.d_v * c.n_head_v * c.n_tokens, 0);
+        expect_matches_reference(
+            out, [&](int64_t i0, int64_t, int64_t, int64_t) { return ref.out[size_t(i0)]; }, 1e-10, y);
+        const delta_net_result got = delta_net_result_of(*out, in);
+        std::vector<double> want;
+        for (const auto &seq : ref.states)
+            for (const auto &head : seq) want.insert(want.end(), head.begin(), head.end());
+        EXPECT_LE(normalized_error(std::vector<float>(got.states.begin(), got.states.end()), want), 1e-10);
         expect_each_sequence_alone_equals_interleaved(
             [&](context &cx, const std::vector<tensor *> &t, tensor *st, tensor *seq) {
                 return gated_delta_net(cx, t[0], t[1], t[2], t[3], t[4], st, seq, scale);
@@ -635,12 +688,70 @@ TEST(CpuDeltaNet, MatchesTheRecurrenceWithStridedInputsAndInterleavedSequences) 
     }
 }
 
-// The chunked form against the recurrence, at a model's head size (128) over 2 whole blocks and a
-// short rest (a long one would decay the blocks' last bits out of the state): within 1e-6
-// normalized error, outputs and states; every ISA build gives the same bits.
+// Runs the sequence's tokens [0, n) (one sequence) as calls of the given sizes, each continuing the
+// last one's states, call i in forms[i] (the last form for the calls past the list): the y of every
+// token, then the final states, as the op lays them out.
+std::vector<float> delta_net_in_calls(const delta_net_inputs &in, const std::vector<int64_t> &calls,
+                                      float scale,
+                                      const std::vector<delta_net_form> &forms = {
+                                          delta_net_form::automatic}) {
+    const int64_t n_y = in.v->ne[0];
+    std::vector<float> ys, state(static_cast<const float *>(in.states->data),
+                                 static_cast<const float *>(in.states->data) + in.states->nelements());
+    int64_t first = 0;
+    for (size_t call = 0; call < calls.size(); ++call) {
+        const int64_t n = calls[call];
+        const delta_net_form form = forms[std::min(call, forms.size() - 1)];
+        auto ctx = data_context(size_t(16) << 20);
+        auto rows = [&](tensor *t) {
+            return view_2d(*ctx, t, t->ne[0], n, t->nb[1], size_t(first) * t->nb[1]);
+        };
+        tensor *st = ctx->new_tensor(dtype::f32, {in.states->ne[0], in.states->ne[1], in.states->ne[2]});
+        std::memcpy(st->data, state.data(), state.size() * sizeof(float));
+        tensor *out = gated_delta_net(*ctx, rows(in.q), rows(in.k), rows(in.v), rows(in.g), rows(in.beta), st,
+                                      i32_input(*ctx, std::vector<int32_t>(size_t(n), 0)), scale, form);
+        run_alone(out, 2);
+        const auto *p = static_cast<const float *>(out->data);
+        ys.insert(ys.end(), p, p + n_y * n);
+        state.assign(p + n_y * n, p + n_y * n + in.states->nelements());
+        first += n;
+    }
+    ys.insert(ys.end(), state.begin(), state.end());
+    return ys;
+}
+
+// The block form's bits do not depend on how a sequence is cut into calls: one call, ubatch-like
+// pieces across the block boundaries, a piece ending on one, and token by token (decoding) all give
+// the same outputs and states, at an odd head size and at the models' (128).
+TEST(CpuDeltaNet, AnyCutOfASequenceIntoCallsGivesTheSameBits) {
+    for (const auto &[d_k, d_v, n_head_k, n_head_v] :
+         {std::tuple<int64_t, int64_t, int64_t, int64_t>{21, 19, 1, 2}, {128, 128, 2, 4}}) {
+        SCOPED_TRACE("d_k " + std::to_string(d_k));
+        auto ctx = data_context(size_t(64) << 20);
+        const int64_t n = 150;
+        const delta_net_inputs in = make_delta_net_inputs(*ctx, d_k, d_v, n_head_k, n_head_v, n, 1, 53);
+        const float scale = 1.0f / std::sqrt(float(d_k));
+        const std::vector<float> whole = delta_net_in_calls(in, {n}, scale);
+        for (const std::vector<int64_t> &calls :
+             std::vector<std::vector<int64_t>>{{60, 40, 50},
+                                               {64, 64, 22},
+                                               {1, 63, 1, 85},
+                                               {37, 100, 13},
+                                               std::vector<int64_t>(size_t(n), 1)})
+            EXPECT_EQ(delta_net_in_calls(in, calls, scale), whole)
+                << calls.size() << " calls, first " << calls[0];
+        // and it is not the recurrence run twice: the forms' sums differ in their last bits
+        EXPECT_NE(delta_net_in_calls(in, {n}, scale, {delta_net_form::recurrent}), whole);
+    }
+}
+
+// The block form against the recurrence, at a model's head size (128) over 2 whole blocks and a
+// short rest (a long one would decay the blocks' last bits out of the state), in one call and cut
+// into calls across the blocks: within 1e-6 normalized error, outputs and states; every ISA build
+// gives the same bits.
 TEST(CpuDeltaNet, ChunkedFormAgreesWithTheRecurrentForm) {
     auto ctx = data_context(size_t(256) << 20);
-    const int64_t d = 128, n_tokens = 131, n_ch = 2 * d;
+    const int64_t d = 128, n_tokens = 131;
     const delta_net_inputs in = make_delta_net_inputs(*ctx, d, d, 1, 2, n_tokens, 1, 41);
     tensor *seq = i32_input(*ctx, std::vector<int32_t>(size_t(n_tokens), 0));
     const float scale = 1.0f / std::sqrt(float(d));
@@ -649,24 +760,31 @@ TEST(CpuDeltaNet, ChunkedFormAgreesWithTheRecurrentForm) {
                                         delta_net_form::recurrent);
     run_alone(chunked, 3);
     run_alone(recurrent, 2);
-    auto part = [](tensor *t, int64_t begin, int64_t n) {
-        const float *p = static_cast<const float *>(t->data) + begin;
-        return std::vector<float>(p, p + n);
-    };
-    for (auto [begin, n, what] : {std::tuple{int64_t(0), n_ch * n_tokens, "outputs"},
-                                  std::tuple{n_ch * n_tokens, d * n_ch, "states"}}) {
-        const std::vector<float> want = part(recurrent, begin, n);
-        const std::vector<double> want_d(want.begin(), want.end());
-        const std::vector<float> got = part(chunked, begin, n);
-        EXPECT_LE(normalized_error(got, want_d), 1e-6) << what;
-        EXPECT_NE(got, want) << what << ": the chunked form did not run";  // the forms' sums differ
+    const delta_net_result want = delta_net_result_of(*recurrent, in),
+                           got = delta_net_result_of(*chunked, in);
+    EXPECT_LE(normalized_error(got.y, std::vector<double>(want.y.begin(), want.y.end())), 1e-6) << "outputs";
+    EXPECT_NE(got.y, want.y) << "the chunked form did not run";  // the forms' sums differ
+    EXPECT_LE(normalized_error(std::vector<float>(got.states.begin(), got.states.end()), want.states), 1e-6)
+        << "states";
+    // the recurrent form continuing a block form's state (its pending block of 6 folded first), and
+    // the other way round
+    for (const auto &forms : {std::vector{delta_net_form::automatic, delta_net_form::recurrent},
+                              std::vector{delta_net_form::recurrent, delta_net_form::automatic}}) {
+        const std::vector<float> mixed = delta_net_in_calls(in, {70, 61}, scale, forms);
+        EXPECT_LE(normalized_error(std::vector<float>(mixed.begin(), mixed.begin() + int64_t(want.y.size())),
+                                   std::vector<double>(want.y.begin(), want.y.end())),
+                  1e-6)
+            << "first call " << (forms[0] == delta_net_form::automatic ? "block" : "recurrent") << " form";
     }
-    const std::vector<float> best = part(chunked, 0, chunked->nelements());
+    const std::vector<float> best(static_cast<const float *>(chunked->data),
+                                  static_cast<const float *>(chunked->data) + chunked->nelements());
     for (int build = 0; build < 2; ++build) {
         (build == 0 ? force_scalar : limit_to_avx2)(true);
         run_alone(chunked, 1);
         (build == 0 ? force_scalar : limit_to_avx2)(false);
-        EXPECT_EQ(part(chunked, 0, chunked->nelements()), best)
+        EXPECT_EQ(std::vector<float>(static_cast<const float *>(chunked->data),
+                                     static_cast<const float *>(chunked->data) + chunked->nelements()),
+                  best)
             << (build == 0 ? "scalar" : "avx2") << " build";
     }
 }
@@ -688,9 +806,12 @@ TEST(CpuDeltaNet, ShapeErrorsNameTheProblem) {
     tensor *g3 = ctx->new_tensor(dtype::f32, {3, 3});  // 3 value heads: not a multiple of 2 q/k heads
     expect_error([&] { gated_delta_net(*ctx, in.q, in.k, in.v, g3, g3, in.states, seq, 0.3f); },
                  "must divide");
-    tensor *states_bad = ctx->new_tensor(dtype::f32, {5, 16, 2});
+    tensor *states_bad = ctx->new_tensor(dtype::f32, {gated_delta_net_state_floats(8, 4) + 16, 4, 2});
     expect_error([&] { gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, states_bad, seq, 0.3f); },
-                 "d_k");
+                 "gated_delta_net_state_floats");
+    tensor *states_rows = ctx->new_tensor(dtype::f32, {gated_delta_net_state_floats(8, 4), 3, 2});
+    expect_error([&] { gated_delta_net(*ctx, in.q, in.k, in.v, in.g, in.beta, states_rows, seq, 0.3f); },
+                 "states must be");
     tensor *k_short = ctx->new_tensor(dtype::f32, {8, 3});
     expect_error([&] { gated_delta_net(*ctx, in.q, k_short, in.v, in.g, in.beta, in.states, seq, 0.3f); },
                  "share a shape");

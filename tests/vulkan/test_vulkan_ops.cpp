@@ -754,7 +754,7 @@ TEST(VulkanOps, NewFamilyOpsRunOnTheCpu) {
         tensor *ssm_states = in.uniform(dtype::f32, {16, 8, 1}, 13);
         tensor *g = in.uniform(dtype::f32, {2, 3}, 14, -1.0f, -0.1f),
                *beta = in.uniform(dtype::f32, {2, 3}, 15, 0.1f, 0.9f);
-        tensor *dn_states = in.uniform(dtype::f32, {4, 8, 1}, 16);
+        tensor *dn_states = in.uniform(dtype::f32, {gated_delta_net_state_floats(4, 4), 2, 1}, 16);
         tensor *seq = in.ids({3}, {0, 0, 0});
         const std::vector<std::pair<const char *, builder>> cases = {
             {"swiglu_oai",

@@ -164,21 +164,29 @@ tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *
 // n_tokens], g f32 [n_head_v, n_tokens] (the log of each head's decay), beta f32 [n_head_v,
 // n_tokens] (already sigmoided); rows may be strided views. n_head_k divides n_head_v and value head
 // h reads q/k head h % n_head_k (tiled, as the reference engine broadcasts them: its converter
-// orders the value heads for that). states f32 [d_k, d_v * n_head_v, n_seqs]: S[i, j] of head h at
-// (i, h * d_v + j), the reference engine's [S_k, S_v, H_v, n_seqs]. Per token and head, in token
-// order:
+// orders the value heads for that). Per token and head, in token order:
 //   S = S * exp(g);  u = beta * (v - S^T k);  S = S + k u^T;  y = scale * S^T q
 // The graph L2-normalises q and k (l2_norm) before; scale is p.f[0], 1 / sqrt(d_k) in both models
 // (the reference engine's fused op scales its output the same way; its unfused graph scales q).
-// Forms: each sequence's tokens in the call, in order, go in blocks of gated_delta_net_chunk (64);
-// every whole block runs in the chunked (WY) form, the rest (fewer than 64, so every decode step)
-// token by token. The two agree within 1e-6 (normalized error). form = recurrent (p.i[1] = 1) runs
-// every token by the recurrence. A sequence's bits depend on its own tokens in the call alone (not
-// on the other sequences, nor on the thread count); a prompt cut differently into calls may differ
-// in its last bits. src[] = {q, k, v, g, beta, states, seq_of}; the result as ssm_scan's: y [d_v *
-// n_head_v, n_tokens], then the states.
+//
+// Forms. automatic (the block form): each sequence's tokens go in blocks of gated_delta_net_chunk
+// (64) counted from its first token, whatever calls they come in; within a block the recurrence is
+// the chunked (WY) form, every token computed from the state before the block and the block's
+// tokens up to it alone. So a token's bits are the same however its sequence is cut into calls (a
+// whole prompt, ubatches of any size, or one token a call when decoding), whatever other sequences
+// share the call and whatever the thread count. form = recurrent (p.i[1] = 1) runs the recurrence
+// token by token (the reference the block form is held to: the two agree within 1e-6).
+//
+// states f32 [gated_delta_net_state_floats(d_k, d_v), n_head_v, n_seqs], zeros for a new
+// sequence; per head and sequence: S0 [d_k rows of d_v] (S0[i, j] at i * d_v + j: the state before
+// the current block), the block's keys so far [d_k rows of 64 slots] (k_s[i] at i * 64 + s), their
+// writes u_s [64 slots of d_v], G_s = g_0 + ... + g_s of the block [64], the count of the block's
+// tokens so far (as a float), then padding to a multiple of 16. The recurrent form leaves no block
+// pending (S0 is then the state). src[] = {q, k, v, g, beta, states, seq_of}; the result as
+// ssm_scan's: y [d_v * n_head_v, n_tokens], then the states. p.i[2] = d_k.
 enum class delta_net_form : int32_t { automatic = 0, recurrent = 1 };
 constexpr int64_t gated_delta_net_chunk = 64;
+int64_t gated_delta_net_state_floats(int64_t d_k, int64_t d_v);
 tensor *gated_delta_net(context &ctx, tensor *q, tensor *k, tensor *v, tensor *g, tensor *beta,
                         tensor *states, tensor *seq_of, float scale,
                         delta_net_form form = delta_net_form::automatic);

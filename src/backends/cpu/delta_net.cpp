@@ -3,8 +3,9 @@
 // build here).
 //
 // A head's arithmetic is the same whatever the split and whatever other sequences share the call
-// (each sequence's tokens are taken in their own order), so the results are bit for bit the same
-// for any thread count and any mix of sequences.
+// (each sequence's tokens are taken in their own order, in blocks counted from its first token), so
+// the results are bit for bit the same for any thread count, any mix of sequences and any cut of a
+// sequence into calls.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -31,8 +32,8 @@ delta_net_head_fn best_delta_net_head() {
 // Per thread: the chunk scratch, then the token lists (n_tokens ints) and offsets (n_seqs + 1).
 size_t delta_net_thread_bytes(const tensor &dst) {
     const tensor &v = *dst.src[2], &g = *dst.src[3], &states = *dst.src[5];
-    const int64_t d_k = states.ne[0], d_v = v.ne[0] / g.ne[0];
-    return pad_to_cache_line(size_t(delta_net_scratch_floats(d_k, d_v)) * sizeof(float)) +
+    const int64_t d_v = v.ne[0] / g.ne[0];
+    return pad_to_cache_line(size_t(delta_net_scratch_floats(d_v)) * sizeof(float)) +
            pad_to_cache_line(size_t(v.ne[1]) * sizeof(int32_t)) +
            pad_to_cache_line(size_t(states.ne[2] + 1) * sizeof(int64_t));
 }
@@ -47,7 +48,7 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     const tensor &q = *dst.src[0], &k = *dst.src[1], &v = *dst.src[2], &g = *dst.src[3], &beta = *dst.src[4];
     const tensor &states = *dst.src[5];
     const auto *seq_of = static_cast<const int32_t *>(dst.src[6]->data);
-    const int64_t n_tokens = v.ne[1], n_ch = v.ne[0], n_seqs = states.ne[2], d_k = states.ne[0];
+    const int64_t n_tokens = v.ne[1], n_ch = v.ne[0], n_seqs = states.ne[2], d_k = dst.param_i32(2);
     const int64_t n_head_v = g.ne[0], n_head_k = q.ne[0] / d_k;
     for (int64_t t = 0; t < n_tokens; ++t)
         if (seq_of[t] < 0 || seq_of[t] >= n_seqs) {
@@ -58,7 +59,7 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     std::byte *mine = p.wdata + size_t(p.ith) * delta_net_thread_bytes(dst);
     delta_net_head_task a{};
     a.scratch = reinterpret_cast<float *>(mine);
-    mine += pad_to_cache_line(size_t(delta_net_scratch_floats(d_k, n_ch / n_head_v)) * sizeof(float));
+    mine += pad_to_cache_line(size_t(delta_net_scratch_floats(n_ch / n_head_v)) * sizeof(float));
     auto *seq_tokens = reinterpret_cast<int32_t *>(mine);
     mine += pad_to_cache_line(size_t(n_tokens) * sizeof(int32_t));
     auto *seq_begin = reinterpret_cast<int64_t *>(mine);
@@ -89,15 +90,17 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     a.d_k = d_k;
     a.d_v = n_ch / n_head_v;
     a.n_ch = n_ch;
+    a.state_floats = states.ne[0];
+    a.n_head_v = n_head_v;
     a.scale = dst.param_f32(0);
-    a.chunked = delta_net_form(dst.param_i32(1)) == delta_net_form::automatic;
+    a.recurrent = delta_net_form(dst.param_i32(1)) == delta_net_form::recurrent;
     const delta_net_head_fn run = best_delta_net_head();
     const index_range heads = split_range(n_head_v, p.ith, p.nth);
     const auto *in = static_cast<const float *>(states.data);
     for (int64_t h = heads.begin; h < heads.end; ++h) {
         for (int64_t s = 0; s < n_seqs; ++s) {
-            const int64_t first = (s * n_ch + h * a.d_v) * d_k;
-            std::memcpy(a.states + first, in + first, size_t(a.d_v * d_k) * sizeof(float));
+            const int64_t first = (s * n_head_v + h) * a.state_floats;
+            std::memcpy(a.states + first, in + first, size_t(a.state_floats) * sizeof(float));
         }
         a.head = h;
         a.head_k = h % n_head_k;

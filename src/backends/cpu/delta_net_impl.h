@@ -1,20 +1,27 @@
 // src/backends/cpu/delta_net_impl.h — the gated delta net of one value head over every sequence of a
-// call, written once in plain C++ and compiled per ISA (delta_net*.cpp). Every loop either runs over
-// independent elements (vectorized: each element sees the same operations in every build) or sums
-// in 16 lanes joined by sum_lanes_16, with fma explicit, so every build gives the same bits.
+// call, written once in plain C++ and compiled per ISA (delta_net*.cpp). Every loop runs over
+// independent elements (vectorized: each element sees the same operations in every build), with fma
+// explicit, so every build gives the same bits.
 //
-// Recurrent form, per token (one row j of the state, S[:, j], at a time; rows are independent):
-//   row *= e^g;  u_j = beta (v_j - row . k);  row += k u_j;  y_j = scale (row . q)
-// Chunked form, per block of C tokens r = 0 .. C-1 of one sequence (the WY representation of the
-// same recurrence): with G_r = g_0 + ... + g_r, gamma_r = e^G_r and the state S0 before the block,
-//   L[r][s] = beta_r e^(G_r - G_s) (k_r . k_s) for s < r;  (I + L) Uv = beta v,  (I + L) W = beta gamma k
-//   U = Uv - W S0                      (u_r: what the recurrence adds to the state at token r)
+// Block form (the default; the WY representation of the recurrence). A sequence's tokens go in
+// blocks of C = 64 counted from its first token; the state holds S0, the state before the current
+// block, and for each of the block's tokens so far its key k_s, its write u_s and G_s = g_0 + ... +
+// g_s (ops.h: the layout). Token r of the block, with gamma_r = e^G_r:
+//   u_r = beta_r (v_r - gamma_r S0^T k_r) - sum_{s < r} beta_r e^(G_r - G_s) (k_r . k_s) u_s
 //   y_r = scale gamma_r S0^T q_r + sum_{s <= r} scale e^(G_r - G_s) (q_r . k_s) u_s
-//   S = gamma_{C-1} S0 + sum_s e^(G_{C-1} - G_s) k_s u_s^T
-// The triangular systems are solved row by row (forward substitution); every per-column loop then
-// runs over the C tokens or the d_k entries of a row, never summing across them in another order.
+// and when the block is whole: S0 = gamma_{C-1} S0 + sum_s e^(G_{C-1} - G_s) k_s u_s^T.
+// Each value is computed by one sequence of operations that reads only S0 and the block's tokens up
+// to its own: a dot product sums over its index in order (vectorized over the outputs), the sums
+// over s run s = 0, 1, ... So a token's bits do not depend on how the sequence is cut into calls:
+// a prompt in one call, in pieces or token by token (decoding) gives the same bits, and a call
+// computes the rows of a block together (S0^T k and S0^T q of several tokens in one pass over S0).
+//
+// Recurrent form (delta_net_form::recurrent, the reference the tests hold the block form to): the
+// state first folded to the current state (S0 of a block of the tokens so far), then per token:
+//   S = S e^g;  u = beta (v - S^T k);  S = S + k u^T;  y = scale S^T q
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -23,177 +30,206 @@
 namespace weft::cpu {
 
 // One value head's work: its tokens sequence by sequence (token lists by sequence), its states in
-// the result. Scratch: delta_net_scratch_floats(d_k, d_v) floats, 64-byte aligned.
+// the result. Scratch: delta_net_scratch_floats(d_v) floats, 64-byte aligned.
 struct delta_net_head_task {
     const float *q, *k, *v, *g, *beta;             // first element of each input
     int64_t q_row, k_row, v_row, g_row, beta_row;  // row strides in floats (a token's column)
     float *y;                                      // [n_ch, n_tokens]
-    float *states;                                 // [d_k, n_ch, n_seqs]: the result's (already the inputs)
+    float *states;                                 // the result's (already the inputs): ops.h's layout
     const int32_t *seq_tokens;  // the tokens of each sequence, in order, sequence by sequence
     const int64_t *seq_begin;   // n_seqs + 1 offsets into seq_tokens
     int64_t n_seqs, d_k, d_v, n_ch;
+    int64_t state_floats;  // of one head and sequence (gated_delta_net_state_floats)
+    int64_t n_head_v;
     int64_t head, head_k;  // the value head, and the q/k head it reads
     float scale;
-    bool chunked;  // whole blocks of delta_net_chunk tokens in the chunked form
+    bool recurrent;  // the recurrent form (else the block form)
     float *scratch;
 };
 
 constexpr int64_t delta_net_chunk = 64;
 
-inline int64_t delta_net_scratch_floats(int64_t d_k, int64_t d_v) {
+inline int64_t delta_net_scratch_floats(int64_t d_v) {
     constexpr int64_t c = delta_net_chunk;
-    // kt, qt, wt, kd, w: d_k * c each; kk, qk, l, mt: c * c; uv, uvt: d_v * c; small vectors
-    return 5 * d_k * c + 4 * c * c + 2 * d_v * c + 8 * c + 64;
+    // sk, sq: c rows of d_v; kk, qk, decay: c; u, y: d_v; the rows' input pointers (2 c)
+    return 2 * c * d_v + 3 * c + 2 * d_v + 2 * c * int64_t(sizeof(void *) / sizeof(float));
 }
 
 namespace {  // internal linkage: one copy per ISA build
 
-// One token of one state row (S[:, j], n = d_k values): returns row . q after the update. Lane l
-// sums the entries i = l (mod 16) in order, whole blocks of 16 first, then the tail's; restrict
-// (the state never overlaps k or q) lets the compiler keep the lane sums in vector registers.
-inline float delta_net_row_step(float *__restrict__ row, const float *__restrict__ k,
-                                const float *__restrict__ q, float decay, float v, float beta, int64_t n) {
-    constexpr int lanes = 16;
-    float sk_lanes[lanes] = {}, out_lanes[lanes] = {};
-    const int64_t whole = n / lanes * lanes;
-    for (int64_t i = 0; i < whole; i += lanes)
-        for (int l = 0; l < lanes; ++l) {
-            const float r = row[i + l] * decay;
-            row[i + l] = r;
-            sk_lanes[l] = std::fma(r, k[i + l], sk_lanes[l]);
-        }
-    for (int64_t i = whole; i < n; ++i) {
-        row[i] *= decay;
-        sk_lanes[i - whole] = std::fma(row[i], k[i], sk_lanes[i - whole]);
+// One head's state of one sequence, in the layout ops.h describes.
+struct delta_net_state {
+    float *s0;     // [d_k][d_v]: s0[i d_v + j] = S0[i, j]
+    float *kt;     // [d_k][C]: kt[i C + s] = k_s[i]
+    float *us;     // [C][d_v]: u_s
+    float *cum;    // [C]: G_s
+    float *count;  // the block's tokens so far
+    delta_net_state(float *base, int64_t d_k, int64_t d_v) {
+        s0 = base;
+        kt = s0 + d_k * d_v;
+        us = kt + d_k * delta_net_chunk;
+        cum = us + delta_net_chunk * d_v;
+        count = cum + delta_net_chunk;
     }
-    const float u = (v - sum_lanes_16(sk_lanes)) * beta;
-    for (int64_t i = 0; i < whole; i += lanes)
-        for (int l = 0; l < lanes; ++l) {
-            const float r = std::fma(k[i + l], u, row[i + l]);
-            row[i + l] = r;
-            out_lanes[l] = std::fma(r, q[i + l], out_lanes[l]);
-        }
-    for (int64_t i = whole; i < n; ++i) {
-        row[i] = std::fma(k[i], u, row[i]);
-        out_lanes[i - whole] = std::fma(row[i], q[i], out_lanes[i - whole]);
-    }
-    return sum_lanes_16(out_lanes);
-}
-
-inline void delta_net_recurrent_token(const delta_net_head_task &a, float *state, int32_t t) {
-    const float *k = a.k + t * a.k_row + a.head_k * a.d_k;
-    const float *q = a.q + t * a.q_row + a.head_k * a.d_k;
-    const float *v = a.v + t * a.v_row + a.head * a.d_v;
-    const float decay = exp_canonical(a.g[t * a.g_row + a.head]);
-    const float beta = a.beta[t * a.beta_row + a.head];
-    float *y = a.y + t * a.n_ch + a.head * a.d_v;
-    for (int64_t j = 0; j < a.d_v; ++j)
-        y[j] = a.scale * delta_net_row_step(state + j * a.d_k, k, q, decay, v[j], beta, a.d_k);
-}
+};
 
 // x[0, n) += f * src[0, n) (x never overlaps src)
 inline void delta_net_axpy(float *__restrict__ x, const float *__restrict__ src, float f, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = std::fma(src[i], f, x[i]);
 }
 
-// One block of delta_net_chunk tokens (tok) of one sequence; state: its rows S[:, j], j < d_v.
-inline void delta_net_chunk_tokens(const delta_net_head_task &a, float *state, const int32_t *tok) {
+// out[r][j] = sum_i s0[i][j] x_r[i], summed over i in order from 0 (fma), for n rows x_r; four
+// rows at a time share each pass over s0.
+inline void delta_net_state_times(const float *__restrict__ s0, const float *const *x, int64_t n,
+                                  float *__restrict__ out, int64_t d_k, int64_t d_v) {
+    std::memset(out, 0, size_t(n * d_v) * sizeof(float));
+    int64_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        float *__restrict__ o0 = out + r * d_v;
+        float *__restrict__ o1 = o0 + d_v;
+        float *__restrict__ o2 = o1 + d_v;
+        float *__restrict__ o3 = o2 + d_v;
+        const float *x0 = x[r], *x1 = x[r + 1], *x2 = x[r + 2], *x3 = x[r + 3];
+        for (int64_t i = 0; i < d_k; ++i) {
+            const float *__restrict__ row = s0 + i * d_v;
+            const float a0 = x0[i], a1 = x1[i], a2 = x2[i], a3 = x3[i];
+            for (int64_t j = 0; j < d_v; ++j) {
+                const float s = row[j];
+                o0[j] = std::fma(s, a0, o0[j]);
+                o1[j] = std::fma(s, a1, o1[j]);
+                o2[j] = std::fma(s, a2, o2[j]);
+                o3[j] = std::fma(s, a3, o3[j]);
+            }
+        }
+    }
+    for (; r < n; ++r)
+        for (int64_t i = 0; i < d_k; ++i) delta_net_axpy(out + r * d_v, s0 + i * d_v, x[r][i], d_v);
+}
+
+// S0 = gamma_{n-1} S0 + sum_{s < n} e^(G_{n-1} - G_s) k_s u_s^T over the block's first n tokens (the
+// state after them), and the block emptied (its slots zeroed: the state is a function of the tokens).
+inline void delta_net_fold(const delta_net_state &st, int64_t n, int64_t d_k, int64_t d_v, float *decay) {
+    constexpr int64_t c = delta_net_chunk;
+    const float last = st.cum[n - 1], gamma_last = exp_canonical(last);
+    for (int64_t s = 0; s < n; ++s) decay[s] = exp_canonical(last - st.cum[s]);
+    for (int64_t i = 0; i < d_k; ++i) {
+        float *__restrict__ row = st.s0 + i * d_v;
+        for (int64_t j = 0; j < d_v; ++j) row[j] *= gamma_last;
+        for (int64_t s = 0; s < n; ++s)
+            delta_net_axpy(row, st.us + s * d_v, decay[s] * st.kt[i * c + s], d_v);
+    }
+    std::memset(st.kt, 0, size_t(d_k * c + c * d_v + c + 1) * sizeof(float));
+}
+
+// Tokens tok[0, n) of one sequence, the block's tokens first + 0 .. first + n - 1 (first + n <= C).
+inline void delta_net_block_rows(const delta_net_head_task &a, const delta_net_state &st, const int32_t *tok,
+                                 int64_t first, int64_t n) {
     constexpr int64_t c = delta_net_chunk;
     const int64_t d_k = a.d_k, d_v = a.d_v;
-    float *kt = a.scratch;       // [d_k][c]: k transposed
-    float *qt = kt + d_k * c;    // [d_k][c]: scale gamma_r q_r, transposed
-    float *wt = qt + d_k * c;    // [d_k][c]: W transposed
-    float *kd = wt + d_k * c;    // [c][d_k]: e^(G_last - G_s) k_s
-    float *w = kd + d_k * c;     // [c][d_k]: W by rows
-    float *kk = w + d_k * c;     // [c][c]: k_r . k_s (row r)
-    float *qk = kk + c * c;      // [c][c]: q_r . k_s (row r)
-    float *l = qk + c * c;       // [c][c]: L (row r, s < r)
-    float *mt = l + c * c;       // [c][c]: M transposed: mt[s][r] = scale e^(G_r - G_s) q_r . k_s, r >= s
-    float *uv = mt + c * c;      // [c][d_v]: Uv by rows
-    float *uvt = uv + d_v * c;   // [d_v][c]
-    float *cum = uvt + d_v * c;  // [c]: G
-    float *gamma = cum + c;      // [c]
-    float *beta = gamma + c;     // [c]
-    float *u = beta + c;         // [c]
-    float *y = u + c;            // [c]
+    float *sk = a.scratch;                                    // [n][d_v]: S0^T k_r
+    float *sq = sk + c * d_v;                                 // [n][d_v]: S0^T q_r
+    float *kk = sq + c * d_v;                                 // [c]: k_r . k_s
+    float *qk = kk + c;                                       // [c]: q_r . k_s
+    float *decay = qk + c;                                    // [c]: e^(G_r - G_s)
+    float *u = decay + c;                                     // [d_v]
+    float *y = u + d_v;                                       // [d_v]
+    auto **rows = reinterpret_cast<const float **>(y + d_v);  // 2 n pointers (an even float offset)
+    auto k_of = [&](int64_t t) { return a.k + t * a.k_row + a.head_k * d_k; };
+    auto q_of = [&](int64_t t) { return a.q + t * a.q_row + a.head_k * d_k; };
 
-    float running = 0.0f;
-    for (int64_t r = 0; r < c; ++r) {
-        running += a.g[tok[r] * a.g_row + a.head];
-        cum[r] = running;
-        gamma[r] = exp_canonical(running);
-        beta[r] = a.beta[tok[r] * a.beta_row + a.head];
+    float running = first > 0 ? st.cum[first - 1] : 0.0f;
+    for (int64_t m = 0; m < n; ++m) {
+        const int64_t r = first + m, t = tok[m];
+        running += a.g[t * a.g_row + a.head];
+        st.cum[r] = running;
+        const float *kr = k_of(t);
+        for (int64_t i = 0; i < d_k; ++i) st.kt[i * c + r] = kr[i];
+        rows[m] = kr;
+        rows[n + m] = q_of(t);
     }
-    auto k_of = [&](int64_t r) { return a.k + tok[r] * a.k_row + a.head_k * d_k; };
-    auto q_of = [&](int64_t r) { return a.q + tok[r] * a.q_row + a.head_k * d_k; };
-    for (int64_t r = 0; r < c; ++r) {
-        const float *kr = k_of(r), *qr = q_of(r);
+    delta_net_state_times(st.s0, rows, n, sk, d_k, d_v);
+    delta_net_state_times(st.s0, rows + n, n, sq, d_k, d_v);
+
+    for (int64_t m = 0; m < n; ++m) {
+        const int64_t r = first + m, t = tok[m];
+        // the Gram rows k_r . k_s (s < r) and q_r . k_s (s <= r), over i in order, in whole lanes of 16
+        const int64_t width = std::min(c, (r / 16 + 1) * 16);
+        std::memset(kk, 0, size_t(width) * sizeof(float));
+        std::memset(qk, 0, size_t(width) * sizeof(float));
+        const float *kr = k_of(t), *qr = q_of(t);
         for (int64_t i = 0; i < d_k; ++i) {
-            kt[i * c + r] = kr[i];
-            qt[i * c + r] = a.scale * gamma[r] * qr[i];
+            const float *__restrict__ slots = st.kt + i * c;
+            const float ki = kr[i], qi = qr[i];
+            for (int64_t s = 0; s < width; ++s) {
+                kk[s] = std::fma(slots[s], ki, kk[s]);
+                qk[s] = std::fma(slots[s], qi, qk[s]);
+            }
         }
+        const float cum_r = st.cum[r], gamma = exp_canonical(cum_r);
+        const float beta = a.beta[t * a.beta_row + a.head];
+        for (int64_t s = 0; s <= r; ++s) decay[s] = exp_canonical(cum_r - st.cum[s]);
+        const float *vr = a.v + t * a.v_row + a.head * d_v;
+        const float *sk_r = sk + m * d_v, *sq_r = sq + m * d_v;
+        for (int64_t j = 0; j < d_v; ++j) u[j] = beta * std::fma(-gamma, sk_r[j], vr[j]);
+        for (int64_t s = 0; s < r; ++s) delta_net_axpy(u, st.us + s * d_v, -(beta * decay[s] * kk[s]), d_v);
+        std::memcpy(st.us + r * d_v, u, size_t(d_v) * sizeof(float));
+        const float to_y = a.scale * gamma;
+        for (int64_t j = 0; j < d_v; ++j) y[j] = to_y * sq_r[j];
+        for (int64_t s = 0; s <= r; ++s) delta_net_axpy(y, st.us + s * d_v, a.scale * decay[s] * qk[s], d_v);
+        std::memcpy(a.y + t * a.n_ch + a.head * d_v, y, size_t(d_v) * sizeof(float));
     }
-    // the Gram rows k_r . k_s and q_r . k_s, each summed over i in order (vectorized over s)
-    for (int64_t r = 0; r < c; ++r) {
-        float *kk_r = kk + r * c, *qk_r = qk + r * c;
-        std::memset(kk_r, 0, size_t(c) * sizeof(float));
-        std::memset(qk_r, 0, size_t(c) * sizeof(float));
-        const float *kr = k_of(r), *qr = q_of(r);
-        for (int64_t i = 0; i < d_k; ++i) {
-            delta_net_axpy(kk_r, kt + i * c, kr[i], c);
-            delta_net_axpy(qk_r, kt + i * c, qr[i], c);
-        }
+    *st.count = float(first + n);
+    if (first + n == c) delta_net_fold(st, c, d_k, d_v, decay);
+}
+
+// The recurrence on the current state s0 (no block pending), one token.
+inline void delta_net_recurrent_token(const delta_net_head_task &a, float *s0, int32_t t) {
+    const int64_t d_k = a.d_k, d_v = a.d_v;
+    const float *k = a.k + t * a.k_row + a.head_k * d_k;
+    const float *q = a.q + t * a.q_row + a.head_k * d_k;
+    const float *v = a.v + t * a.v_row + a.head * d_v;
+    const float decay = exp_canonical(a.g[t * a.g_row + a.head]);
+    const float beta = a.beta[t * a.beta_row + a.head];
+    float *u = a.scratch, *y = u + d_v;
+    std::memset(u, 0, size_t(d_v) * sizeof(float));
+    for (int64_t i = 0; i < d_k; ++i) {
+        float *__restrict__ row = s0 + i * d_v;
+        for (int64_t j = 0; j < d_v; ++j) row[j] *= decay;
+        delta_net_axpy(u, row, k[i], d_v);
     }
-    for (int64_t r = 0; r < c; ++r)
-        for (int64_t s = 0; s < c; ++s) {
-            const float decay = s <= r ? exp_canonical(cum[r] - cum[s]) : 0.0f;
-            l[r * c + s] = s < r ? beta[r] * decay * kk[r * c + s] : 0.0f;
-            mt[s * c + r] = a.scale * decay * qk[r * c + s];
-        }
-    // forward substitution: X_r = B_r - sum_{s < r} L[r][s] X_s, for Uv (B = beta v) and W (B = beta gamma k)
-    for (int64_t r = 0; r < c; ++r) {
-        const float *vr = a.v + tok[r] * a.v_row + a.head * d_v, *kr = k_of(r);
-        float *uv_r = uv + r * d_v, *w_r = w + r * d_k;
-        for (int64_t j = 0; j < d_v; ++j) uv_r[j] = beta[r] * vr[j];
-        for (int64_t i = 0; i < d_k; ++i) w_r[i] = beta[r] * gamma[r] * kr[i];
-        for (int64_t s = 0; s < r; ++s) {
-            delta_net_axpy(uv_r, uv + s * d_v, -l[r * c + s], d_v);
-            delta_net_axpy(w_r, w + s * d_k, -l[r * c + s], d_k);
-        }
+    for (int64_t j = 0; j < d_v; ++j) u[j] = beta * (v[j] - u[j]);
+    std::memset(y, 0, size_t(d_v) * sizeof(float));
+    for (int64_t i = 0; i < d_k; ++i) {
+        float *__restrict__ row = s0 + i * d_v;
+        delta_net_axpy(row, u, k[i], d_v);
+        delta_net_axpy(y, row, q[i], d_v);
     }
-    for (int64_t r = 0; r < c; ++r) {
-        for (int64_t j = 0; j < d_v; ++j) uvt[j * c + r] = uv[r * d_v + j];
-        for (int64_t i = 0; i < d_k; ++i) wt[i * c + r] = w[r * d_k + i];
-        const float to_end = exp_canonical(cum[c - 1] - cum[r]);
-        const float *kr = k_of(r);
-        for (int64_t i = 0; i < d_k; ++i) kd[r * d_k + i] = to_end * kr[i];
-    }
-    const float gamma_last = gamma[c - 1];
-    for (int64_t j = 0; j < d_v; ++j) {
-        float *row = state + j * d_k;  // S0[:, j]
-        std::memcpy(u, uvt + j * c, size_t(c) * sizeof(float));
-        std::memset(y, 0, size_t(c) * sizeof(float));
-        for (int64_t i = 0; i < d_k; ++i) {
-            delta_net_axpy(u, wt + i * c, -row[i], c);
-            delta_net_axpy(y, qt + i * c, row[i], c);
-        }
-        for (int64_t s = 0; s < c; ++s) delta_net_axpy(y, mt + s * c, u[s], c);
-        for (int64_t r = 0; r < c; ++r) a.y[tok[r] * a.n_ch + a.head * d_v + j] = y[r];
-        for (int64_t i = 0; i < d_k; ++i) row[i] *= gamma_last;
-        for (int64_t s = 0; s < c; ++s) delta_net_axpy(row, kd + s * d_k, u[s], d_k);
-    }
+    float *out = a.y + t * a.n_ch + a.head * d_v;
+    for (int64_t j = 0; j < d_v; ++j) out[j] = a.scale * y[j];
 }
 
 inline void delta_net_head_impl(const delta_net_head_task &a) {
+    constexpr int64_t c = delta_net_chunk;
     for (int64_t s = 0; s < a.n_seqs; ++s) {
-        float *state = a.states + (s * a.n_ch + a.head * a.d_v) * a.d_k;
+        const delta_net_state st(a.states + (s * a.n_head_v + a.head) * a.state_floats, a.d_k, a.d_v);
         const int32_t *tok = a.seq_tokens + a.seq_begin[s];
         const int64_t n = a.seq_begin[s + 1] - a.seq_begin[s];
-        int64_t done = 0;
-        if (a.chunked)
-            for (; done + delta_net_chunk <= n; done += delta_net_chunk)
-                delta_net_chunk_tokens(a, state, tok + done);
-        for (; done < n; ++done) delta_net_recurrent_token(a, state, tok[done]);
+        if (n == 0) continue;
+        // the count as stored (a damaged one is taken as an empty block: never outside the slots)
+        const float stored = *st.count;
+        int64_t pending = stored >= 1.0f && stored < float(c) ? int64_t(stored) : 0;
+        if (a.recurrent) {
+            if (pending > 0) delta_net_fold(st, pending, a.d_k, a.d_v, a.scratch);
+            *st.count = 0.0f;
+            for (int64_t m = 0; m < n; ++m) delta_net_recurrent_token(a, st.s0, tok[m]);
+            continue;
+        }
+        for (int64_t done = 0; done < n;) {
+            const int64_t take = std::min(n - done, c - pending);
+            delta_net_block_rows(a, st, tok + done, pending, take);
+            done += take;
+            pending = (pending + take) % c;
+        }
     }
 }
 
