@@ -866,6 +866,12 @@ class routes : public generation_host {
         lora_adapters(res);
     }
 
+    static json sampler_names(const std::vector<sampler_type> &types) {
+        json names = json::array();
+        for (sampler_type t : types) names.push_back(sampler_type_name(t));
+        return names;
+    }
+
     void props(httplib::Response &res) {
         const sampling_params d;
         res.set_content(json{{"model_path", model_->path()},
@@ -876,12 +882,34 @@ class routes : public generation_host {
                              {"chat_template", template_.name()},
                              {"chat_template_source", template_source_},
                              {"max_queue", opt_.max_queue},
+                             // what the chat page may attach (the reference's field)
+                             {"modalities", {{"vision", opt_.mmproj != nullptr}, {"audio", false}}},
+                             // the defaults of every field the chat page's settings send
                              {"default_generation_settings",
                               {{"max_tokens", opt_.n_predict},
                                {"temperature", d.temp},
+                               {"dynatemp_range", d.dynatemp_range},
+                               {"dynatemp_exponent", d.dynatemp_exponent},
                                {"top_k", d.top_k},
                                {"top_p", d.top_p},
-                               {"min_p", d.min_p}}}}
+                               {"min_p", d.min_p},
+                               {"typical_p", d.typical_p},
+                               {"top_n_sigma", d.top_n_sigma},
+                               {"xtc_probability", d.xtc_probability},
+                               {"xtc_threshold", d.xtc_threshold},
+                               {"repeat_penalty", d.penalty_repeat},
+                               {"repeat_last_n", d.penalty_last_n},
+                               {"presence_penalty", d.penalty_present},
+                               {"frequency_penalty", d.penalty_freq},
+                               {"dry_multiplier", d.dry_multiplier},
+                               {"dry_base", d.dry_base},
+                               {"dry_allowed_length", d.dry_allowed_length},
+                               {"dry_penalty_last_n", d.dry_penalty_last_n},
+                               {"dry_sequence_breakers", d.dry_sequence_breakers},
+                               {"mirostat", d.mirostat},
+                               {"mirostat_tau", d.mirostat_tau},
+                               {"mirostat_eta", d.mirostat_eta},
+                               {"samplers", sampler_names(d.samplers)}}}}
                             .dump(),
                         "application/json");
     }

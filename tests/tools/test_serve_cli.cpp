@@ -609,6 +609,13 @@ TEST_F(ServeCli, ServiceRoutes) {
     const json props = json::parse(cli.Get("/props")->body);
     EXPECT_EQ(props.value("n_slots", 0), int(test_slots));
     EXPECT_EQ(props.value("n_ctx_slot", 0), int(test_n_ctx));
+    // the chat page reads these: no --mmproj, no image attachments; a default for each setting
+    EXPECT_EQ(props["modalities"].value("vision", true), false) << props.dump();
+    const json defaults = props["default_generation_settings"];
+    for (const char *name : {"temperature", "top_k", "typical_p", "repeat_penalty", "mirostat_tau",
+                             "dry_base", "xtc_threshold", "samplers"})
+        EXPECT_TRUE(defaults.contains(name)) << name << ": " << props.dump();
+    EXPECT_TRUE(defaults["samplers"].is_array() && !defaults["samplers"].empty()) << props.dump();
     const json slots = json::parse(cli.Get("/slots")->body);
     ASSERT_EQ(slots.size(), test_slots);
     EXPECT_EQ(slots[0].value("n_ctx", 0), int(test_n_ctx));
