@@ -11,9 +11,10 @@ generator=()
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR="${WEFT_WERROR:-OFF}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"
-# the test suites' pinned npm packages (the openai client, playwright-core); their tests skip
+# the test suites' pinned npm packages (the openai client, playwright-core, the Anthropic, OpenAI
+# and Ollama clients); their tests skip
 # without them
-for dir in tests/openai tests/web; do
+for dir in tests/openai tests/web tests/clients; do
     if [ -f "$dir/package-lock.json" ] && command -v npm >/dev/null; then
         (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || echo "build.sh: npm ci in $dir failed; its tests will skip" >&2
     fi

@@ -27,7 +27,7 @@ std::string anthropic_block_text(const json &block, const std::string &where) {
 json anthropic_image_part(const json &block, const std::string &where) {
     const auto source = field(block, "source", json_is_object, "an object");
     if (!source) throw request_error(where + " (image) needs a 'source'");
-    const std::string kind = source->value("type", "");
+    const std::string kind = string_field_or(*source, "type", "", where + ".source");
     std::string url;
     if (kind == "base64") {
         const auto media = field(*source, "media_type", json_is_string, "a string");
@@ -172,7 +172,7 @@ json anthropic_stop_sequence(const serving::completion &c) {
     return c.stop_word.empty() ? json(nullptr) : json(c.stop_word);
 }
 
-json anthropic_tool_use(const tool_call &call) {
+nlohmann::ordered_json anthropic_tool_use(const tool_call &call) {
     return {{"type", "tool_use"},
             {"id", "toolu_" + random_letters()},
             {"name", call.name},
@@ -212,9 +212,9 @@ class anthropic_stream : public stream_framing {
         if (!text_open_ && r.calls.empty()) out += open_text();  // a message has a block
         if (text_open_) out += close_block();
         for (const tool_call &call : r.calls) {
-            json block = anthropic_tool_use(call);
+            nlohmann::ordered_json block = anthropic_tool_use(call);
             const std::string input = block["input"].dump();
-            block["input"] = json::object();
+            block["input"] = nlohmann::ordered_json::object();
             out += sse_event("content_block_start",
                              {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
             out += sse_event("content_block_delta",
@@ -327,7 +327,8 @@ void anthropic_messages(generation_host &host, const httplib::Request &req, http
     const serving::completion done = wait_whole(*job);
     reply_stream reply(p.tools);
     const parsed_reply r = reply.finish(done.text);
-    json message = anthropic_envelope(id, host.served_model_id());
+    nlohmann::ordered_json message =
+        anthropic_envelope(id, host.served_model_id());  // keeps the input's order
     if (!r.content.empty() || r.calls.empty())
         message["content"].push_back({{"type", "text"}, {"text", r.content}});
     for (const tool_call &call : r.calls) message["content"].push_back(anthropic_tool_use(call));

@@ -180,10 +180,19 @@ std::string sse_event(const std::string &name, const json &data) {
     return "event: " + name + "\ndata: " + data.dump() + "\n\n";
 }
 
-json arguments_object(const std::string &arguments) {
-    json j = json::parse(arguments, nullptr, false);
+nlohmann::ordered_json arguments_object(const std::string &arguments) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(arguments, nullptr, false);
     if (j.is_object()) return j;
-    return {{"arguments", j.is_discarded() ? json(arguments) : j}};
+    return {{"arguments", j.is_discarded() ? nlohmann::ordered_json(arguments) : j}};
+}
+
+std::string string_field_or(const json &object, const char *name, const std::string &otherwise,
+                            const std::string &where) {
+    const auto it = object.find(name);
+    if (it == object.end() || it->is_null()) return otherwise;
+    if (!it->is_string())
+        throw request_error(where + "." + name + " must be a string, got " + json_kind(*it));
+    return it->get<std::string>();
 }
 
 void copy_field(const json &source, const char *from, json &target, const char *to) {

@@ -95,9 +95,9 @@ void stream_job(httplib::Response &res, const char *content_type, std::shared_pt
 // One SSE event with an `event:` line (Anthropic's and the Responses API's framing).
 std::string sse_event(const std::string &name, const json &data);
 
-// A tool call's arguments as a JSON object (Anthropic's tool_use input, Ollama's arguments):
-// arguments that are not an object are kept under "arguments".
-json arguments_object(const std::string &arguments);
+// A tool call's arguments as a JSON object (Anthropic's tool_use input, Ollama's arguments) in the
+// model's key order: arguments that are not an object are kept under "arguments".
+nlohmann::ordered_json arguments_object(const std::string &arguments);
 
 // Type checks for field() (openai_request.h).
 inline bool json_is_string(const json &j) {
@@ -109,6 +109,11 @@ inline bool json_is_array(const json &j) {
 inline bool json_is_object(const json &j) {
     return j.is_object();
 }
+
+// An object's string field, `otherwise` when it is absent or null; request_error naming `where`
+// when it is anything but a string.
+std::string string_field_or(const json &object, const char *name, const std::string &otherwise,
+                            const std::string &where);
 
 // Copies an object field `from` of `source` to `to` of `target` when it is there.
 void copy_field(const json &source, const char *from, json &target, const char *to);

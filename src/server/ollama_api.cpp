@@ -1,6 +1,7 @@
 // src/server/ollama_api.cpp — Ollama's API over the OpenAI routes' machinery (see ollama_api.h).
 #include "server/ollama_api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -99,8 +100,8 @@ void ollama_options(const json &body, json &out) {
         {"num_keep", "n_keep"},
     };
     for (const auto &[from, to] : same) copy_field(*options, from, out, to);
-    if (auto n = integer_field(*options, "num_predict"))  // negative: until the end (or a full context)
-        out["max_tokens"] = *n < 0 ? int64_t(1) << 20 : *n;
+    // negative (-1: no limit, -2: fill the context): the server's own limit (--n-predict)
+    if (auto n = integer_field(*options, "num_predict"); n && *n >= 0) out["max_tokens"] = *n;
 }
 
 // "format": "json" or a JSON schema, as response_format.
@@ -136,7 +137,9 @@ json ollama_message(const json &m, size_t index) {
     const std::string where = "'messages[" + std::to_string(index) + "]'";
     if (!m.is_object()) throw request_error(where + " must be an object, got " + json_kind(m));
     const auto role = field(m, "role", json_is_string, "a string");
-    if (!role) throw request_error(where + " needs a string 'role'");
+    static const char *roles[] = {"system", "user", "assistant", "tool"};
+    if (!role || std::find(std::begin(roles), std::end(roles), role->get<std::string>()) == std::end(roles))
+        throw request_error(where + " needs a 'role' of system, user, assistant or tool");
     const auto content = field(m, "content", json_is_string, "a string");
     const std::string text = content ? content->get<std::string>() : std::string();
     json out = {{"role", *role}, {"content", text}};
@@ -179,17 +182,18 @@ json ollama_final_fields(const serving::completion &done, std::chrono::steady_cl
             {"eval_duration", int64_t(done.generate_ms * 1e6)}};
 }
 
-json ollama_tool_calls(const parsed_reply &r) {
-    json calls = json::array();
+nlohmann::ordered_json ollama_tool_calls(const parsed_reply &r) {
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
     for (const tool_call &c : r.calls)
         calls.push_back({{"function", {{"name", c.name}, {"arguments", arguments_object(c.arguments)}}}});
     return calls;
 }
 
 // One line of a reply: {"model", "created_at", "message": {...} | "response": "...", "done"}.
-json ollama_reply_line(const std::string &name, bool generate, const std::string &text,
-                       const json &calls = nullptr) {
-    json line = {{"model", name}, {"created_at", now_stamp()}};
+// (ordered: the calls' arguments keep the model's key order)
+nlohmann::ordered_json ollama_reply_line(const std::string &name, bool generate, const std::string &text,
+                                         const nlohmann::ordered_json &calls = nullptr) {
+    nlohmann::ordered_json line = {{"model", name}, {"created_at", now_stamp()}};
     if (generate) {
         line["response"] = text;
     } else {
@@ -215,8 +219,8 @@ class ollama_stream : public stream_framing {
         std::string out;
         if (!r.content.empty() || !r.calls.empty())
             out = ollama_reply_line(name_, generate_, r.content, ollama_tool_calls(r)).dump() + "\n";
-        json last = ollama_reply_line(name_, generate_, "");
-        last.update(ollama_final_fields(done, start_));
+        nlohmann::ordered_json last = ollama_reply_line(name_, generate_, "");
+        last.update(nlohmann::ordered_json(ollama_final_fields(done, start_)));
         return out + last.dump() + "\n";
     }
     std::string failure(const std::string &message) override {
@@ -239,6 +243,9 @@ void ollama_run(generation_host &host, const httplib::Request &req, httplib::Res
     const auto start = std::chrono::steady_clock::now();
     const json body = json_object_body(req.body);
     field(body, "model", json_is_string, "a string");
+    field(
+        body, "think", [](const json &j) { return j.is_boolean() || j.is_string(); },
+        "true, false, \"high\", \"medium\" or \"low\"");
     bool chat = true;
     json openai = ollama_to_openai(body, generate, &chat);
     const bool stream = bool_field(body, "stream").value_or(true);
@@ -246,7 +253,7 @@ void ollama_run(generation_host &host, const httplib::Request &req, httplib::Res
     // nothing to say: Ollama's answer to a request that only loads the model
     const bool nothing = chat ? openai["messages"].empty() : openai["prompt"].get<std::string>().empty();
     if (nothing) {
-        json line = ollama_reply_line(name, generate, "");
+        nlohmann::ordered_json line = ollama_reply_line(name, generate, "");
         line["done"] = true;
         line["done_reason"] = "load";
         res.set_content(line.dump() + (stream ? "\n" : ""),
@@ -264,8 +271,8 @@ void ollama_run(generation_host &host, const httplib::Request &req, httplib::Res
     const serving::completion done = wait_whole(*job);
     reply_stream reply(p.tools);
     const parsed_reply r = reply.finish(done.text);
-    json out = ollama_reply_line(name, generate, r.content, ollama_tool_calls(r));
-    out.update(ollama_final_fields(done, start));
+    nlohmann::ordered_json out = ollama_reply_line(name, generate, r.content, ollama_tool_calls(r));
+    out.update(nlohmann::ordered_json(ollama_final_fields(done, start)));
     res.set_content(out.dump(), "application/json");
 }
 
@@ -293,6 +300,7 @@ json ollama_model_entry(const generation_host &host) {
 
 json ollama_to_openai(const json &body, bool generate, bool *chat) {
     json out = json::object();
+    copy_sampling_extensions(body, out);  // llama-server's fields (grammar, ...) at the top level
     ollama_options(body, out);
     ollama_format(body, out);
     if (!generate) {

@@ -2,6 +2,7 @@
 // responses_api.h).
 #include "server/responses_api.h"
 
+#include <algorithm>
 #include <ctime>
 #include <string>
 #include <utility>
@@ -21,7 +22,7 @@ json responses_content(const json &content, const std::string &where) {
         const json &part = content[i];
         const std::string at = where + ".content[" + std::to_string(i) + "]";
         if (!part.is_object()) throw request_error(at + " must be an object, got " + json_kind(part));
-        const std::string type = part.value("type", "");
+        const std::string type = string_field_or(part, "type", "", at);
         if (type == "input_text" || type == "output_text" || type == "text") {
             const auto text = field(part, "text", json_is_string, "a string");
             if (!text) throw request_error(at + " needs a string 'text'");
@@ -54,7 +55,7 @@ json &responses_assistant_turn(json &messages) {
 void responses_item(const json &item, size_t index, json &messages) {
     const std::string where = "'input[" + std::to_string(index) + "]'";
     if (!item.is_object()) throw request_error(where + " must be an object, got " + json_kind(item));
-    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    const std::string type = string_field_or(item, "type", item.contains("role") ? "message" : "", where);
     if (type == "message") {
         const auto role = field(item, "role", json_is_string, "a string");
         static const char *roles[] = {"user", "assistant", "system", "developer"};
@@ -97,7 +98,7 @@ json responses_tools(const json &tools) {
         const json &t = tools[i];
         const std::string at = "'tools[" + std::to_string(i) + "]'";
         if (!t.is_object()) throw request_error(at + " must be an object, got " + json_kind(t));
-        const std::string type = t.value("type", "");
+        const std::string type = string_field_or(t, "type", "", at);
         if (type != "function")
             throw request_error(at + ": tools of type '" + type + "' are not supported (function tools are)");
         const auto name = field(t, "name", json_is_string, "a string");
@@ -115,7 +116,7 @@ json responses_text_format(const json &text) {
     const auto format = field(
         text, "format", [](const json &j) { return j.is_object(); }, "an object");
     if (!format) return nullptr;
-    const std::string type = format->value("type", "");
+    const std::string type = string_field_or(*format, "type", "", "'text.format'");
     if (type == "text") return nullptr;
     if (type == "json_object") return {{"type", "json_object"}};
     if (type == "json_schema") {
@@ -328,10 +329,10 @@ json responses_to_openai_chat(const json &body) {
         tools && !tools->empty())
         out["tools"] = responses_tools(*tools);
     if (auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
-        if (choice->is_string()) {
+        if (choice->is_string() && (*choice == "auto" || *choice == "none" || *choice == "required")) {
             out["tool_choice"] = *choice;
-        } else if (choice->is_object() && choice->value("type", "") == "function" &&
-                   choice->contains("name")) {
+        } else if (choice->is_object() && choice->value("type", json()) == "function" &&
+                   choice->contains("name") && (*choice)["name"].is_string()) {
             out["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
         } else {
             throw request_error(

@@ -51,12 +51,13 @@ struct parsed_reply {
     std::vector<tool_call> calls;
 };
 
-// A JSON object {"name": ..., "arguments" | "parameters": {...}} as a call.
-inline std::optional<tool_call> call_of(const nlohmann::json &j) {
+// A JSON object {"name": ..., "arguments" | "parameters": {...}} as a call; the arguments keep the
+// model's key order (ordered_json), as the reference's do.
+inline std::optional<tool_call> call_of(const nlohmann::ordered_json &j) {
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
-    const nlohmann::json *args = j.contains("arguments")    ? &j["arguments"]
-                                 : j.contains("parameters") ? &j["parameters"]
-                                                            : nullptr;
+    const nlohmann::ordered_json *args = j.contains("arguments")    ? &j["arguments"]
+                                         : j.contains("parameters") ? &j["parameters"]
+                                                                    : nullptr;
     tool_call c{j["name"].get<std::string>(), "{}"};
     if (args) c.arguments = args->is_string() ? args->get<std::string>() : args->dump();
     return c;
@@ -67,9 +68,9 @@ inline std::optional<tool_call> call_of(const nlohmann::json &j) {
 // reply that is nothing but such a JSON object or array. Text that is none of these: no calls.
 inline parsed_reply parse_tool_calls(const std::string &text) {
     parsed_reply r;
-    auto parse = [](const std::string &s) { return nlohmann::json::parse(s, nullptr, false); };
-    auto add_all = [&](const nlohmann::json &j) {
-        const nlohmann::json items = j.is_array() ? j : nlohmann::json::array({j});
+    auto parse = [](const std::string &s) { return nlohmann::ordered_json::parse(s, nullptr, false); };
+    auto add_all = [&](const nlohmann::ordered_json &j) {
+        const nlohmann::ordered_json items = j.is_array() ? j : nlohmann::ordered_json::array({j});
         for (const auto &item : items)
             if (auto c = call_of(item)) r.calls.push_back(*c);
     };
@@ -79,7 +80,7 @@ inline parsed_reply parse_tool_calls(const std::string &text) {
         for (size_t at; (at = text.find(open, pos)) != std::string::npos;) {
             r.content += text.substr(pos, at - pos);
             const size_t end = text.find(close, at);
-            const nlohmann::json j = parse(text.substr(
+            const nlohmann::ordered_json j = parse(text.substr(
                 at + open.size(), (end == std::string::npos ? text.size() : end) - at - open.size()));
             if (!j.is_discarded()) add_all(j);
             pos = end == std::string::npos ? text.size() : end + close.size();
@@ -89,7 +90,7 @@ inline parsed_reply parse_tool_calls(const std::string &text) {
         for (const std::string marker : {"[TOOL_CALLS]", "<|python_tag|>"}) {
             const size_t at = text.find(marker);
             if (at == std::string::npos) continue;
-            const nlohmann::json j = parse(text.substr(at + marker.size()));
+            const nlohmann::ordered_json j = parse(text.substr(at + marker.size()));
             if (!j.is_discarded()) {
                 add_all(j);
                 r.content = text.substr(0, at);
@@ -97,7 +98,7 @@ inline parsed_reply parse_tool_calls(const std::string &text) {
             break;
         }
         if (r.calls.empty()) {
-            const nlohmann::json j = parse(text);
+            const nlohmann::ordered_json j = parse(text);
             if (!j.is_discarded() && (j.is_object() || j.is_array())) add_all(j);
             if (r.calls.empty()) r.content = text;
         }

@@ -447,3 +447,145 @@ TEST_F(HostileServer, ImagesAreCountedAgainstTheContextBeforeDecoding) {
 }
 
 }  // namespace hostile_server_tests
+
+namespace hostile_server_tests {
+
+// Issue 41: the Anthropic, Responses and Ollama routes answer every malformed request with a 4xx in
+// their API's own error shape (Anthropic's {"type": "error", "error": {...}}, OpenAI's {"error":
+// {"message"}}, Ollama's {"error": "..."}), never a 500; the server keeps serving after them.
+TEST_F(HostileServer, OtherApisRefuseBadRequestsInTheirOwnShape) {
+    served_model server(*dir_, base_args({"--max-body", std::to_string(1 << 20)}));
+    ASSERT_TRUE(server.healthy()) << server.log();
+    const json hi = json::array({{{"role", "user"}, {"content", "hi"}}});
+    const std::string bad_utf8 = "{\"prompt\": \"\xff\xfe\", \"stream\": false}";
+    const std::string png = "data:image/png;base64,!!!not base64";
+    auto anthropic = [&](json more) {
+        json b = {{"max_tokens", 4}, {"messages", hi}};
+        b.update(more);
+        return b.dump();
+    };
+    auto responses = [&](json more) {
+        json b = {{"input", "hi"}, {"max_output_tokens", 4}};
+        b.update(more);
+        return b.dump();
+    };
+    auto ollama = [&](json more) {
+        json b = {{"messages", hi}, {"stream", false}, {"options", {{"num_predict", 2}}}};
+        b.update(more);
+        return b.dump();
+    };
+    const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+        {"/v1/messages",
+         {"{not json",
+          "[1]",
+          "\"text\"",
+          R"({"max_tokens": 4, "messages": "hi"})",
+          "{\"max_tokens\": 4, \"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}",
+          anthropic({{"max_tokens", -5}}),
+          anthropic({{"max_tokens", "4"}}),
+          anthropic({{"max_tokens", 1e308}}),
+          anthropic({{"max_tokens", UINT64_MAX}}),
+          json{{"messages", hi}}.dump(),
+          anthropic({{"messages", json::array({1})}}),
+          anthropic({{"messages", {{{"role", "user"}, {"content", 5}}}}}),
+          anthropic({{"messages", {{{"role", "user"}, {"content", {{{"type", 5}}}}}}}}),
+          anthropic({{"messages",
+                      {{{"role", "user"}, {"content", {{{"type", "image"}, {"source", {{"type", 5}}}}}}}}}}),
+          anthropic(
+              {{"messages",
+                {{{"role", "user"},
+                  {"content",
+                   {{{"type", "image"},
+                     {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", "!!!"}}}}}}}}}}),
+          anthropic({{"messages",
+                      {{{"role", "assistant"},
+                        {"content", {{{"type", "tool_use"}, {"id", 1}, {"name", "f"}, {"input", 5}}}}}}}}),
+          anthropic({{"messages",
+                      {{{"role", "user"},
+                        {"content",
+                         {{{"type", "tool_result"}, {"tool_use_id", "a"}, {"content", {{"x", 1}}}}}}}}}}),
+          anthropic({{"tool_choice", {{"type", "weird"}}}}),
+          anthropic({{"tool_choice", "auto"}}),
+          anthropic({{"tools", json::array({5})}}),
+          anthropic({{"tools", {{{"name", "a"}, {"type", "web_search_20250305"}}}}}),
+          anthropic({{"system", 5}}),
+          anthropic({{"stop_sequences", json::array({5})}}),
+          anthropic({{"temperature", "hot"}}),
+          anthropic({{"stream", "yes"}})}},
+        {"/v1/messages/count_tokens", {"{not json", R"({"messages": 5})", R"({"messages": []})"}},
+        {"/v1/responses",
+         {"{not json",
+          "[1]",
+          "{}",
+          R"({"input": 5})",
+          R"({"input": []})",
+          R"({"input": [5]})",
+          R"({"input": [{"type": 5}]})",
+          R"({"input": [{"type": "web_search_call"}]})",
+          R"({"input": [{"role": "user", "content": [{"type": 5}]}]})",
+          json{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", png}}}}}}}}
+              .dump(),
+          responses({{"max_output_tokens", -1}}),
+          responses({{"max_output_tokens", 1e308}}),
+          responses({{"max_output_tokens", UINT64_MAX}}),
+          responses({{"tool_choice", "weird"}}),
+          responses({{"tool_choice", {{"type", "function"}, {"name", 5}}}}),
+          responses({{"tools", {{{"type", 5}}}}}),
+          responses({{"tools", {{{"type", "file_search"}}}}}),
+          responses({{"text", {{"format", {{"type", 5}}}}}}),
+          responses({{"instructions", 5}}),
+          responses({{"previous_response_id", "resp_1"}}),
+          R"({"input": [{"type": "function_call", "call_id": "a", "name": "f", "arguments": {"x": 1}}]})"}},
+        {"/api/chat",
+         {"{not json", "[1]", ollama({{"messages", 5}}), ollama({{"messages", json::array({5})}}),
+          ollama({{"messages", {{{"role", "weird"}, {"content", "hi"}}}}}),
+          ollama({{"messages", {{{"role", "user"}, {"content", "hi"}, {"images", json::array({5})}}}}}),
+          ollama({{"messages", {{{"role", "user"}, {"content", "hi"}, {"images", {"!!!"}}}}}}),
+          ollama(
+              {{"messages", {{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({5})}}}}}),
+          ollama({{"options", 5}}), ollama({{"options", {{"num_predict", "x"}}}}),
+          ollama({{"options", {{"num_predict", 1e308}}}}), ollama({{"options", {{"temperature", "x"}}}}),
+          ollama({{"format", 5}}), ollama({{"format", "xml"}}), ollama({{"tools", 5}}),
+          ollama({{"stream", "x"}}), ollama({{"think", 5}})}},
+        {"/api/generate",
+         {"{not json", bad_utf8, R"({"prompt": 5})", R"({"prompt": "x", "images": [5]})",
+          R"({"prompt": "x", "images": ["!!!"], "stream": false})", R"({"prompt": "x", "raw": "x"})",
+          R"({"prompt": "x", "suffix": "y"})", R"({"prompt": "x", "context": [1]})"}},
+        {"/api/embed", {"{not json", "{}", R"({"input": 5})", R"({"input": [5]})", R"({"input": "x"})"}},
+        {"/api/embeddings", {"{not json", "{}", R"({"prompt": 5})"}},
+        {"/api/show", {"{not json", "{}", R"({"model": 5})"}},
+    };
+    for (const auto &[route, bodies] : cases)
+        for (const std::string &body : bodies) {
+            SCOPED_TRACE(route + " " + body);
+            auto res = server.client().Post(route, body, "application/json");
+            ASSERT_TRUE(res) << "no answer; log:\n" << server.log();
+            EXPECT_GE(res->status, 400) << res->body;
+            EXPECT_LT(res->status, 500) << res->body;
+            const json e = json::parse(res->body, nullptr, false);
+            if (route.rfind("/v1/messages", 0) == 0) {
+                EXPECT_EQ(e.value("type", ""), "error") << res->body;
+                EXPECT_TRUE(e["error"].is_object() && e["error"]["message"].is_string()) << res->body;
+            } else if (route.rfind("/api/", 0) == 0) {
+                EXPECT_TRUE(e["error"].is_string()) << res->body;
+            } else {
+                EXPECT_TRUE(e["error"].is_object() && e["error"]["message"].is_string()) << res->body;
+            }
+        }
+    // a body over --max-body: 413 in each API's shape
+    const std::string big = "{\"input\": \"" + std::string(size_t(2) << 20, 'x') + "\"}";
+    for (const char *route : {"/v1/messages", "/v1/responses", "/api/chat"}) {
+        auto res = server.client().Post(route, big, "application/json");
+        ASSERT_TRUE(res) << route;
+        EXPECT_EQ(res->status, 413) << route;
+        const json e = json::parse(res->body, nullptr, false);
+        EXPECT_TRUE(e.contains("error")) << route << ": " << res->body;
+    }
+    auto res = server.client().Post("/v1/messages", anthropic(json::object()), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_FALSE(server.log_has({"-> 500"})) << server.log();
+    EXPECT_TRUE(server.stop()) << server.log();
+}
+
+}  // namespace hostile_server_tests
