@@ -127,12 +127,42 @@ std::unique_ptr<model> model::load(const std::string &path, const model_params &
         // only the matrices that nothing but mul_mat (and mul_mat_id: the experts) reads (the token
         // embedding is also read by get_rows, so a tied output matrix stays in the mapping)
         std::vector<tensor *> matrices;
-        for (int64_t il = m->layers_.begin; il < m->layers_.end; ++il)
-            for (const layer_weights &l = m->weights_.layers[size_t(il)];
-                 tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp,
-                               l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp,
-                               l.ffn_up_shexp, l.ffn_down_shexp, l.ssm_in, l.ssm_x, l.ssm_out})
+        for (int64_t il = m->layers_.begin; il < m->layers_.end; ++il) {
+            const layer_weights &l = m->weights_.layers[size_t(il)];
+            tensor *const layer_matrices[] = {l.wq,
+                                              l.wk,
+                                              l.wv,
+                                              l.wo,
+                                              l.wqkv,
+                                              l.wq_a,
+                                              l.wq_b,
+                                              l.wkv_a_mqa,
+                                              l.wkv_b,
+                                              l.ffn_gate,
+                                              l.ffn_up,
+                                              l.ffn_down,
+                                              l.ffn_gate_inp,
+                                              l.ffn_gate_exps,
+                                              l.ffn_up_exps,
+                                              l.ffn_gate_up_exps,
+                                              l.ffn_down_exps,
+                                              l.ffn_gate_shexp,
+                                              l.ffn_up_shexp,
+                                              l.ffn_down_shexp,
+                                              l.ssm_in,
+                                              l.ssm_x,
+                                              l.ssm_out,
+                                              l.wqkv_gate,
+                                              l.ssm_beta_alpha,
+                                              l.ssm_beta,
+                                              l.ssm_alpha,
+                                              l.shortconv_in_proj,
+                                              l.shortconv_out_proj,
+                                              l.per_layer_inp_gate,
+                                              l.per_layer_proj};
+            for (tensor *t : layer_matrices)
                 if (t && t->buffer && t->buffer->is_host()) matrices.push_back(t);
+        }
         const tensor *output = m->weights_.output;
         if (m->last_stage() && output && output != m->weights_.tok_embd && output->buffer->is_host())
             matrices.push_back(m->weights_.output);

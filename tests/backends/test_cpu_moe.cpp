@@ -12,6 +12,7 @@
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu_testing.h"
+#include "weft/core/cpu_features.h"
 #include "weft/core/error.h"
 #include "weft/quant/quant.h"
 
@@ -200,6 +201,38 @@ TEST(CpuMoe, RepackedExpertsEqualTheirRepackedMatrices) {
                 ASSERT_EQ(pick, single) << "pick " << i << " of token " << t;
             }
     }
+}
+
+// Repacked experts take two paths: products of few (pick, token) pairs (a decode step) deal every
+// used expert's rows from one dispenser, larger ones go expert by expert. A token alone (few pairs)
+// gets the bits it gets in a batch of many, with one column or a column per pick (the down
+// product), at any thread count, through the SIMD and the scalar kernels alike.
+TEST(CpuMoe, RepackedExpertsFewPairsEqualTheBatch) {
+    for (dtype type : {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::mxfp4})
+        for (bool per_pick : {false, true}) {
+            SCOPED_TRACE(std::string(type_name(type)) + (per_pick ? " column per pick" : " one column"));
+            const int64_t k = 256, m = 48, n_expert = 6, n_used = 3, n_tokens = 8;  // 24 pairs in the batch
+            auto ctx = data_context();
+            std::vector<float> w;
+            tensor *experts = make_weights(*ctx, type, k, m, n_expert, 1, 70, w);
+            const auto holder = repack(*experts);
+            tensor *b = ctx->new_tensor(dtype::f32, {k, per_pick ? n_used : 1, n_tokens});
+            fill_uniform(*b, 71);
+            tensor *ids = make_ids(*ctx, n_expert, n_used, n_tokens, 72);
+            const std::vector<float> batch = compute(mul_mat_id(*ctx, experts, b, ids), 2);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                tensor *b1 = view_3d(*ctx, b, k, b->ne[1], 1, b->nb[1], b->nb[2], size_t(t) * b->nb[2]);
+                tensor *ids1 = view_2d(*ctx, ids, n_used, 1, ids->nb[1], size_t(t) * ids->nb[1]);
+                tensor *alone = mul_mat_id(*ctx, experts, b1, ids1);
+                const std::vector<float> in_batch(batch.begin() + t * n_used * m,
+                                                  batch.begin() + (t + 1) * n_used * m);
+                for (int n_threads : {1, 2, 3})
+                    EXPECT_EQ(compute(alone, n_threads), in_batch) << "token " << t;
+                force_scalar(true);
+                EXPECT_EQ(compute(alone, 2), in_batch) << "token " << t << ", scalar kernels";
+                force_scalar(false);
+            }
+        }
 }
 
 TEST(CpuMoe, MulMatIdRejectsBadIdsAndShapes) {

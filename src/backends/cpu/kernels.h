@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "weft/core/error.h"
 #include "weft/core/tensor.h"
 
 namespace weft::cpu {
@@ -58,7 +59,7 @@ struct compute_params {
     thread_pool *pool = nullptr;  // for barrier()
     run_control *control = nullptr;
     size_t node_index = 0;  // of the node being computed
-    // nth chunk counters (for ops_mul_mat's chunk_dispenser, attention's task counter), each on its
+    // nth chunk counters (for chunk_dispenser, attention's task counter), each on its
     // own cache line, zero when the node starts without a barrier of its own (alternating_counters)
     std::byte *counters = nullptr;
 
@@ -137,6 +138,42 @@ class alternating_counters {
     std::byte *memory_;
     int n_threads_;
 };
+
+// Chunks [0, n) split into one contiguous region per thread. A thread takes its own region's chunks
+// front to back, then helps the others from their fronts: each thread's weights stream from one
+// contiguous range (the prefetchers run ahead instead of restarting at every chunk), and no thread
+// idles while another still has work (nor waits at the node's end for one the machine preempted).
+// The counters, one per thread counting the chunks taken from its region, are the node's
+// (compute_params::counters): zero when it starts, without a barrier of its own. Who computes a
+// chunk does not change its values.
+class chunk_dispenser {
+  public:
+    chunk_dispenser(const compute_params &p, int64_t n_chunks)
+        : memory_(p.counters), n_threads_(p.nth), n_chunks_(n_chunks) {
+        WEFT_ASSERT(memory_ != nullptr);
+    }
+    // The next chunk for thread ith; -1 when every chunk has been taken.
+    int64_t next(int ith) const {
+        for (int i = 0; i < n_threads_; ++i) {
+            const int t = (ith + i) % n_threads_;
+            const index_range region = split_range(n_chunks_, t, n_threads_);
+            const int64_t c = region.begin + counter(t)->fetch_add(1, std::memory_order_relaxed);
+            if (c < region.end) return c;
+        }
+        return -1;
+    }
+
+  private:
+    std::atomic<int64_t> *counter(int t) const {
+        return reinterpret_cast<std::atomic<int64_t> *>(memory_ + cache_line * size_t(t));
+    }
+    std::byte *memory_;
+    int n_threads_;
+    int64_t n_chunks_;
+};
+
+// Groups of 16 weight rows handed out per chunk: a few, so no thread idles long at the end.
+constexpr int64_t groups_per_chunk = 4;
 
 // The float scratch of thread ith when each thread gets floats_per_thread floats of wdata.
 inline float *thread_scratch(const compute_params &p, int64_t floats_per_thread) {

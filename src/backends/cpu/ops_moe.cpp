@@ -7,7 +7,10 @@
 // those columns. mul_mat computes every element in one fixed order whatever the columns beside it
 // and the thread count, so a pick's result is bit for bit the mul_mat of its expert and its column,
 // in any batch: the same guarantee, from the same code. Experts repacked at load (interleaved.h,
-// float_mm.h) are read through the same layouts as repacked 2-D weights.
+// float_mm.h) are read through the same layouts as repacked 2-D weights. A product of few pairs (a
+// decode step) with repacked experts skips the grouping barrier and the per-expert products: every
+// thread quantizes all the columns itself and the used experts' rows are dealt from one dispenser
+// (compute_mul_mat_id_few_pairs), each element still one kernel call in the same order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -111,9 +114,115 @@ int64_t group_pairs_by_expert(const tensor &ids, int64_t n_expert, int32_t *orde
     return -1;
 }
 
+void report_bad_pair(const compute_params &p, const tensor &ids, int64_t pair, int64_t n_expert) {
+    const int64_t n_used = ids.ne[0], i = pair % n_used, t = pair / n_used;
+    p.fail("[mul_mat_id] ids[" + std::to_string(i) + ", " + std::to_string(t) + "] is " +
+           std::to_string(pick_of(ids, i, t)) + ": must be in [0, " + std::to_string(n_expert) + ")");
+}
+
+// Products of at most this many (pick, token) pairs (a decode step: n_used pairs) go through
+// compute_mul_mat_id_few_pairs: no barrier inside the node, where the grouped path has two, and one
+// per used expert (a decode step of a 16-layer MoE model: ~300 barriers fewer).
+constexpr int64_t few_pairs = 16;
+
+// The memory of one thread in the few-pairs path: the pairs grouped by expert (its own copy), the
+// scratch of one column, and every pair's column as q8 rows (in grouped order).
+struct few_pairs_work {
+    size_t order = 0, start = 0, cursor = 0, scratch = 0, blocks = 0, qs = 0, d = 0, sum = 0, bytes = 0;
+
+    few_pairs_work(const tensor &dst, q8_format format) {
+        const tensor &experts = *dst.src[0];
+        const int64_t k = experts.ne[0];
+        const size_t n_pairs = size_t(dst.ne[1] * dst.ne[2]), n_expert = size_t(experts.ne[2]);
+        const size_t n_d = size_t(k / values_per_scale(format)), n_sums = size_t(k / values_per_sum(format));
+        const size_t block_bytes =
+            type_traits(format == q8_format::q8_k ? dtype::q8_k : dtype::q8_0).type_size;
+        start = order + pad_to_cache_line(n_pairs * sizeof(int32_t));
+        cursor = start + pad_to_cache_line((n_expert + 1) * sizeof(int64_t));
+        scratch = cursor + pad_to_cache_line(n_expert * sizeof(int64_t));
+        blocks = scratch + pad_to_cache_line(size_t(k) * sizeof(float));
+        qs = blocks + pad_to_cache_line(n_d * block_bytes);
+        d = qs + pad_to_cache_line(n_pairs * size_t(k));
+        sum = d + pad_to_cache_line(n_pairs * n_d * sizeof(float));
+        bytes = sum + pad_to_cache_line(n_pairs * n_sums * sizeof(int32_t));
+    }
+};
+
+bool takes_few_pairs_path(const tensor &dst) {
+    return interleaved_layout_of(*dst.src[0]) != nullptr && dst.ne[1] * dst.ne[2] <= few_pairs;
+}
+
 // NaN ranks as -infinity; equal ranks keep index order.
 float rank_of(float v) {
     return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+}
+
+}  // namespace
+
+namespace {
+
+// mul_mat_id of few pairs with repacked experts. Every thread groups the pairs by expert and
+// quantizes all their columns into memory of its own (the same values as the grouped path's
+// columns), then takes chunks of groups of 16 rows from one dispenser over the rows of every used
+// expert, so the threads split all the used experts' rows evenly with no barrier between experts;
+// each group's rows go straight to the pairs' rows of dst. Every element is one kernel call over
+// the same activations in the same order as the grouped path's: the same bits.
+void compute_mul_mat_id_few_pairs(const compute_params &p, tensor &dst) {
+    const tensor &experts = *dst.src[0];  // [k, m, n_expert] repacked
+    const tensor &b = *dst.src[1];        // f32 [k, 1 or n_used, n_tokens]
+    const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
+    const interleaved_layout &layout = *interleaved_layout_of(experts);
+    const group_kernel_fn kernel = best_group_kernel();
+    const q8_format format = activation_format(layout, kernel);
+    const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
+    const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
+    const few_pairs_work w(dst, format);
+    WEFT_ASSERT(w.bytes * size_t(p.nth) <= p.wsize);
+    std::byte *mine = p.wdata + size_t(p.ith) * w.bytes;
+    auto *order = reinterpret_cast<int32_t *>(mine + w.order);
+    auto *start = reinterpret_cast<int64_t *>(mine + w.start);
+    auto *qs = reinterpret_cast<int8_t *>(mine + w.qs);
+    auto *d = reinterpret_cast<float *>(mine + w.d);
+    auto *sum = reinterpret_cast<int32_t *>(mine + w.sum);
+
+    const int64_t bad_pair =
+        group_pairs_by_expert(ids, n_expert, order, start, reinterpret_cast<int64_t *>(mine + w.cursor));
+    if (bad_pair >= 0) {  // every thread finds it and leaves
+        if (p.ith == 0) report_bad_pair(p, ids, bad_pair, n_expert);
+        return;
+    }
+
+    // 1. every pair's column, in grouped order, as q8 rows of this thread's own
+    const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
+    auto *scratch = reinterpret_cast<float *>(mine + w.scratch);
+    for (int64_t j = 0; j < n_pairs; ++j) {
+        const int64_t pair = order[j], i = pair % n_used, t = pair / n_used;
+        const float *x = row_as_f32(b.type, row_at(b, b.ne[1] == 1 ? 0 : i, t, 0), b.nb[0], k, scratch);
+        quantize_q8_row(x, k, format, qs + j * k, d + j * n_d, sum + j * n_sums, mine + w.blocks);
+    }
+
+    // 2. chunks of the used experts' groups, expert after expert, from one dispenser
+    int64_t used[few_pairs];
+    int64_t n_used_experts = 0;
+    for (int64_t e = 0; e < n_expert; ++e)
+        if (start[e + 1] > start[e]) used[n_used_experts++] = e;
+    const int64_t n_groups = m / interleave_rows;
+    const int64_t chunks_per_expert = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
+    const chunk_dispenser chunks(p, n_used_experts * chunks_per_expert);
+    const q8_rows act = make_q8_rows(qs, d, sum, k, format);
+    const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
+    for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
+        const int64_t e = used[chunk / chunks_per_expert];
+        const auto *weights = static_cast<const uint8_t *>(experts.data) + size_t(e) * expert_bytes(experts);
+        const int64_t g_begin = (chunk % chunks_per_expert) * groups_per_chunk;
+        const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
+        for (int64_t g = g_begin; g < g_end; ++g)
+            for (int64_t j = start[e]; j < start[e + 1]; ++j) {
+                const int64_t pair = order[j];
+                auto *out = reinterpret_cast<float *>(row_at(dst, pair % n_used, pair / n_used, 0));
+                kernel(layout, weights + size_t(g) * group_bytes, act, j, 1, out + g * interleave_rows, m);
+            }
+    }
 }
 
 }  // namespace
@@ -122,6 +231,7 @@ void compute_mul_mat_id(const compute_params &p, tensor &dst) {
     const tensor &experts = *dst.src[0];  // [k, m, n_expert]
     const tensor &b = *dst.src[1];        // f32 [k, 1 or n_used, n_tokens]
     const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
+    if (takes_few_pairs_path(dst)) return compute_mul_mat_id_few_pairs(p, dst);
     const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
     const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
     const mul_mat_id_work w(dst, p.nth);
@@ -135,11 +245,7 @@ void compute_mul_mat_id(const compute_params &p, tensor &dst) {
         *bad_pair = group_pairs_by_expert(ids, n_expert, order, start, work_at<int64_t>(p, w.cursor));
     p.barrier();
     if (*bad_pair >= 0) {  // every thread sees it and leaves together
-        if (p.ith == 0) {
-            const int64_t i = *bad_pair % n_used, t = *bad_pair / n_used;
-            p.fail("[mul_mat_id] ids[" + std::to_string(i) + ", " + std::to_string(t) + "] is " +
-                   std::to_string(pick_of(ids, i, t)) + ": must be in [0, " + std::to_string(n_expert) + ")");
-        }
+        if (p.ith == 0) report_bad_pair(p, ids, *bad_pair, n_expert);
         return;
     }
 
@@ -190,6 +296,9 @@ bool supports_mul_mat_id(const tensor &dst) {
 }
 
 size_t work_size_mul_mat_id(const tensor &dst, int n_threads) {
+    if (takes_few_pairs_path(dst))
+        return few_pairs_work(dst, activation_format(*interleaved_layout_of(*dst.src[0]))).bytes *
+               size_t(n_threads);
     const mul_mat_id_work w(dst, n_threads);
     // the most columns one expert can get: every pair
     expert_product all(*dst.src[0], 0, nullptr, dst.ne[1] * dst.ne[2], nullptr);

@@ -38,41 +38,6 @@ size_t converted_bytes(const tensor &b, dtype vec_dot_type) {
     return pad_to_cache_line(row_size(vec_dot_type, b.ne[0]) * size_t(b.nrows()));
 }
 
-// --- handing out chunks of weight rows --------------------------------------------------------------
-
-// Chunks [0, n) split into one contiguous region per thread. A thread takes its own region's chunks
-// front to back, then helps the others from their fronts: each thread's weights stream from one
-// contiguous range (the prefetchers run ahead instead of restarting at every chunk), and no thread
-// idles while another still has work (nor waits at the node's end for one the machine preempted).
-// The counters, one per thread counting the chunks taken from its region, are the node's
-// (compute_params::counters): zero when it starts, without a barrier of its own. Who computes a
-// chunk does not change its values.
-class chunk_dispenser {
-  public:
-    chunk_dispenser(const compute_params &p, int64_t n_chunks)
-        : memory_(p.counters), n_threads_(p.nth), n_chunks_(n_chunks) {
-        WEFT_ASSERT(memory_ != nullptr);
-    }
-    // The next chunk for thread ith; -1 when every chunk has been taken.
-    int64_t next(int ith) const {
-        for (int i = 0; i < n_threads_; ++i) {
-            const int t = (ith + i) % n_threads_;
-            const index_range region = split_range(n_chunks_, t, n_threads_);
-            const int64_t c = region.begin + counter(t)->fetch_add(1, std::memory_order_relaxed);
-            if (c < region.end) return c;
-        }
-        return -1;
-    }
-
-  private:
-    std::atomic<int64_t> *counter(int t) const {
-        return reinterpret_cast<std::atomic<int64_t> *>(memory_ + cache_line * size_t(t));
-    }
-    std::byte *memory_;
-    int n_threads_;
-    int64_t n_chunks_;
-};
-
 // --- weights in the interleaved layout (interleaved.h) ---------------------------------------------
 
 // Products of at most this many columns (a decode step, or a few sequences' tokens) skip the
@@ -117,8 +82,6 @@ size_t work_size_interleaved(const tensor &dst, int n_threads) {
     return std::max(bytes, interleaved_work(b.ne[0], few_columns, format, n_threads).total(n_threads));
 }
 
-// Groups of 16 rows handed out per chunk: a few, so no thread idles long at the end.
-constexpr int64_t groups_per_chunk = 4;
 // Columns of one pass over a chunk: their activations stay in L1 while the chunk's groups pass.
 constexpr int64_t columns_per_pass = 16;
 
