@@ -5,21 +5,21 @@
 // template that renders tools (tool calls are forced with a grammar, which the routes take as the
 // reference's extension field), and, when ../shared holds the fixtures, a second server with the
 // tiny BERT encoder for /api/embed. Each check is printed ok or FAIL with its reason; the script
-// exits 1 when any failed. The servers are stopped at the end, on failure, and on SIGINT/SIGTERM.
+// exits 1 when any failed. The servers are stopped at the end, on failure, and on SIGINT/SIGTERM
+// (tests/common/weft-serve.mjs).
 //
 //   WEFT_BINARY=./build/weft node tests/clients/clients.test.mjs   (or tests/clients/run.sh)
 //
 // WEFT_TEST_LOGS=1: print the servers' logs at the end.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
+import { packageVersion, runChecks, serverPool } from '../common/weft-serve.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const binary = process.env.WEFT_BINARY
@@ -46,76 +46,7 @@ const WEATHER_SCHEMA = {
 // A reply that ends by itself (the grammar is whole, then only the end of text can come).
 const SHORT_GRAMMAR = 'root ::= "Once upon a time."';
 
-// --- the servers
-
-const servers = [];
-
-function killAll(signal) {
-  for (const s of servers)
-    if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill(signal);
-}
-process.on('exit', () => killAll('SIGKILL'));
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'])
-  process.on(sig, () => {
-    console.error(`clients test: ${sig}, stopping the servers`);
-    killAll('SIGKILL');
-    process.exit(1);
-  });
-const watchdog = setTimeout(() => {
-  console.error(`clients test: FAIL: the whole run took over ${WATCHDOG_MS / 1000} s`);
-  dumpLogs();
-  killAll('SIGKILL');
-  process.exit(1);
-}, WATCHDOG_MS);
-watchdog.unref();
-
-function dumpLogs() {
-  const all = !!process.env.WEFT_TEST_LOGS;
-  for (const s of servers)
-    console.error(`--- stderr of ${s.label} ---\n${all ? s.log : s.log.split('\n').slice(-40).join('\n')}`);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function startServer(label, args) {
-  const proc = spawn(binary, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const s = { label, proc, url: null, log: '' };
-  servers.push(s);
-  proc.stderr.setEncoding('utf8');
-  s.url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${label}: no "listening on" line in 15 s:\n${s.log}`)), 15_000);
-    proc.stderr.on('data', (d) => {
-      s.log += d;
-      const m = s.log.match(/weft serve: listening on (http:\/\/[^\s]+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    proc.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`${label}: exited (${code ?? signal}) before listening:\n${s.log}`));
-    });
-  });
-  for (const deadline = Date.now() + 15_000; ; await sleep(50)) {
-    try {
-      const r = await fetch(`${s.url}/health`);
-      if (r.status === 200) break;
-    } catch {}
-    if (Date.now() > deadline) throw new Error(`${label}: /health not ok within 15 s`);
-  }
-  return s;
-}
-
-async function stopServer(s) {
-  if (s.proc.exitCode !== null || s.proc.signalCode !== null) return { code: s.proc.exitCode, killed: false };
-  const exited = new Promise((r) => s.proc.once('exit', (code, signal) => r({ code, signal })));
-  s.proc.kill('SIGTERM');
-  const res = await Promise.race([exited, sleep(5000).then(() => null)]);
-  if (res) return { ...res, killed: false };
-  s.proc.kill('SIGKILL');
-  return { ...(await exited), killed: true };
-}
+const pool = serverPool(binary, 'clients test', WATCHDOG_MS);
 
 // --- the checks
 
@@ -423,66 +354,17 @@ check('ollama embed: a decoder refuses with the reason; the BERT encoder gives u
 
 // --- the run
 
-function version(name) {
-  try {
-    const require = createRequire(import.meta.url);
-    let dir = path.dirname(require.resolve(name));
-    while (!existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
-    return JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).version;
-  } catch {
-    return '?';
-  }
-}
-
-function withTimeout(promise, ms, name) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${name}: timed out after ${ms / 1000} s`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-const failures = [];
-const t0 = Date.now();
-try {
+await runChecks(pool, 'clients test', checks, CHECK_TIMEOUT_MS, async () => {
   if (!existsSync(binary)) throw new Error(`no weft binary at ${binary} (set WEFT_BINARY)`);
-  main = await startServer('weft serve (built-in model)', ['-np', '2', '--chat-template', TOOLS_TEMPLATE]);
-  bert = existsSync(bertFile) ? await startServer('weft serve (bert)', ['-m', bertFile, '-np', '1']) : null;
+  main = await pool.start('weft serve (built-in model)', ['-np', '2', '--chat-template', TOOLS_TEMPLATE]);
+  bert = existsSync(bertFile) ? await pool.start('weft serve (bert)', ['-m', bertFile, '-np', '1']) : null;
   anthropic = new Anthropic({ baseURL: main.url, apiKey: 'any-key', maxRetries: 0, timeout: 20_000 });
   openai = new OpenAI({ baseURL: `${main.url}/v1`, apiKey: 'any-key', maxRetries: 0, timeout: 20_000 });
   ollama = new Ollama({ host: main.url });
   model = (await openai.models.list()).data[0].id;
+  const v = (name) => packageVersion(import.meta.url, name);
   console.log(
-    `clients test: @anthropic-ai/sdk ${version('@anthropic-ai/sdk')}, openai ${version('openai')}, ` +
-      `ollama ${version('ollama')}; server at ${main.url}`,
+    `clients test: @anthropic-ai/sdk ${v('@anthropic-ai/sdk')}, openai ${v('openai')}, ollama ${v('ollama')}; ` +
+      `server at ${main.url}`,
   );
-  for (const { name, fn } of checks) {
-    const t = Date.now();
-    try {
-      await withTimeout(fn(), CHECK_TIMEOUT_MS, name);
-      console.log(`ok    ${name} (${Date.now() - t} ms)`);
-    } catch (e) {
-      failures.push(name);
-      console.log(`FAIL  ${name}\n      ${String(e?.stack ?? e).split('\n').slice(0, 12).join('\n      ')}`);
-    }
-  }
-} catch (e) {
-  failures.push('starting the servers');
-  console.log(`FAIL  starting the servers: ${e?.message ?? e}`);
-}
-for (const s of servers) {
-  const r = await stopServer(s);
-  if (r.killed || r.code !== 0) {
-    failures.push(`${s.label} stops on SIGTERM`);
-    console.log(`FAIL  ${s.label} stops on SIGTERM`);
-  }
-}
-if (failures.length || process.env.WEFT_TEST_LOGS) dumpLogs();
-console.log(
-  failures.length
-    ? `clients test: ${failures.length} FAILED (${failures.join('; ')}) in ${Date.now() - t0} ms`
-    : `clients test: all ${checks.length} checks passed in ${Date.now() - t0} ms`,
-);
-process.exit(failures.length ? 1 : 0);
+});

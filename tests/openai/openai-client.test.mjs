@@ -12,12 +12,11 @@
 // build/weft under the repository root. WEFT_TEST_LOGS=1: print the servers' logs at the end.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { packageVersion, runChecks, serverPool } from '../common/weft-serve.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const binary = process.env.WEFT_BINARY
@@ -27,99 +26,7 @@ const binary = process.env.WEFT_BINARY
 const CHECK_TIMEOUT_MS = 30_000; // one check
 const WATCHDOG_MS = 120_000; // the whole script, whatever hangs
 
-// --- the servers
-
-const servers = []; // { label, proc, url, log }
-
-function killAll(signal) {
-  for (const s of servers)
-    if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill(signal);
-}
-process.on('exit', () => killAll('SIGKILL'));
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'])
-  process.on(sig, () => {
-    console.error(`openai-client test: ${sig}, stopping the servers`);
-    killAll('SIGKILL');
-    process.exit(1);
-  });
-
-const watchdog = setTimeout(() => {
-  console.error(`openai-client test: FAIL: the whole run took over ${WATCHDOG_MS / 1000} s`);
-  dumpLogs();
-  killAll('SIGKILL');
-  process.exit(1);
-}, WATCHDOG_MS);
-watchdog.unref();
-
-function tail(text, lines = 40) {
-  return text.split('\n').slice(-lines).join('\n');
-}
-
-// WEFT_TEST_LOGS=1: the servers' whole logs, also when every check passed
-function dumpLogs() {
-  const all = !!process.env.WEFT_TEST_LOGS;
-  for (const s of servers)
-    console.error(`--- stderr of ${s.label}${all ? '' : ' (last lines)'} ---\n${all ? s.log : tail(s.log)}`);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Starts `weft serve --port 0 ARGS`, waits for its "listening on" line and a 200 from /health.
-async function startServer(label, args) {
-  const proc = spawn(binary, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const s = { label, proc, url: null, log: '' };
-  servers.push(s);
-  proc.stderr.setEncoding('utf8');
-  s.url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`${label}: no "listening on" line within 15 s; stderr:\n${s.log}`)),
-      15_000,
-    );
-    proc.stderr.on('data', (d) => {
-      s.log += d;
-      const m = s.log.match(/weft serve: listening on (http:\/\/[^\s]+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    proc.on('error', (e) => {
-      clearTimeout(timer);
-      reject(new Error(`${label}: cannot start ${binary}: ${e.message}`));
-    });
-    proc.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`${label}: exited (${code ?? signal}) before listening; stderr:\n${s.log}`));
-    });
-  });
-  const deadline = Date.now() + 15_000;
-  let last = '';
-  for (;;) {
-    try {
-      const r = await fetch(`${s.url}/health`);
-      const body = await r.json();
-      if (r.status === 200 && body.status === 'ok') break;
-      last = `${r.status} ${JSON.stringify(body)}`;
-    } catch (e) {
-      last = String(e);
-    }
-    if (Date.now() > deadline) throw new Error(`${label}: /health not ok within 15 s (last: ${last})`);
-    await sleep(50);
-  }
-  return s;
-}
-
-// SIGTERM, then the exit status; SIGKILL after 5 s.
-async function stopServer(s) {
-  if (s.proc.exitCode !== null || s.proc.signalCode !== null)
-    return { code: s.proc.exitCode, signal: s.proc.signalCode, killed: false };
-  const exited = new Promise((r) => s.proc.once('exit', (code, signal) => r({ code, signal })));
-  s.proc.kill('SIGTERM');
-  const res = await Promise.race([exited, sleep(5000).then(() => null)]);
-  if (res) return { ...res, killed: false };
-  s.proc.kill('SIGKILL');
-  return { ...(await exited), killed: true };
-}
+const pool = serverPool(binary, 'openai-client test', WATCHDOG_MS);
 
 // --- the checks
 
@@ -548,62 +455,14 @@ check('--api-key: wrong key AuthenticationError (401), right key works', async (
 
 // --- the run
 
-function clientVersion() {
-  try {
-    const dir = path.dirname(createRequire(import.meta.url).resolve('openai'));
-    return JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).version;
-  } catch {
-    return '(version unknown)';
-  }
-}
-
-function withTimeout(promise, ms, name) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${name}: timed out after ${ms / 1000} s`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-const failures = [];
-const t0 = Date.now();
-try {
+await runChecks(pool, 'openai-client test', checks, CHECK_TIMEOUT_MS, async () => {
   if (!existsSync(binary)) throw new Error(`no weft binary at ${binary} (set WEFT_BINARY)`);
   [main, auth] = await Promise.all([
-    startServer('weft serve -np 4', ['-np', '4']),
-    startServer('weft serve --api-key', ['-np', '1', '--api-key', 'secret']),
+    pool.start('weft serve -np 4', ['-np', '4']),
+    pool.start('weft serve --api-key', ['-np', '1', '--api-key', 'secret']),
   ]);
   client = new OpenAI({ baseURL: `${main.url}/v1`, apiKey: 'any-key', maxRetries: 0, timeout: 20_000 });
-  console.log(`openai-client test: openai ${clientVersion()}, servers at ${main.url} and ${auth.url}`);
-  for (const { name, fn } of checks) {
-    const t = Date.now();
-    try {
-      await withTimeout(fn(), CHECK_TIMEOUT_MS, name);
-      console.log(`ok    ${name} (${Date.now() - t} ms)`);
-    } catch (e) {
-      failures.push(name);
-      console.log(`FAIL  ${name}\n      ${String(e?.stack ?? e).split('\n').slice(0, 12).join('\n      ')}`);
-    }
-  }
-} catch (e) {
-  failures.push('starting the servers');
-  console.log(`FAIL  starting the servers: ${e?.message ?? e}`);
-}
-
-// stop the servers: SIGTERM must end each with status 0
-for (const s of servers) {
-  const r = await stopServer(s);
-  if (r.killed || r.code !== 0) {
-    failures.push(`${s.label} stops on SIGTERM`);
-    console.log(`FAIL  ${s.label} stops on SIGTERM: ${r.killed ? 'still running after 5 s, killed' : `exit ${r.code ?? r.signal}`}`);
-  }
-}
-if (failures.length || process.env.WEFT_TEST_LOGS) dumpLogs();
-console.log(
-  failures.length
-    ? `openai-client test: ${failures.length} FAILED (${failures.join('; ')}) in ${Date.now() - t0} ms`
-    : `openai-client test: all ${checks.length} checks passed in ${Date.now() - t0} ms`,
-);
-process.exit(failures.length ? 1 : 0);
+  console.log(
+    `openai-client test: openai ${packageVersion(import.meta.url, 'openai')}, servers at ${main.url} and ${auth.url}`,
+  );
+});
