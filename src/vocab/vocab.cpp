@@ -128,10 +128,32 @@ const char *const k_eot_texts[] = {
     "<end_of_utterance>",
 };
 // Texts of tokens that end generation.
+// (the 2026 reference's list: <|return|> and <|call|> are gpt-oss's harmony, <|flush|> and <|calls|>
+// Solar Open's, [EOT] and [EOS] Kimi-K2's, <turn|> and <|tool_response> Gemma 4's)
 const char *const k_eog_texts[] = {
-    "<|eot_id|>",    "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",        "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
 };
+// gpt-oss's harmony headers, which a reply is parsed by (its channels): always rendered, as text
+const char *const k_harmony_header_texts[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
 void warn(const std::string &msg) {
     std::fprintf(stderr, "weft: warning: %s\n", msg.c_str());
@@ -404,11 +426,31 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
             v.tokens[size_t(t)].attr = attr_control;
         }
     }
+    for (const char *text : k_harmony_header_texts) {
+        if (const token t = v.find(text); t != token_null) v.tokens[size_t(t)].attr = attr_user_defined;
+    }
     for (const token t : {v.eos, v.eot, v.eom}) {
         if (t != token_null) v.eog.push_back(t);
     }
     std::sort(v.eog.begin(), v.eog.end());
     v.eog.erase(std::unique(v.eog.begin(), v.eog.end()), v.eog.end());
+    const auto ends_generation = [&](const char *text) {
+        const token t = v.find(text);
+        return t != token_null && std::binary_search(v.eog.begin(), v.eog.end(), t);
+    };
+    const auto not_an_end = [&](const char *text, uint32_t attr) {
+        const token t = v.find(text);
+        v.eog.erase(std::find(v.eog.begin(), v.eog.end(), t));
+        v.tokens[size_t(t)].attr = attr;
+    };
+    // harmony (and Solar Open): <|end|> closes one message of a reply that goes on (the reply ends
+    // at <|return|> or <|call|>), so it is text the reply is parsed by
+    if (ends_generation("<|end|>") && (ends_generation("<|call|>") || ends_generation("<|calls|>")) &&
+        (ends_generation("<|return|>") || ends_generation("<|flush|>"))) {
+        not_an_end("<|end|>", attr_user_defined);
+    }
+    // Gemma 4 (it ends a reply at <turn|> or <|tool_response>): </s> is an ordinary token
+    if (ends_generation("</s>") && ends_generation("<|tool_response>")) not_an_end("</s>", attr_normal);
 
     // --- tokens matched in the text before tokenization, longest first (ties: lower id first)
     for (size_t i = 0; i < n_tokens; ++i) {

@@ -231,6 +231,51 @@ TEST(vocab_bpe, UserDefinedAlwaysControlOnlyWhenParsing) {
     EXPECT_EQ(v->detokenize(v->tokenize("hello , wo .", false, false)), "hello, wo.");
 }
 
+// gpt-oss's harmony: a reply is several messages, each closed by <|end|>, the last by <|return|> (or
+// <|call|> for a tool call); the headers that name a message's channel are text to parse it by.
+vocab_spec with_control_tokens(vocab_spec s, std::initializer_list<const char *> texts) {
+    for (const char *t : texts) {
+        s.tokens.push_back(t);
+        s.types.push_back(token_type::control);
+    }
+    return s;
+}
+
+TEST(vocab_bpe, HarmonyRepliesGoOnPastEndAndShowTheirHeaders) {
+    const auto v = vocab::create(
+        with_control_tokens(bpe_spec("gpt-2"), {"<|start|>", "<|end|>", "<|message|>", "<|channel|>",
+                                                "<|return|>", "<|call|>", "<|constrain|>"}),
+        "harmony");
+    EXPECT_TRUE(v->is_eog(v->find("<|return|>")));
+    EXPECT_TRUE(v->is_eog(v->find("<|call|>")));
+    EXPECT_FALSE(v->is_eog(v->find("<|end|>")));
+    for (const char *header : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"}) {
+        EXPECT_FALSE(v->is_control(v->find(header))) << header;
+        EXPECT_EQ(v->token_to_piece(v->find(header)), header);
+    }
+    EXPECT_EQ(v->token_to_piece(v->find("<|return|>")), "");
+    const std::string reply =
+        "<|channel|>analysis<|message|>hello<|end|><|start|>assistant<|channel|>final<|message|>wo";
+    EXPECT_EQ(v->detokenize(v->tokenize(reply + "<|return|>", false, true)), reply);
+
+    // without <|return|> and <|call|> (Phi-3's vocabulary), <|end|> ends the reply
+    const auto phi = vocab::create(with_control_tokens(bpe_spec("gpt-2"), {"<|end|>", "<|channel|>"}), "phi");
+    EXPECT_TRUE(phi->is_eog(phi->find("<|end|>")));
+    EXPECT_EQ(phi->token_to_piece(phi->find("<|channel|>")), "<|channel|>");
+}
+
+// Gemma 4 ends a reply at <turn|> or <|tool_response>; its </s> is an ordinary token.
+TEST(vocab_bpe, Gemma4SlashSIsNotAnEnd) {
+    const auto g = vocab::create(
+        with_control_tokens(bpe_spec("gpt-2"), {"<turn|>", "<|tool_response>", "</s>"}), "gemma4");
+    EXPECT_TRUE(g->is_eog(g->find("<turn|>")));
+    EXPECT_TRUE(g->is_eog(g->find("<|tool_response>")));
+    EXPECT_FALSE(g->is_eog(g->find("</s>")));
+    EXPECT_EQ(g->token_to_piece(g->find("</s>")), "</s>");
+    const auto other = vocab::create(with_control_tokens(bpe_spec("gpt-2"), {"</s>"}), "other");
+    EXPECT_TRUE(other->is_eog(other->find("</s>")));
+}
+
 TEST(vocab_bpe, UnknownPretokenizerIsAnError) {
     try {
         vocab::create(bpe_spec("no-such-pre"), "x.gguf");
