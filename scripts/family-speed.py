@@ -45,6 +45,9 @@ FAMILIES = [
     ('qwen3next', ['--arch', 'qwen3next'] + hybrid + ['--layers', '16', '--ff', '1024'] + moe, 'Q4_K_M'),
     ('glm4moe', ['--arch', 'glm4moe', '--embd', '2048', '--layers', '16', '--heads', '16', '--kv-heads', '4',
                  '--head-dim', '128', '--ff', '1024'] + moe, 'Q4_K_M'),
+    ('gemma4', ['--arch', 'gemma4'] + dense, 'Q4_K_M'),
+    ('llama4', ['--arch', 'llama4', '--embd', '2048', '--layers', '16', '--heads', '32', '--kv-heads', '8',
+                '--ff', '1024'] + moe, 'Q4_K_M'),
     ('gpt-oss', ['--arch', 'gpt-oss', '--embd', '2048', '--layers', '16', '--heads', '32', '--kv-heads', '8',
                  '--head-dim', '64', '--ff', '1024'] + moe, 'MXFP4_MOE'),
 ]
