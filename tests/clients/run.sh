@@ -9,14 +9,5 @@ set -euo pipefail
 here="${BASH_SOURCE[0]%/*}"
 [[ "$here" == "${BASH_SOURCE[0]}" ]] && here=.
 here="$(cd "$here" && pwd)"
-if ! command -v node >/dev/null 2>&1; then
-    echo "tests/clients: skipped: node is not installed" >&2
-    exit 77
-fi
-for package in @anthropic-ai/sdk openai ollama; do
-    if [[ ! -f "$here/node_modules/$package/package.json" ]]; then
-        echo "tests/clients: skipped: $here/node_modules/$package is missing (run: cd tests/clients && npm ci)" >&2
-        exit 77
-    fi
-done
-exec node "$here/clients.test.mjs" "$@"
+source "$here/../common/node-suite.sh"
+node_suite_run "$here" clients.test.mjs @anthropic-ai/sdk openai ollama -- "$@"

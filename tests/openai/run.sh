@@ -8,12 +8,5 @@ set -euo pipefail
 here="${BASH_SOURCE[0]%/*}"
 [[ "$here" == "${BASH_SOURCE[0]}" ]] && here=.
 here="$(cd "$here" && pwd)"
-if ! command -v node >/dev/null 2>&1; then
-    echo "tests/openai: skipped: node is not installed" >&2
-    exit 77
-fi
-if [[ ! -f "$here/node_modules/openai/package.json" ]]; then
-    echo "tests/openai: skipped: $here/node_modules/openai is missing (run: cd tests/openai && npm ci)" >&2
-    exit 77
-fi
-exec node "$here/openai-client.test.mjs" "$@"
+source "$here/../common/node-suite.sh"
+node_suite_run "$here" openai-client.test.mjs openai -- "$@"

@@ -8,16 +8,9 @@ set -euo pipefail
 here="${BASH_SOURCE[0]%/*}"
 [[ "$here" == "${BASH_SOURCE[0]}" ]] && here=.
 here="$(cd "$here" && pwd)"
-if ! command -v node >/dev/null 2>&1; then
-    echo "tests/web: skipped: node is not installed" >&2
-    exit 77
-fi
+source "$here/../common/node-suite.sh"
 if [[ ! -x /usr/bin/chromium ]]; then
     echo "tests/web: skipped: /usr/bin/chromium is missing (apt-get install -y chromium)" >&2
     exit 77
 fi
-if [[ ! -f "$here/node_modules/playwright-core/package.json" ]]; then
-    echo "tests/web: skipped: $here/node_modules/playwright-core is missing (run: cd tests/web && npm ci)" >&2
-    exit 77
-fi
-exec node "$here/chat-page.test.mjs" "$@"
+node_suite_run "$here" chat-page.test.mjs playwright-core -- "$@"
