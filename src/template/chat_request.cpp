@@ -207,6 +207,84 @@ jinja_value copy_dict(const jinja_value &d) {
     return out;
 }
 
+// A message's content counts when it is a non-empty string or a non-empty list of parts.
+bool has_content(const jinja_value &msg) {
+    const jinja_value c = msg.get("content");
+    return (c.is_string() && !c.as_string().empty()) || (c.is_list() && !c.as_list().empty());
+}
+
+bool has_tool_calls(const jinja_value &msg) {
+    const jinja_value calls = msg.get("tool_calls");
+    return calls.is_list() && !calls.as_list().empty();
+}
+
+bool is_role(const jinja_value &msg, std::string_view role) {
+    return msg.is_dict() && msg.get("role").is_string() && msg.get("role").as_string() == role;
+}
+
+// Gemma 4's first templates read a tool's results from the assistant turn that called it
+// (`tool_responses`), not from role "tool" messages. As the reference does for them, each
+// assistant(tool_calls) -> tool... -> assistant(content) run becomes one assistant message with the
+// calls, the results ({name: the call's function name (else the tool_call_id), response: the
+// content as JSON when it parses, else as text}), the reasoning of the calling turn and the content
+// of the answering one.
+jinja_value merge_gemma4_tool_turns(const jinja_value &messages) {
+    if (!messages.is_list()) return messages;
+    const auto &list = messages.as_list();
+    jinja_value out = jinja_value::list();
+    size_t i = 0;
+    while (i < list.size()) {
+        const jinja_value &calling = list[i];
+        if (!is_role(calling, "assistant") || !has_tool_calls(calling)) {
+            out.push_back(calling);
+            ++i;
+            continue;
+        }
+        const jinja_value calls = calling.get("tool_calls");
+        jinja_value responses = jinja_value::list();
+        for (++i; i < list.size() && is_role(list[i], "tool"); ++i) {
+            const jinja_value content = list[i].get("content");
+            jinja_value response = content;
+            if (content.is_string()) {
+                if (auto parsed = jinja_parse_json(content.as_string())) response = std::move(*parsed);
+            }
+            std::string name;
+            const size_t index = responses.as_list().size();
+            if (index < calls.as_list().size()) {
+                const jinja_value fn =
+                    calls.as_list()[index].is_dict() ? calls.as_list()[index].get("function") : jinja_value();
+                if (fn.is_dict() && fn.get("name").is_string()) name = fn.get("name").as_string();
+            }
+            if (name.empty() && list[i].get("tool_call_id").is_string())
+                name = list[i].get("tool_call_id").as_string();
+            jinja_value entry = jinja_value::dict();
+            entry.set("name", jinja_value(name));
+            entry.set("response", response.is_undefined() ? jinja_value::none() : response);
+            responses.push_back(entry);
+        }
+        jinja_value merged = jinja_value::dict();
+        merged.set("role", jinja_value(std::string("assistant")));
+        merged.set("tool_calls", calls);
+        if (!responses.as_list().empty()) merged.set("tool_responses", responses);
+        if (i < list.size() && is_role(list[i], "assistant") && !has_tool_calls(list[i]) &&
+            has_content(list[i])) {
+            merged.set("content", list[i].get("content"));
+            ++i;
+        }
+        if (calling.get("reasoning_content").is_string())
+            merged.set("reasoning_content", calling.get("reasoning_content"));
+        out.push_back(merged);
+    }
+    return out;
+}
+
+// The first Gemma 4 templates: they call tools as '<|tool_call>call:' and lack the later ones'
+// OpenAI Chat Completions section (which reads role "tool" messages itself).
+bool reads_gemma4_tool_responses(const std::string &source) {
+    return source.find("'<|tool_call>call:'") != std::string::npos &&
+           source.find("{#- OpenAI Chat Completions:") == std::string::npos;
+}
+
 }  // namespace
 
 std::optional<jinja_value> jinja_parse_json(std::string_view text) {
@@ -252,13 +330,21 @@ jinja_value prepare_chat_messages(const jinja_value &messages, bool object_argum
 
 std::string render_chat_request(const jinja_template &tmpl, const chat_request &request,
                                 const chat_template_tokens &tokens) {
+    const bool gemma4_tool_turns = reads_gemma4_tool_responses(tmpl.source());
+    const auto ready = [&](bool object_arguments) {
+        jinja_value messages = prepare_chat_messages(request.messages, object_arguments);
+        return gemma4_tool_turns ? merge_gemma4_tool_turns(messages) : messages;
+    };
     jinja_chat_params params;
-    params.messages = prepare_chat_messages(request.messages, true);
+    params.messages = ready(true);
     params.tools = request.tools;
     params.add_generation_prompt = request.add_generation_prompt;
     params.bos_token = tokens.bos;
     params.eos_token = tokens.eos;
     params.extra = jinja_value::dict();
+    // thinking is on for a template that thinks when asked, unless the request turns it off, as in
+    // the reference (Qwen3.5's and Gemma 4's templates open a thought only when it is given and true)
+    params.extra.set("enable_thinking", jinja_value(chat_template_thinks_when_asked(tmpl, tokens)));
     if (request.kwargs.is_dict())
         for (const auto &[k, v] : request.kwargs.as_dict().items) params.extra.set(k, v);
     if (!request.strftime_now.is_undefined()) params.extra.set("strftime_now", request.strftime_now);
@@ -267,7 +353,7 @@ std::string render_chat_request(const jinja_template &tmpl, const chat_request &
         text = jinja_render_chat(tmpl, params);
     } catch (const jinja_error &) {
         // a template that joins the arguments as text (DeepSeek V3.1's '+'): the arguments as sent
-        const jinja_value as_sent = prepare_chat_messages(request.messages, false);
+        const jinja_value as_sent = ready(false);
         if (jinja_equal(as_sent, params.messages)) throw;
         params.messages = as_sent;
         text = jinja_render_chat(tmpl, params);

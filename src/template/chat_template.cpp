@@ -263,6 +263,34 @@ bool chat_template_is_jinja(std::string_view tmpl) {
     return tmpl.find("{%") != std::string_view::npos || tmpl.find("{{") != std::string_view::npos;
 }
 
+bool chat_template_thinks_when_asked(const jinja_template &tmpl, const chat_template_tokens &tokens) {
+    jinja_value user = jinja_value::dict();
+    user.set("role", jinja_value(std::string("user")));
+    user.set("content", jinja_value(std::string("test")));
+    jinja_chat_params params;
+    params.messages.push_back(user);
+    params.add_generation_prompt = true;
+    params.bos_token = tokens.bos;
+    params.eos_token = tokens.eos;
+    std::string off, on;
+    try {
+        params.extra = jinja_value::dict();
+        params.extra.set("enable_thinking", jinja_value(false));
+        off = jinja_render_chat(tmpl, params);
+        params.extra.set("enable_thinking", jinja_value(true));
+        on = jinja_render_chat(tmpl, params);
+    } catch (const jinja_error &) {
+        return false;
+    }
+    size_t start = 0;
+    while (start < off.size() && start < on.size() && off[start] == on[start]) ++start;
+    size_t end = 0;
+    while (end < off.size() - start && end < on.size() - start &&
+           off[off.size() - 1 - end] == on[on.size() - 1 - end])
+        ++end;
+    return (off.size() - start - end) + (on.size() - start - end) > 1;
+}
+
 std::string render_chat_template(std::string_view tmpl, const std::vector<chat_message> &msgs,
                                  bool add_assistant_prompt, const chat_template_tokens &tokens) {
     const jinja_template parsed(tmpl);
@@ -276,6 +304,8 @@ std::string render_chat_template(std::string_view tmpl, const std::vector<chat_m
     params.add_generation_prompt = add_assistant_prompt;
     params.bos_token = tokens.bos;
     params.eos_token = tokens.eos;
+    params.extra = jinja_value::dict();
+    params.extra.set("enable_thinking", jinja_value(chat_template_thinks_when_asked(parsed, tokens)));
     std::string text = jinja_render_chat(parsed, params);
     // the tokenizer adds BOS: a template that writes it too would give two
     if (!tokens.bos.empty() && text.compare(0, tokens.bos.size(), tokens.bos) == 0)

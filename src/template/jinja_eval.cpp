@@ -1621,7 +1621,7 @@ std::string evaluate(const program &prog, const jinja_value &context, const jinj
 namespace weft {
 
 jinja_template::jinja_template(std::string_view source, jinja_options options)
-    : program_(jinja_detail::parse(source, options)), options_(options) {}
+    : program_(jinja_detail::parse(source, options)), options_(options), source_(source) {}
 jinja_template::~jinja_template() = default;
 jinja_template::jinja_template(jinja_template &&) noexcept = default;
 jinja_template &jinja_template::operator=(jinja_template &&) noexcept = default;

@@ -14,6 +14,9 @@ namespace {
 
 constexpr std::string_view think_open = "<think>";
 constexpr std::string_view think_close = "</think>";
+// Gemma 4's thought channel: the template writes an empty one when thinking is off
+constexpr std::string_view gemma4_thought_open = "<|channel>thought";
+constexpr std::string_view gemma4_thought_close = "<channel|>";
 constexpr std::string_view harmony_message = "<|message|>";
 constexpr std::string_view harmony_channel = "<|channel|>";
 constexpr std::string_view harmony_start = "<|start|>";
@@ -82,16 +85,22 @@ std::optional<reasoning_format> reasoning_format_from_name(std::string_view name
 reasoning_style reasoning_style_of(std::string_view chat_template, std::string_view prompt) {
     reasoning_style style;
     if (chat_template.find(harmony_channel) != std::string_view::npos &&
-        chat_template.find(harmony_message) != std::string_view::npos)
+        chat_template.find(harmony_message) != std::string_view::npos) {
         style.syntax = reasoning_syntax::harmony;
-    else if (chat_template.find(think_close) != std::string_view::npos ||
-             chat_template.find(think_open) != std::string_view::npos ||
-             chat_template_from_name(chat_template) == chat_template_kind::deepseek3)
+    } else if (chat_template.find(gemma4_thought_open) != std::string_view::npos &&
+               chat_template.find(gemma4_thought_close) != std::string_view::npos) {
         style.syntax = reasoning_syntax::think_tags;
+        style.open_tag = gemma4_thought_open;
+        style.close_tag = gemma4_thought_close;
+    } else if (chat_template.find(think_close) != std::string_view::npos ||
+               chat_template.find(think_open) != std::string_view::npos ||
+               chat_template_from_name(chat_template) == chat_template_kind::deepseek3) {
+        style.syntax = reasoning_syntax::think_tags;
+    }
     if (style.syntax == reasoning_syntax::think_tags) {
         size_t end = prompt.size();
         while (end > 0 && is_space(prompt[end - 1])) --end;
-        style.starts_in_thought = prompt.substr(0, end).ends_with(think_open);
+        style.starts_in_thought = prompt.substr(0, end).ends_with(style.open_tag);
         if (style.starts_in_thought) style.thought_prefix = std::string(prompt.substr(end));
     }
     return style;
@@ -129,23 +138,23 @@ struct reasoning_splitter::state {
         for (;;) {
             switch (think_phase) {
                 case phase::opening:
-                    if (!at_end && could_become(held, think_open)) return;
-                    if (held.starts_with(think_open)) {
-                        held.erase(0, think_open.size());
+                    if (!at_end && could_become(held, style.open_tag)) return;
+                    if (held.starts_with(style.open_tag)) {
+                        held.erase(0, style.open_tag.size());
                         think_phase = phase::thought;
                     } else {
                         think_phase = phase::answer;
                     }
                     continue;
                 case phase::thought: {
-                    const size_t at = held.find(think_close);
+                    const size_t at = held.find(style.close_tag);
                     if (at != std::string::npos) {
                         thought(std::string_view(held).substr(0, at), out);
-                        held.erase(0, at + think_close.size());
+                        held.erase(0, at + style.close_tag.size());
                         think_phase = phase::after_thought;
                         continue;
                     }
-                    const size_t keep = at_end ? 0 : partial_suffix(held, think_close);
+                    const size_t keep = at_end ? 0 : partial_suffix(held, style.close_tag);
                     thought(std::string_view(held).substr(0, held.size() - keep), out);
                     held.erase(0, held.size() - keep);
                     return;
@@ -261,7 +270,7 @@ struct reasoning_splitter::state {
     reasoning_split step(std::string_view text, bool at_end) {
         reasoning_split out;
         const bool legacy = format == reasoning_format::deepseek_legacy;
-        if (legacy && !legacy_opened && style.starts_in_thought) out.content += think_open;  // as written
+        if (legacy && !legacy_opened && style.starts_in_thought) out.content += style.open_tag;  // as written
         legacy_opened = true;
         if (raw() || legacy) out.content += text;
         if (raw()) return out;

@@ -1,5 +1,6 @@
-// tests/template/test_chat_reference.cpp — the chat templates of the reasoning families (gpt-oss's
-// harmony, Qwen3, DeepSeek R1 and V3.1, GLM-4.5, LFM2) rendered by render_chat_request, the path
+// tests/template/test_chat_reference.cpp — the chat templates of the 2026 families (gpt-oss's
+// harmony, Qwen3, DeepSeek R1 and V3.1, GLM-4.5, LFM2, Gemma 4, SmolLM3, Granite 4.0-H, Qwen3.5,
+// Llama 4) rendered by render_chat_request, the path
 // `weft serve` takes, byte for byte as the 2026 reference server renders them (its /apply-template
 // answers for the same request bodies, recorded by tests/template/jinja/reference/record.sh).
 #include <gtest/gtest.h>
@@ -74,7 +75,7 @@ TEST(ChatTemplateReference, ReasoningFamiliesRenderAsTheReference) {
             ++compared;
         }
     }
-    EXPECT_EQ(compared, 6 * 9);
+    EXPECT_EQ(compared, 11 * 9);
 }
 
 TEST(ChatTemplateReference, ToolCallArgumentsBecomeObjects) {

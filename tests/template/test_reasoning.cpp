@@ -185,6 +185,24 @@ TEST(Reasoning, StreamedAsWhole) {
     for (const char *r : harmony_replies) expect_streams_alike(r, harmony, reasoning_format::deepseek);
 }
 
+// Gemma 4 thinks in a channel: "<|channel>thought\n...<channel|>answer"; with thinking off its
+// template closes an empty one in the prompt, and the reply is all answer.
+TEST(Reasoning, Gemma4ThoughtChannel) {
+    const std::string tmpl = "{{- '<|turn>model\\n' -}}{{- '<|channel>thought\\n<channel|>' -}}";
+    const reasoning_style on = reasoning_style_of(tmpl, "<|turn>model\n");
+    EXPECT_EQ(on.syntax, reasoning_syntax::think_tags);
+    EXPECT_FALSE(on.starts_in_thought);
+    const std::string reply = "<|channel>thought\nThe user greets.<channel|>Hello!";
+    const reasoning_split split = split_reasoning(reply, on, reasoning_format::automatic);
+    EXPECT_EQ(split.reasoning, "The user greets.");
+    EXPECT_EQ(split.content, "Hello!");
+    expect_streams_alike(reply, on, reasoning_format::automatic);
+    const reasoning_style off = reasoning_style_of(tmpl, "<|turn>model\n<|channel>thought\n<channel|>");
+    EXPECT_FALSE(off.starts_in_thought);
+    EXPECT_EQ(split_reasoning("Hello!", off, reasoning_format::automatic).content, "Hello!");
+    EXPECT_EQ(split_reasoning(reply, on, reasoning_format::none).content, reply);
+}
+
 TEST(Reasoning, StyleFromTemplate) {
     EXPECT_EQ(reasoning_style_of("{{ '<|start|>assistant<|channel|>final<|message|>' }}", "").syntax,
               reasoning_syntax::harmony);

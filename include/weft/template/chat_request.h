@@ -36,7 +36,10 @@ struct chat_request {
 // eos_token; one leading BOS the template writes is removed (the tokenizer adds it), as the
 // reference does. Tool call arguments go in as objects, which most templates expect (tojson,
 // items()); a template that fails with them is rendered again with the arguments as sent (those
-// that join them as text, as the reference finds by probing the template). Throws jinja_error.
+// that join them as text, as the reference finds by probing the template). enable_thinking is
+// given as chat_template_thinks_when_asked says (the kwargs may override it), and for Gemma 4's first
+// template each assistant(tool calls) -> tool... -> assistant run becomes one turn with
+// `tool_responses`, as the reference's workaround makes it. Throws jinja_error.
 std::string render_chat_request(const jinja_template &tmpl, const chat_request &request,
                                 const chat_template_tokens &tokens);
 

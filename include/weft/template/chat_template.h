@@ -66,8 +66,18 @@ struct chat_template_tokens {
 // Whether `tmpl` is Jinja text (it has "{%" or "{{"), as opposed to a family name or "".
 bool chat_template_is_jinja(std::string_view tmpl);
 
+// Whether the template thinks when asked to, as the reference decides whether to give it
+// enable_thinking = true (a template it finds a reasoning section in) or false: the reference
+// renders one user turn with enable_thinking false and true and looks for the tag the difference
+// makes; this is that test in short: the two renderings differ by more than one character once
+// their common start and end are taken away (DeepSeek V3.1's "</think>" against "<think>" is no
+// section to it). Where they do not differ the value cannot change a prompt.
+class jinja_template;
+bool chat_template_thinks_when_asked(const jinja_template &tmpl, const chat_template_tokens &tokens);
+
 // Renders the Jinja template `tmpl` with the interpreter: messages (role, content),
-// add_generation_prompt, bos_token and eos_token. One leading BOS the template writes is removed,
+// add_generation_prompt, bos_token, eos_token and enable_thinking (as
+// chat_template_thinks_when_asked says). One leading BOS the template writes is removed,
 // as the tokenizer adds BOS itself. Throws jinja_error (weft/template/jinja.h: a syntax error, a
 // failed render, or the template's own raise_exception).
 std::string render_chat_template(std::string_view tmpl, const std::vector<chat_message> &msgs,

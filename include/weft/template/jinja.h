@@ -186,9 +186,13 @@ class jinja_template {
     // `context` is a dict of variables (or undefined for none). Throws jinja_error.
     std::string render(const jinja_value &context) const;
 
+    // The template's text, as given (the chat request code recognises a few families by it).
+    const std::string &source() const { return source_; }
+
   private:
     std::unique_ptr<jinja_detail::program> program_;
     jinja_options options_;
+    std::string source_;
 };
 
 // Parse and render in one step.

@@ -1,6 +1,7 @@
 // weft/template/reasoning.h — a reply split into its reasoning (the model's thoughts) and its
 // content (the answer), as the reference server's --reasoning-format does: <think>...</think> for
-// the templates that teach it (DeepSeek R1 / V3.1, Qwen3, GLM-4.5, SmolLM3 ...), including those
+// the templates that teach it (DeepSeek R1 / V3.1, Qwen3, GLM-4.5, SmolLM3 ...; Gemma 4's
+// <|channel>thought...<channel|> alike), including those
 // whose generation prompt opens the thought so the reply starts inside it, and gpt-oss's harmony
 // channels (analysis: reasoning, final: content, commentary to=functions.NAME: a tool call).
 // One splitter serves whole replies and streams alike: fed piece by piece it gives the same split as
@@ -38,6 +39,9 @@ struct reasoning_style {
     bool starts_in_thought = false;  // think_tags: the prompt ends with the opening tag
     // starts_in_thought: the prompt's whitespace after that tag, which the thought begins with
     std::string thought_prefix;
+    // think_tags: the tags around a thought (Gemma 4 writes "<|channel>thought" ... "<channel|>")
+    std::string open_tag = "<think>";
+    std::string close_tag = "</think>";
 };
 
 // The style of a chat template's replies (its Jinja text or family name), and, from the rendered

@@ -15,6 +15,11 @@
 # openai-gpt-oss-120b.jinja); deepseek-v3.1.jinja, glm-4.5.jinja and lfm2.jinja are llama.cpp's
 # models/templates/deepseek-ai-DeepSeek-V3.1.jinja, glm_4_5.jinja and llama-cpp-lfm2.jinja;
 # qwen3.jinja (Qwen/Qwen3-8B) and deepseek-r1.jinja (DeepSeek-R1-Distill) were checked in before.
+# gemma4.jinja is llama.cpp's models/templates/gemma4.jinja; smollm3.jinja is HuggingFaceTB/SmolLM3-3B's;
+# granite4.jinja is the tokenizer.chat_template of a granite-4.0-h GGUF (6418 bytes); qwen3.5.jinja is
+# that of Qwen3.5-0.8B's GGUF; llama4.jinja is meta-llama/Llama-4-Scout's (as transformers keeps it).
+# (Mistral Small 3.1's template is not here: this reference refuses it at start, "lexer: unknown
+# escape character \" for the backslash-newline inside its strings.)
 set -euo pipefail
 
 build=${1:?usage: record.sh BUILD_DIR}
@@ -48,13 +53,13 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 model="$work/model.gguf"
 "$weft" synth "$model" --arch llama --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7 >/dev/null
 
-names=(gpt-oss qwen3 deepseek-r1 deepseek-v3.1 glm-4.5 lfm2)
+names=(gpt-oss qwen3 deepseek-r1 deepseek-v3.1 glm-4.5 lfm2 gemma4 smollm3 granite4 qwen3.5 llama4)
 rm -f "$here"/expected/*
 for name in "${names[@]}"; do
     "$reference/llama-server" -m "$model" --jinja --chat-template-file "$templates/$name.jinja" \
         --port "$port" --no-webui -c 512 -t 1 >"$work/server.log" 2>&1 &
     server_pid=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do
         curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
         sleep 0.1
     done
