@@ -1,7 +1,10 @@
 // src/model/arch_bert.cpp — BERT, an encoder for embeddings: token + token-type (type 0) + learned
 // position embeddings, a LayerNorm of their sum, then post-norm blocks (attention over the whole
 // sequence, with biases; residual add; LayerNorm; GELU FFN with biases; residual add; LayerNorm).
-// The output rows are the last hidden states; pooling (mean, CLS ...) is the caller's.
+// The output rows are the last hidden states; pooling (mean, CLS ...) is the caller's. A reranker
+// (pooling rank) ends with its classification head on every output row instead, dense + tanh then
+// the output layer (cls, cls.output), so that a row is the scores of the sequence its token starts
+// when the caller asks for the first token of each (the reference's rank pooling).
 #include <cmath>
 
 #include "model/architecture.h"
@@ -32,6 +35,13 @@ class arch_bert final : public architecture {
         w.pos_embd = tl.create("position_embd.weight", {n_embd, hp.n_ctx_train});
         w.tok_norm = tl.create("token_embd_norm.weight", {n_embd});
         w.tok_norm_b = tl.create("token_embd_norm.bias", {n_embd});
+        // The head: both layers optional in the reference's bert (a head of one layer is cls.output
+        // alone), but a reranker needs its output layer.
+        w.cls = tl.create_optional("cls.weight", {n_embd, n_embd});
+        w.cls_b = tl.create_optional("cls.bias", {n_embd});
+        w.cls_out = hp.ranks() ? tl.create("cls.output.weight", {n_embd, hp.n_cls_out})
+                               : tl.create_optional("cls.output.weight", {n_embd, hp.n_cls_out});
+        w.cls_out_b = tl.create_optional("cls.output.bias", {hp.n_cls_out});
         w.layers.resize(size_t(hp.n_layer));
         for (int64_t il = 0; il < hp.n_layer; ++il) {
             layer_weights &l = w.layers[size_t(il)];
@@ -79,7 +89,19 @@ class arch_bert final : public architecture {
             cur = b.named(add(b.ctx, cur, ffn_inp), "ffn_res", il);
             x = b.build_norm(cur, l.ffn_post_norm, "l_out", il, l.ffn_post_norm_b);
         }
+        if (hp.ranks() && b.last_stage()) x = build_classifier_head(b, x);
         return b.finish_hidden(x);
+    }
+
+  private:
+    // out · tanh(cls · x + cls_b) + out_b on the output rows x: [n_cls_out, n_outputs]
+    static tensor *build_classifier_head(graph_builder &b, tensor *x) {
+        const model_weights &w = b.w;
+        if (w.cls) {
+            x = b.build_mm(w.cls, x, w.cls_b, "cls_dense", -1);
+            x = b.named(tanh(b.ctx, x), "cls_tanh");
+        }
+        return b.build_mm(w.cls_out, x, w.cls_out_b, "cls_out", -1);
     }
 };
 

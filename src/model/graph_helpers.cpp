@@ -404,7 +404,7 @@ tensor *graph_builder::select_outputs(tensor *x) {
 
 graph_inputs graph_builder::finish_hidden(tensor *x) {
     if (!last_stage()) return finish_stage(x);
-    tensor *cur = named(select_outputs(x), "result_embd");
+    tensor *cur = named(x, "result_embd");
     cur->flags |= tensor_flag_output;
     inputs_.logits = cur;
     build_forward_expand(gf, cur);

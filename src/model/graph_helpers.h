@@ -129,7 +129,8 @@ class graph_builder {
     // soft-capped when hp.final_softcap > 0; marks the logits as the graph's output, expands the
     // graph and returns the inputs.
     graph_inputs finish(tensor *x, float logit_mult = 1.0f);
-    // An encoder's end: the output rows of x (the last hidden states) are the graph's output.
+    // An encoder's end: x, its output rows (the last block keeps only those: select_outputs), is
+    // the graph's output.
     graph_inputs finish_hidden(tensor *x);
     // Both finish and finish_hidden, on a stage before the last: x itself (every token's row) is
     // the output, handed to the next stage.

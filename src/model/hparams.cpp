@@ -203,9 +203,14 @@ model_hparams read_hparams(const gguf_file &f, const std::string &arch) {
 
     hp.causal_attn = f.get_bool(r.key("attention.causal")).value_or(true);
     hp.pooling_type = int32_t(r.int_or("pooling_type", 0));
-    if (hp.pooling_type < 0 || hp.pooling_type > 3)
+    if (hp.pooling_type < 0 || hp.pooling_type > model_hparams::pooling_rank)
         r.fail("pooling_type",
-               std::to_string(hp.pooling_type) + " is not supported (0 none, 1 mean, 2 cls, 3 last)");
+               std::to_string(hp.pooling_type) + " is not supported (0 none, 1 mean, 2 cls, 3 last, 4 rank)");
+    if (const auto *labels = f.get_string_array(r.key("classifier.output_labels"))) {
+        if (labels->empty())
+            r.fail("classifier.output_labels", "is empty (a classifier has at least one output)");
+        hp.n_cls_out = int64_t(labels->size());
+    }
     hp.n_swa = r.int_or("attention.sliding_window", 0);
     if (hp.n_swa < 0)
         r.fail("attention.sliding_window", "must not be negative, is " + std::to_string(hp.n_swa));

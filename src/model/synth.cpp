@@ -279,6 +279,7 @@ const synth_arch synth_archs[] = {
     {.name = "qwen35", .head_qk_norm = true, .partial_rope = true},
     {.name = "qwen35moe", .head_qk_norm = true, .partial_rope = true},
     {.name = "gemma4"},  // windows, shared KV layers, per-layer inputs: see plan_gemma4_tensors
+    {.name = "bert"},    // an encoder (embeddings; a reranker with --reranker): see plan_bert_tensors
 };
 
 const synth_arch *find_synth_arch(const std::string &name) {
@@ -642,7 +643,99 @@ std::vector<synth_tensor> plan_gemma4_tensors(const synth_spec &s) {
     return ts;
 }
 
+// BERT: token, type and position embeddings and their LayerNorm, post-LayerNorm blocks with biases
+// everywhere (attention, GELU FFN), no output matrix; a reranker's classification head (cls: dense
+// then tanh, cls.output: one score). Position and type embeddings stay f32 (as the reference's
+// quantizer keeps them).
+std::vector<synth_tensor> plan_bert_tensors(const synth_spec &s) {
+    const auto f32 = dtype::f32;
+    auto amp = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
+    std::vector<synth_tensor> ts;
+    auto layer_norm = [&](const std::string &name) {
+        ts.push_back({name + ".weight", {s.n_embd}, f32, 1.0f, 0.2f});
+        ts.push_back({name + ".bias", {s.n_embd}, f32, 0.0f, 0.1f});
+    };
+    auto matrix = [&](const std::string &name, int64_t in, int64_t out) {
+        ts.push_back({name + ".weight", {in, out}, s.type, 0.0f, amp(in)});
+        ts.push_back({name + ".bias", {out}, f32, 0.0f, 0.1f});
+    };
+    ts.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, s.type, 0.0f, 1.0f});
+    ts.push_back({"token_types.weight", {s.n_embd, 2}, f32, 0.0f, 0.5f});
+    ts.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, f32, 0.0f, 0.5f});
+    layer_norm("token_embd_norm");
+    for (int64_t il = 0; il < s.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        matrix(p + "attn_q", s.n_embd, s.n_embd);
+        matrix(p + "attn_k", s.n_embd, s.n_embd);
+        matrix(p + "attn_v", s.n_embd, s.n_embd);
+        matrix(p + "attn_output", s.n_embd, s.n_embd);
+        layer_norm(p + "attn_output_norm");
+        matrix(p + "ffn_up", s.n_embd, s.n_ff);
+        matrix(p + "ffn_down", s.n_ff, s.n_embd);
+        layer_norm(p + "layer_output_norm");
+    }
+    if (s.reranker) {
+        matrix("cls", s.n_embd, s.n_embd);
+        matrix("cls.output", s.n_embd, 1);
+    }
+    return ts;
+}
+
+// A WordPiece ("bert") vocabulary in the reference's layout: [PAD] 0, [unused*], [UNK] 100, [CLS]
+// 101, [SEP] 102, [MASK] 103, then word starts ("▁" + piece: punctuation, digits, letters, letter
+// pairs and triples) and continuations (the bare pieces), alternating, so that any ASCII text
+// tokenizes without [UNK].
+synth_vocab make_wpm_vocab(int64_t n_vocab) {
+    synth_vocab v;
+    auto push = [&](const std::string &t, int32_t type) {
+        v.tokens.push_back(t);
+        v.types.push_back(type);
+    };
+    push("[PAD]", 3);
+    for (int i = 0; i < 99; ++i) push("[unused" + std::to_string(i) + "]", 1);
+    for (const char *t : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) push(t, 3);
+    const std::string space = "\xE2\x96\x81";
+    std::vector<std::string> pieces;
+    for (char c : std::string("0123456789.,!?'\"-:;()")) pieces.push_back(std::string(1, c));
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    for (char c : letters) pieces.push_back(std::string(1, c));
+    for (char a : letters)
+        for (char b : letters) pieces.push_back(std::string{a, b});
+    for (char a : letters)
+        for (char b : letters)
+            for (char c : letters) pieces.push_back(std::string{a, b, c});
+    for (const std::string &p : pieces) {
+        for (const std::string &t : {space + p, p})
+            if (int64_t(v.tokens.size()) < n_vocab) push(t, 1);
+    }
+    for (int64_t i = 0; int64_t(v.tokens.size()) < n_vocab; ++i) push(space + "w" + std::to_string(i), 1);
+    return v;
+}
+
+std::vector<synth_tensor> plan_tensors(const synth_spec &s);
+
+// The WordPiece vocabulary of make_wpm_vocab with BERT's special ids (the reference's defaults),
+// then every tensor.
+void synth_fill_bert_vocab_and_tensors(const synth_spec &s, gguf_writer &w) {
+    const synth_vocab v = make_wpm_vocab(s.n_vocab);
+    w.set_string("tokenizer.ggml.model", "bert");
+    w.set_string("tokenizer.ggml.pre", "default");
+    w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+    w.set_array("tokenizer.ggml.token_type", gguf_type::i32, v.types.data(), v.types.size());
+    w.set_u32("tokenizer.ggml.unknown_token_id", 100);
+    w.set_u32("tokenizer.ggml.padding_token_id", 0);
+    w.set_u32("tokenizer.ggml.seperator_token_id", 102);  // the key's spelling in the format
+    w.set_u32("tokenizer.ggml.mask_token_id", 103);
+    w.set_u32("tokenizer.ggml.cls_token_id", 101);
+    w.set_u32("tokenizer.ggml.token_type_count", 2);
+    for (const synth_tensor &t : plan_tensors(s))
+        w.add_tensor_fill(t.name, t.type, t.ne, [t, seed = s.seed](uint8_t *dst, size_t nbytes) {
+            fill_tensor(t, seed, dst, nbytes);
+        });
+}
+
 std::vector<synth_tensor> plan_tensors(const synth_spec &s) {
+    if (s.arch == "bert") return plan_bert_tensors(s);
     if (s.arch == "mamba") return plan_mamba_tensors(s);
     if (s.arch == "gemma4") return plan_gemma4_tensors(s);
     if (is_delta_net_arch(s.arch)) return plan_delta_net_tensors(s);
@@ -785,6 +878,10 @@ void synth_check(const synth_spec &s) {
     require(s.arch != "gemma4" || (s.n_embd % 2 == 0 && head_dim_of(s) % 4 == 0),
             "synth: gemma4 needs an even embd and a head size that is a multiple of 4");
     require(s.n_vocab >= 260, "synth: vocab must be at least 260 (3 special tokens, 256 bytes, one piece)");
+    require(!s.reranker || s.arch == "bert", "synth: a reranker is a bert (--arch bert --reranker)");
+    require(s.arch != "bert" || s.head_dim == 0 || s.head_dim * s.n_head == s.n_embd,
+            "synth: bert's heads split embd (head-dim must be embd / heads)");
+    require(s.arch != "bert" || s.n_expert == 0, "synth: bert has no experts");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
     for (const synth_tensor &t : plan_tensors(s))
@@ -830,6 +927,16 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
         w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
         if (s.ssm_dt_b_c_rms) w.set_bool(a + ".ssm.dt_b_c_rms", true);
         return synth_fill_vocab_and_tensors(s, w);
+    }
+    if (a == "bert") {  // an encoder: attention both ways, LayerNorm, pooling mean or (a reranker) rank
+        w.set_u32(a + ".feed_forward_length", uint32_t(s.n_ff));
+        w.set_u32(a + ".attention.head_count", uint32_t(s.n_head));
+        w.set_u32(a + ".attention.head_count_kv", uint32_t(s.n_head));
+        w.set_f32(a + ".attention.layer_norm_epsilon", 1e-12f);
+        w.set_bool(a + ".attention.causal", false);
+        w.set_u32(a + ".pooling_type", s.reranker ? 4u : 1u);
+        if (s.reranker) w.set_string_array(a + ".classifier.output_labels", {"LABEL_0"});
+        return synth_fill_bert_vocab_and_tensors(s, w);
     }
     if (a == "gemma4") {  // per-layer FFN widths, KV heads and windows; see plan_gemma4_tensors
         const synth_gemma4 g = gemma4_of(s);

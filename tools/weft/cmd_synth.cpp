@@ -97,6 +97,9 @@ int synth_main(int argc, char **argv) {
                    "gemma2, gemma3, phi3: the attention window (-1: 4; 0: none, not for gemma3)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
+    app.add_flag("--reranker", s.reranker,
+                 "bert: a reranker (pooling rank and a classification head, cls + cls.output), for `weft "
+                 "serve --reranking` and `weft embed --rerank`");
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
     std::string lora_out;
     int64_t lora_rank = 8;

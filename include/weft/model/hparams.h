@@ -80,11 +80,17 @@ struct model_hparams {
     float final_softcap = 0.0f;  // <arch>.final_logit_softcapping
 
     // Encoders (bert): attention over the whole sequence, and hidden states out instead of logits.
-    bool causal_attn = true;   // <arch>.attention.causal
-    bool encoder = false;      // by architecture: the output rows are n_embd hidden states
-    int32_t pooling_type = 0;  // <arch>.pooling_type: 0 none, 1 mean, 2 CLS (first token), 3 last
-    // The width of an output row: n_vocab logits, or n_embd for an encoder.
-    int64_t n_output() const { return encoder ? n_embd : n_vocab; }
+    bool causal_attn = true;  // <arch>.attention.causal
+    bool encoder = false;     // by architecture: the output rows are n_embd hidden states
+    // <arch>.pooling_type: 0 none, 1 mean, 2 CLS (first token), 3 last, 4 rank (a reranker: the
+    // classification head on the first token's row, n_cls_out scores)
+    int32_t pooling_type = 0;
+    static constexpr int32_t pooling_rank = 4;
+    bool ranks() const { return encoder && pooling_type == pooling_rank; }
+    int64_t n_cls_out = 1;  // the classification head's outputs: <arch>.classifier.output_labels' count
+    // The width of an output row: n_vocab logits, n_embd hidden states for an encoder, or a
+    // reranker's n_cls_out scores (its head applied to every output row).
+    int64_t n_output() const { return ranks() ? n_cls_out : encoder ? n_embd : n_vocab; }
 
     bool is_swa(int64_t il) const {
         return n_swa > 0 && size_t(il) < swa_layers.size() && swa_layers[size_t(il)];

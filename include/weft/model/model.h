@@ -171,6 +171,11 @@ struct model_weights {
     tensor *pos_embd = nullptr;       // [n_embd, n_ctx_train] learned position embeddings (bert)
     tensor *tok_norm = nullptr;       // [n_embd] norm of the input embeddings (bert)
     tensor *tok_norm_b = nullptr;
+    // A reranker's classification head (bert with pooling rank): out · tanh(cls · x + cls_b) + out_b
+    tensor *cls = nullptr;         // [n_embd, n_embd] "cls.weight"
+    tensor *cls_b = nullptr;       // [n_embd]
+    tensor *cls_out = nullptr;     // [n_embd, n_cls_out] "cls.output.weight"
+    tensor *cls_out_b = nullptr;   // [n_cls_out]
     tensor *rope_freqs = nullptr;  // optional f32 [n_rot / 2] frequency factors (Llama 3.1)
     // gemma4's per-layer inputs (hparams n_embd_per_layer): per token n_layer vectors looked up here,
     // plus a projection of the embeddings normed by per_layer_proj_norm
@@ -225,7 +230,9 @@ struct graph_inputs {
     tensor *kv_pos = nullptr;        // i32 [n_kv]: the position of each cache cell (-1: empty)
     tensor *attn_scale = nullptr;    // f32 [1, 1, n_tokens]: hparams.attn_temperature of each position
     tensor *out_ids = nullptr;       // i32 [n_outputs]: rows of the ubatch whose logits are computed
-    tensor *rs_slots = nullptr;      // i32 [n_seqs]: the state row of each sequence (recurrent models)
+    tensor *rs_slots = nullptr;      // i32 [n_seqs]: the state row each sequence reads (recurrent models)
+    tensor *rs_slots_out = nullptr;  // i32 [n_seqs]: the state row each sequence's new state goes to
+    tensor *rs_columns = nullptr;    // i32 [2, n_seqs]: both, per sequence (the in-place ssm ops' rows)
     tensor *rs_token_seq = nullptr;  // i32 [n_tokens]: each token's sequence, an index into rs_slots
     tensor *lora_scales = nullptr;   // f32 [n_adapters]: each LoRA adapter's scale (when one applies)
     // f32 [n_vocab, n_outputs] (output); an encoder's hidden states [n_embd, ...]; a stage before the

@@ -11,8 +11,8 @@ namespace weft {
 class gguf_writer;
 
 struct synth_spec {
-    std::string arch = "llama";  // any architecture weft runs but bert (llama, qwen2moe, qwen3moe,
-                                 // deepseek2 and glm4moe take --experts)
+    std::string arch = "llama";  // any architecture weft runs (llama, qwen2moe, qwen3moe, deepseek2
+                                 // and glm4moe take --experts; bert: a WordPiece vocabulary, mean pooling)
     int64_t n_embd = 64;
     int64_t n_layer = 2;
     int64_t n_head = 4;
@@ -43,6 +43,8 @@ struct synth_spec {
     int64_t ssm_d_state = 16;
     int64_t ssm_d_conv = 4;
     bool ssm_dt_b_c_rms = false;  // mamba.ssm.dt_b_c_rms (Falcon-Mamba's RMS-normed dt, B, C)
+    // bert: a reranker (pooling rank, the classification head cls + cls.output, one label)
+    bool reranker = false;
 };
 
 // The architectures synth writes, comma-separated ("llama, qwen2, ..."), for help texts and checks.

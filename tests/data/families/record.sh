@@ -18,19 +18,9 @@ prompt="Once upon a time"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The reference's shared libraries are found by their versioned names; where a copy turned its
-# symbolic links into small text files naming the target, link them again in a folder of our own.
-libs="$work/lib"
-mkdir -p "$libs"
-for f in "$reference"/lib*.so*; do
-    name=$(basename "$f")
-    if [ "$(stat -c %s "$f")" -lt 64 ] && ! grep -q $'\x7fELF' "$f" 2>/dev/null; then
-        ln -s "$(cat "$f")" "$libs/$name"
-    else
-        ln -s "$(realpath "$f")" "$libs/$name"
-    fi
-done
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The reference's shared libraries by their versioned names (tests/common/reference-libs.sh).
+source tests/common/reference-libs.sh
+reference_libs "$work" "$reference"
 
 record() {
     local name=$1

@@ -36,19 +36,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The reference's shared libraries are found by their versioned names; where a copy turned its
-# symbolic links into small text files naming the target, link them again in a folder of our own.
-libs="$work/lib"
-mkdir -p "$libs"
-for f in "$reference"/lib*.so*; do
-    name=$(basename "$f")
-    if [ "$(stat -c %s "$f")" -lt 64 ] && ! grep -q $'\x7fELF' "$f" 2>/dev/null; then
-        ln -s "$(cat "$f")" "$libs/$name"
-    else
-        ln -s "$(realpath "$f")" "$libs/$name"
-    fi
-done
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The reference's shared libraries by their versioned names (tests/common/reference-libs.sh).
+source tests/common/reference-libs.sh
+reference_libs "$work" "$reference"
 
 model="$work/model.gguf"
 "$weft" synth "$model" --arch llama --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7 >/dev/null
