@@ -76,7 +76,7 @@ std::string profile_type_of(const tensor &node) {
     return "-";
 }
 
-void op_profile::add(const tensor &node, double ns) {
+void op_profile::add(const tensor &node, double ns, double busy_ns, int n_threads) {
     const node_cost c = estimate_node_cost(node);
     row &r = rows_[{op_name(node.op), profile_type_of(node)}];
     if (r.calls == 0) {
@@ -85,6 +85,8 @@ void op_profile::add(const tensor &node, double ns) {
     }
     ++r.calls;
     r.ns += ns;
+    r.thread_ns += double(n_threads) * ns;
+    r.busy_ns += busy_ns < 0 ? double(n_threads) * ns : busy_ns;
     r.bytes_read += c.bytes_read;
     r.bytes_written += c.bytes_written;
     r.flops += c.flops;
@@ -101,6 +103,25 @@ double op_profile::total_ns() const {
     return t;
 }
 
+namespace {
+double waiting_share(double busy_ns, double thread_ns) {
+    return thread_ns > 0 ? std::clamp(1.0 - busy_ns / thread_ns, 0.0, 1.0) : 0.0;
+}
+}  // namespace
+
+double op_profile::row::serial_fraction() const {
+    return waiting_share(busy_ns, thread_ns);
+}
+
+double op_profile::serial_fraction() const {
+    double busy = 0, threads = 0;
+    for (const auto &[key, r] : rows_) {
+        busy += r.busy_ns;
+        threads += r.thread_ns;
+    }
+    return waiting_share(busy, threads);
+}
+
 std::vector<op_profile::row> op_profile::rows() const {
     std::vector<row> v;
     for (const auto &[key, r] : rows_) v.push_back(r);
@@ -113,18 +134,24 @@ std::string op_profile::format(const std::string &title) const {
     const double steps = double(std::max<int64_t>(graphs_, 1));
     std::string out;
     char line[256];
-    std::snprintf(line, sizeof line, "%s: %lld graphs, %.2f ms per graph\n", title.c_str(),
-                  static_cast<long long>(graphs_), total / steps / 1e6);
+    std::snprintf(line, sizeof line,
+                  "%s: %lld graphs, %.2f ms per graph; threads waiting at barriers %.1f%% of their time\n",
+                  title.c_str(), static_cast<long long>(graphs_), total / steps / 1e6,
+                  100.0 * serial_fraction());
     out += line;
-    out += "| op | type | calls | total ms | ms/graph | share | MB read | MB written | GB/s | GFLOP/s |\n";
-    out += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    out +=
+        "| op | type | calls | total ms | ms/graph | share | serial | MB read | MB written | GB/s | GFLOP/s "
+        "|\n";
+    out += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (const row &r : rows()) {
         const double s = r.ns / 1e9;
-        std::snprintf(
-            line, sizeof line, "| %s | %s | %lld | %.2f | %.3f | %.1f%% | %.1f | %.1f | %.2f | %.2f |\n",
-            r.op.c_str(), r.type.c_str(), static_cast<long long>(r.calls), r.ns / 1e6, r.ns / steps / 1e6,
-            total > 0 ? 100.0 * r.ns / total : 0.0, r.bytes_read / 1e6, r.bytes_written / 1e6,
-            s > 0 ? (r.bytes_read + r.bytes_written) / s / 1e9 : 0.0, s > 0 ? r.flops / s / 1e9 : 0.0);
+        std::snprintf(line, sizeof line,
+                      "| %s | %s | %lld | %.2f | %.3f | %.1f%% | %.1f%% | %.1f | %.1f | %.2f | %.2f |\n",
+                      r.op.c_str(), r.type.c_str(), static_cast<long long>(r.calls), r.ns / 1e6,
+                      r.ns / steps / 1e6, total > 0 ? 100.0 * r.ns / total : 0.0, 100.0 * r.serial_fraction(),
+                      r.bytes_read / 1e6, r.bytes_written / 1e6,
+                      s > 0 ? (r.bytes_read + r.bytes_written) / s / 1e9 : 0.0,
+                      s > 0 ? r.flops / s / 1e9 : 0.0);
         out += line;
     }
     return out;

@@ -364,6 +364,33 @@ TEST(Context, ProfileCountsGraphsAndNodes) {
     EXPECT_GT(mul_mats, 0);
     EXPECT_GT(prof.total_ns(), 0.0);
     EXPECT_NE(prof.format("t").find("| attention | - | 4 |"), std::string::npos) << prof.format("t");
+    // two threads (params_with): each op's threads' time is twice its wall time, of which some was
+    // measured busy and the rest waiting
+    for (const auto &r : prof.rows()) {
+        EXPECT_DOUBLE_EQ(r.thread_ns, 2 * r.ns) << r.op;
+        EXPECT_GT(r.busy_ns, 0.0) << r.op;
+        EXPECT_GE(r.serial_fraction(), 0.0) << r.op;
+        EXPECT_LE(r.serial_fraction(), 1.0) << r.op;
+    }
+    EXPECT_NE(prof.format("t").find("| share | serial |"), std::string::npos) << prof.format("t");
+}
+
+// The serial fraction of an op: the share of its threads' time they spent waiting.
+TEST(Context, ProfileSerialFractionIsTheThreadsWaitingShare) {
+    tensor node{};
+    node.op = op_kind::add;
+    node.type = dtype::f32;
+    node.ne[0] = node.ne[1] = node.ne[2] = node.ne[3] = 1;
+    op_profile prof;
+    prof.add(node, 100.0, 100.0, 2);  // one of two threads busy all along: half the time waiting
+    ASSERT_EQ(prof.rows().size(), 1u);
+    EXPECT_DOUBLE_EQ(prof.rows()[0].serial_fraction(), 0.5);
+    prof.add(node, 100.0, 400.0, 4);  // four threads busy to the end
+    EXPECT_DOUBLE_EQ(prof.rows()[0].serial_fraction(), 1.0 - 500.0 / 600.0);
+    EXPECT_DOUBLE_EQ(prof.serial_fraction(), 1.0 - 500.0 / 600.0);
+    prof.reset();
+    prof.add(node, 100.0);  // busy time not measured: all threads taken as busy
+    EXPECT_DOUBLE_EQ(prof.serial_fraction(), 0.0);
 }
 
 }  // namespace

@@ -119,7 +119,8 @@ int bench_main(int argc, char **argv) {
     app.add_flag("--json", json, "print one JSON object instead of the table");
     app.add_flag("--profile", profile,
                  "time every op during the measured runs and print a table per test: op, weight type, "
-                 "calls, total ms, ms per graph, share, bytes read and written, GB/s, GFLOP/s");
+                 "calls, total ms, ms per graph, share, serial fraction (the share of the threads' time at "
+                 "the op spent waiting for the others), bytes read and written, GB/s, GFLOP/s");
     app.add_flag("--no-repack", no_repack,
                  "keep every weight in the file mapping (no interleaved copies of q4_0, q4_K, iq4_nl ...)");
     app.add_flag("--no-bandwidth", no_bandwidth, "skip measuring the machine's memory bandwidth");
@@ -289,8 +290,10 @@ int bench_main(int argc, char **argv) {
                                     {"share", prof.total_ns() > 0 ? r.ns / prof.total_ns() : 0.0},
                                     {"bytes_read", r.bytes_read},
                                     {"bytes_written", r.bytes_written},
-                                    {"flops", r.flops}});
-                return nlohmann::json{{"graphs", prof.graphs()}, {"ops", rows}};
+                                    {"flops", r.flops},
+                                    {"serial_fraction", r.serial_fraction()}});
+                return nlohmann::json{
+                    {"graphs", prof.graphs()}, {"serial_fraction", prof.serial_fraction()}, {"ops", rows}};
             };
             if (n_prompt > 0) j["profile"]["pp"] = rows_json(pp_profile);
             if (n_gen > 0) j["profile"]["tg"] = rows_json(tg_profile);

@@ -30,7 +30,10 @@ struct cpu_backend::impl {
     cpu::host_block counters;
 
     cpu::run_control control;
-    op_profile *profile = nullptr;  // filled by thread 0 when set
+    op_profile *profile = nullptr;  // filled after each run when set
+    // While profiling, per node of the graph: thread 0's wall time (compute and barrier; < 0: not
+    // computed in this run) and each thread's busy time (node i, thread ith at [i * nth + ith]).
+    std::vector<double> wall_ns, busy_ns;
 
     // How the threads walk a graph's nodes, planned before they start (plan_nodes).
     struct node_plan {
@@ -46,7 +49,7 @@ struct cpu_backend::impl {
     void poll_abort(size_t node_index);
     void check_graph(const graph &g) const;
     void plan_nodes(const graph &g);
-    void add_shared_profile(uint32_t first, int n, double ns);
+    void add_profile(const graph &g, size_t begin, size_t end);
     compute_status run_nodes(graph &g, size_t begin, size_t end);
     void compute_nodes(int ith, graph &g, size_t begin, size_t end);
 };
@@ -173,8 +176,13 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
         const node_plan &np = plan.empty() ? everyone : plan[i];
         if (np.shared == 0) continue;  // computed with an earlier product
         p.node_index = alone.node_index = i;
-        const bool timed = ith == 0 && profile != nullptr;
+        const bool timed = profile != nullptr;
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        const auto ns_since = [&t0] {
+            return double(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                    .count());
+        };
         try {
             if (np.alone) {
                 if (ith == 0) k.compute(alone, node);
@@ -190,29 +198,36 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
             // reach the barrier, or the other threads would wait there for ever
             control.report_failure(i, "[cpu] node " + node_label(node) + ": " + e.what());
         }
+        if (timed && (ith == 0 || !np.alone)) busy_ns[i * size_t(p.nth) + size_t(ith)] = ns_since();
         if (ith == 0 && abort_callback) poll_abort(i);
         // a stop is looked at only after a barrier: every thread leaves the walk at the same node
         if (np.barrier_after) pool.barrier();
-        if (timed) {
-            const double ns = double(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-                    .count());
-            if (np.shared > 1)
-                add_shared_profile(np.first_shared, np.shared, ns);
-            else
-                profile->add(node, ns);
-        }
+        if (timed && ith == 0) wall_ns[i] = ns_since();
         if (np.barrier_after && control.should_stop(i)) break;
     }
 }
 
-// The time of products computed together, shared out by their weights' rows.
-void cpu_backend::impl::add_shared_profile(uint32_t first, int n, double ns) {
-    double rows = 0;
-    for (int j = 0; j < n; ++j) rows += double(shared_nodes[first + uint32_t(j)]->ne[0]);
-    for (int j = 0; j < n; ++j) {
-        const tensor &node = *shared_nodes[first + uint32_t(j)];
-        profile->add(node, ns * double(node.ne[0]) / rows);
+// The nodes [begin, end) just computed, into the profile: each node's wall time and its threads' busy
+// time; products computed together share theirs out by their weights' rows.
+void cpu_backend::impl::add_profile(const graph &g, size_t begin, size_t end) {
+    const int nth = pool.size();
+    for (size_t i = begin; i < end; ++i) {
+        if (wall_ns[i] < 0) continue;
+        double busy = 0;
+        for (int t = 0; t < nth; ++t) busy += busy_ns[i * size_t(nth) + size_t(t)];
+        const node_plan *np = plan.empty() ? nullptr : &plan[i];
+        if (!np || np->shared <= 1) {
+            profile->add(*g.nodes[i], wall_ns[i], busy, nth);
+            continue;
+        }
+        double rows = 0;
+        for (int j = 0; j < np->shared; ++j)
+            rows += double(shared_nodes[np->first_shared + uint32_t(j)]->ne[0]);
+        for (int j = 0; j < np->shared; ++j) {
+            const tensor &node = *shared_nodes[np->first_shared + uint32_t(j)];
+            const double part = double(node.ne[0]) / rows;
+            profile->add(node, wall_ns[i] * part, busy * part, nth);
+        }
     }
 }
 
@@ -220,7 +235,12 @@ compute_status cpu_backend::impl::run_nodes(graph &g, size_t begin, size_t end) 
     const size_t counter_bytes = cpu::alternating_counters::bytes(pool.size());
     if (counters.size() < counter_bytes) counters = cpu::host_block(counter_bytes, "chunk counters");
     cpu::alternating_counters(counters.data(), pool.size()).zero_first();
+    if (profile) {
+        wall_ns.assign(g.nodes.size(), -1.0);
+        busy_ns.assign(g.nodes.size() * size_t(pool.size()), 0.0);
+    }
     pool.run([&](int ith) { compute_nodes(ith, g, begin, end); });
+    if (profile) add_profile(g, begin, end);
     if (control.failed) throw error(control.failure);
     return control.stop_after.load() != cpu::run_control::never ? compute_status::aborted
                                                                 : compute_status::ok;
