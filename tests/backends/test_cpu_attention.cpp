@@ -536,6 +536,42 @@ TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
     }
 }
 
+// One token over a long cache (decode at depth) is shared by all the threads of the node, each KV
+// head's scores in pieces, its softmax by query head and its weighted sums by 32 values: the canonical
+// order's bits whatever the thread count, for groups of 8 query heads (two passes) and of 3, cells in
+// order and shuffled, f16 and the caches read in integers.
+TEST(CpuAttention, OneTokenOverALongCacheHasTheSameBitsOnAnyThreadCount) {
+    struct variant {
+        const char *name;
+        int64_t head_k, head_v, n_head, n_kv;
+        dtype k_type, v_type;
+        bool shuffled;
+    };
+    const variant variants[] = {
+        {"f16, group 8", 64, 64, 16, 1000, dtype::f16, dtype::f16, false},
+        {"f16, group 3, shuffled", 128, 64, 6, 700, dtype::f16, dtype::f16, true},
+        {"q8_0, group 8", 64, 64, 16, 600, dtype::q8_0, dtype::q8_0, false},
+        {"q4_0 K, f16 V, shuffled", 64, 32, 16, 400, dtype::q4_0, dtype::f16, true},
+        {"head_v 48", 64, 48, 4, 300, dtype::f16, dtype::f16, false},
+    };
+    for (const variant &vr : variants) {
+        SCOPED_TRACE(vr.name);
+        auto ctx = data_context();
+        attention_case c =
+            make_case(*ctx, vr.head_k, vr.head_v, 1, vr.n_head, 2, vr.n_kv, 43, 0.0f, vr.k_type, vr.v_type);
+        std::vector<int32_t> pos(size_t(vr.n_kv));
+        for (int64_t j = 0; j < vr.n_kv; ++j)
+            pos[size_t(j)] = int32_t(vr.shuffled ? (j * 17 + 5) % vr.n_kv : j);
+        if (vr.shuffled) set_positions(*ctx, c, pos);
+        const std::vector<float> expected = canonical(c, vr.shuffled ? &pos : nullptr);
+        for (int threads : {1, 2, 3, 4, 7}) {
+            const std::vector<float> got = run(c.out, threads);
+            EXPECT_EQ(std::memcmp(got.data(), expected.data(), expected.size() * sizeof(float)), 0)
+                << threads << " threads";
+        }
+    }
+}
+
 // exp_reference: within 2.5 ulp of e^x (its polynomial: 1.45 ulp + 0.5) where the result is normal, 0 for
 // -INF and far below, +INF above 88.73, and subnormal results rounded from the exact scaling.
 TEST(CpuAttention, ExpReferenceIsAccurate) {

@@ -35,6 +35,7 @@
 #include <limits>
 
 #include "backends/cpu/canonical_math.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/row_kernels.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
@@ -80,6 +81,13 @@ struct attention_task {
     int64_t *cell_pos;   // n_kv: their positions
     int32_t *slot_cell;  // max_slots: the cell of each slot, -1 when empty
     int64_t max_slots = 0;
+};
+
+// One token's attention shared by all the threads of the node (run_attention_token_split).
+struct attention_split {
+    int ith = 0, nth = 1;
+    float *scores = nullptr;  // n_head * max_slots floats shared by the threads: scores, then weights
+    const compute_params *p = nullptr;  // for its barriers
 };
 
 // A query head quantized to q8_0 as a q8_0 product's activations are: its blocks, and per block b
@@ -158,9 +166,10 @@ constexpr int attention_heads_per_pass = 4;
 //   dots_rows(q, nh, k, row_bytes, type, cells, head_k, slots, out)
 //                                    dots from the K rows themselves (cell c's at k + c * row_bytes;
 //                                    cells[s] < 0: an empty slot, any value), where can_read_rows
-//   weighted_rows(p, nh, v, row_bytes, type, cells, slots, head_v, acc, out)
+//   weighted_rows(p, nh, v, row_bytes, type, cells, slots, head_v, v0, v1, acc, out)
 //                                    weighted from the V rows themselves (as dots_rows; acc: scratch of
-//                                    attention_heads_per_pass * head_v * 16 floats), where
+//                                    attention_heads_per_pass * head_v * 16 floats), the values
+//                                    [v0, v1) of out only (multiples of 32, or 0 and head_v), where
 //                                    can_weight_rows
 //   dots_int(q, nh, k, row_bytes, type, cells, head_k, slots, out)
 //                                    out[h][s] = the integer dot of the q8_0 / q4_0 K row of cell cells[s]
@@ -244,7 +253,7 @@ struct attention_loops_plain {
     static constexpr bool can_read_rows(dtype, int64_t) { return false; }
     static constexpr bool can_weight_rows(dtype, int64_t) { return false; }
     static void weighted_rows(const float *const *, int, const char *, int64_t, dtype, const int32_t *,
-                              int64_t, int64_t, float *, float *const *) {}
+                              int64_t, int64_t, int64_t, int64_t, float *, float *const *) {}
     static void dots_rows(const float *const *, int, const char *, int64_t, dtype, const int32_t *, int64_t,
                           int64_t, float *const *) {}
 };
@@ -344,6 +353,79 @@ inline int64_t assign_slots(const int32_t *order, const int64_t *pos, int64_t n,
     return slots;
 }
 
+// Query heads [h0, h0 + nh) of token t as the scores take them (into a.qround): rounded to f16 for an
+// f16 K (qs), or quantized to q8_0 for a K in integers (q8s).
+template <class Loops>
+void prepare_queries(const attention_task &a, int64_t t, int64_t h0, int nh, const float **qs,
+                     q8_query *q8s) {
+    const tensor &q = *a.q, &k = *a.k;
+    const int64_t head_k = k.ne[0];
+    for (int i = 0; i < nh; ++i) {
+        const auto *qh = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
+                                                         t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
+        float *rounded = a.qround + i * head_k;
+        if (k_in_integers(k)) {
+            q8s[i] = quantize_query(qh, head_k, rounded);
+            continue;
+        }
+        std::memcpy(rounded, qh, size_t(head_k) * sizeof(float));
+        if (k.type == dtype::f16) Loops::round_f16(rounded, head_k);
+        qs[i] = rounded;
+    }
+}
+
+// Query head h's n scores x (its dots, in place) to its weights, as the top of the file says: scaled
+// (or soft-capped), the mask values `shown` added, exp_reference against the max (the sink's too),
+// times 1 / the double sum of the chunks' lane trees (the sink's term last), rounded to f16 for an f16 V.
+template <class Loops>
+void softmax_of_scores(const attention_task &a, int64_t h, float *x, int64_t n) {
+    constexpr float hidden = -std::numeric_limits<float>::infinity();
+    float max = hidden;
+    if (a.softcap > 0.0f)
+        for (int64_t s = 0; s < n; ++s) x[s] = a.softcap * std::tanh(x[s] * a.scale) + a.shown[s];
+    else
+        for (int64_t s = 0; s < n; ++s) x[s] = x[s] * a.scale + a.shown[s];
+    float lane_max[attention_lanes];  // max is exact in any order: 16 lanes, vectorized
+    std::fill(lane_max, lane_max + attention_lanes, hidden);
+    for (int64_t s = 0; s < n; s += attention_lanes)
+        for (int l = 0; l < attention_lanes; ++l) lane_max[l] = std::max(lane_max[l], x[s + l]);
+    for (float m_l : lane_max) max = std::max(max, m_l);
+    if (a.sinks) max = std::max(max, a.sinks[h]);
+    for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
+    Loops::chunk_sums(x, n, a.chunk_sum);
+    double sum = 0.0;
+    for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
+    if (a.sinks) sum += double(std::exp(a.sinks[h] - max));
+    const float inv = float(1.0 / sum);
+    for (int64_t s = 0; s < n; ++s) x[s] *= inv;
+    if (a.v->type == dtype::f16) Loops::round_f16(x, n);
+}
+
+// Whether the ISA build reads K and V from the cache rows themselves for one token (no transposed
+// copies): what run_attention_token_split needs.
+template <class Loops>
+bool reads_rows(const tensor &k, const tensor &v, int64_t max_slots) {
+    const int64_t head_k = k.ne[0], head_v = v.ne[0];
+    return (k_in_integers(k) || (Loops::can_read_rows(k.type, head_k) && head_k % attention_lanes == 0)) &&
+           Loops::can_weight_rows(v.type, head_v) && head_v % attention_lanes == 0 &&
+           max_slots >= attention_heads_per_pass * attention_lanes;
+}
+
+// The token's slots (see the top of the file) in a.order, a.cell_pos, a.slot_cell: its own cells,
+// sorted and slotted for it alone; returns the number of slots.
+inline int64_t slot_token(const attention_task &a, const float *m, int64_t needed) {
+    const auto *cell_positions = a.positions ? static_cast<const int32_t *>(a.positions->data) : nullptr;
+    int64_t n = 0;
+    for (int64_t j = 0; j < needed; ++j)
+        if (m[j] != -std::numeric_limits<float>::infinity()) {
+            a.order[n] = int32_t(j);
+            a.cell_pos[n++] = cell_positions ? int64_t(cell_positions[j]) : j;
+        }
+    const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
+    const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
+    return assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
+}
+
 template <class Loops>
 void run_attention_task(const attention_task &a) {
     const tensor &q = *a.q, &k = *a.k, &v = *a.v, &mask = *a.mask;
@@ -417,49 +499,17 @@ void run_attention_task(const attention_task &a) {
                 for (int i = 0; i < nh; ++i) std::fill(outs[i], outs[i] + head_v, 0.0f);
                 continue;
             }
-            for (int i = 0; i < nh; ++i) {
-                const auto *qh = reinterpret_cast<const float *>(
-                    static_cast<const char *>(q.data) + t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
-                float *rounded = a.qround + i * head_k;
-                if (k_ints) {
-                    q8s[i] = quantize_query(qh, head_k, rounded);
-                    continue;
-                }
-                std::memcpy(rounded, qh, size_t(head_k) * sizeof(float));
-                if (k.type == dtype::f16) Loops::round_f16(rounded, head_k);
-                qs[i] = rounded;
-            }
+            prepare_queries<Loops>(a, t, h0, nh, qs, q8s);
             if (k_ints)
                 Loops::dots_int(q8s, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else if (direct_k)
                 Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else
                 Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
-            for (int i = 0; i < nh; ++i) {
-                float *x = xs[i];
-                float max = hidden;
-                if (a.softcap > 0.0f)
-                    for (int64_t s = 0; s < n; ++s) x[s] = a.softcap * std::tanh(x[s] * a.scale) + a.shown[s];
-                else
-                    for (int64_t s = 0; s < n; ++s) x[s] = x[s] * a.scale + a.shown[s];
-                float lane_max[attention_lanes];  // max is exact in any order: 16 lanes, vectorized
-                std::fill(lane_max, lane_max + attention_lanes, hidden);
-                for (int64_t s = 0; s < n; s += attention_lanes)
-                    for (int l = 0; l < attention_lanes; ++l) lane_max[l] = std::max(lane_max[l], x[s + l]);
-                for (float m_l : lane_max) max = std::max(max, m_l);
-                if (a.sinks) max = std::max(max, a.sinks[h0 + i]);
-                for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
-                Loops::chunk_sums(x, n, a.chunk_sum);
-                double sum = 0.0;
-                for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
-                if (a.sinks) sum += double(std::exp(a.sinks[h0 + i] - max));
-                const float inv = float(1.0 / sum);
-                for (int64_t s = 0; s < n; ++s) x[s] *= inv;
-                if (v.type == dtype::f16) Loops::round_f16(x, n);
-            }
+            for (int i = 0; i < nh; ++i) softmax_of_scores<Loops>(a, h0 + i, xs[i], n);
             if (direct_v)
-                Loops::weighted_rows(xs, nh, v_head, int64_t(v.nb[1]), v.type, a.slot_cell + lo, n, head_v,
-                                     a.vcols, outs);
+                Loops::weighted_rows(xs, nh, v_head, int64_t(v.nb[1]), v.type, a.slot_cell + lo, n, head_v, 0,
+                                     head_v, a.vcols, outs);
             else
                 Loops::weighted(xs, nh, a.vcols + lo, a.max_slots, n, head_v, outs);
         }
@@ -467,16 +517,7 @@ void run_attention_task(const attention_task &a) {
 
     // a token's own cells (the cells it sees, sorted and slotted for it alone)
     auto attend_alone = [&](int64_t t, int64_t needed) {
-        const float *m = mask_row(t);
-        int64_t n = 0;
-        for (int64_t j = 0; j < needed; ++j)
-            if (m[j] != hidden) {
-                a.order[n] = int32_t(j);
-                a.cell_pos[n++] = position(j);
-            }
-        const bool shared_positions = sort_by_position(a.order, a.cell_pos, n);
-        const bool by_position = !shared_positions && slots_by_position(a.cell_pos, n);
-        const int64_t slots = assign_slots(a.order, a.cell_pos, n, by_position, a.slot_cell);
+        const int64_t slots = slot_token(a, mask_row(t), needed);
         fill_slots(slots, can_direct_k, can_direct_v);
         attend(t, 0, slots, can_direct_k, can_direct_v);
     };
@@ -554,11 +595,103 @@ void run_attention_task(const attention_task &a) {
         if (!own[t - a.t0]) attend_alone(t, needed);
 }
 
+// [begin, end) of n items for thread ith of nth: contiguous shares differing by at most one item.
+inline void share_of(int64_t n, int ith, int nth, int64_t &begin, int64_t &end) {
+    begin = n * ith / nth;
+    end = n * (ith + 1) / nth;
+}
+
+// One token's attention (a.t0; a.g unused) shared by all the threads of the node: a decode step over a
+// long cache, where the KV heads are fewer than the threads (or do not divide among them evenly). The
+// same operations as run_attention_task's on its own slots (attend_alone), so the same bits, in three
+// phases between barriers: the scores of every query head (pieces of each KV head's slots spread over
+// the threads), each query head's softmax, then the weighted sums (by KV head, pass of query heads and
+// 32 values of the output). Every thread slots the token's cells itself (the same slots).
+template <class Loops>
+void run_attention_token_split(const attention_task &a, const attention_split &sp) {
+    const tensor &q = *a.q, &k = *a.k, &v = *a.v, &mask = *a.mask;
+    const int64_t head_k = k.ne[0], head_v = v.ne[0], n_kv = k.ne[1];
+    const int64_t n_head = q.ne[2], n_head_kv = k.ne[2], group = n_head / n_head_kv;
+    const int64_t passes = (group + attention_heads_per_pass - 1) / attention_heads_per_pass;
+    constexpr float hidden = -std::numeric_limits<float>::infinity();
+    const int64_t t = a.t0;
+    const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
+    const int64_t slots = slot_token(a, m, visible_end(m, n_kv, 0));
+    int64_t begin = 0, end = 0;
+    float *out = static_cast<float *>(a.dst->data) + t * n_head * head_v;
+    bool any = false;
+    for (int64_t s = 0; s < slots; ++s) {
+        const int32_t c = a.slot_cell[s];
+        a.shown[s] = c >= 0 ? m[c] : hidden;
+        any = any || a.shown[s] != hidden;
+    }
+    if (!any) {  // nothing visible: zeros (every thread decides alike, none waits)
+        share_of(n_head, sp.ith, sp.nth, begin, end);
+        std::fill(out + begin * head_v, out + end * head_v, 0.0f);
+        return;
+    }
+    auto head_pass = [&](int64_t g, int64_t pass, int64_t &h0) {
+        h0 = g * group + pass * attention_heads_per_pass;
+        return int(std::min<int64_t>(attention_heads_per_pass, (g + 1) * group - h0));
+    };
+    // 1. scores: pieces of a KV head's slots, a few per thread
+    const int64_t piece =
+        std::clamp<int64_t>(round_up_16((slots * n_head_kv + 4 * sp.nth - 1) / (4 * sp.nth)), 64, 1024);
+    const int64_t pieces_per_head = (slots + piece - 1) / piece;
+    share_of(n_head_kv * pieces_per_head, sp.ith, sp.nth, begin, end);
+    for (int64_t i = begin; i < end; ++i) {
+        const int64_t g = i / pieces_per_head, lo = (i % pieces_per_head) * piece;
+        const int64_t n = std::min(slots, lo + piece) - lo;
+        const char *k_head = static_cast<const char *>(k.data) + g * int64_t(k.nb[2]);
+        for (int64_t pass = 0; pass < passes; ++pass) {
+            int64_t h0 = 0;
+            const int nh = head_pass(g, pass, h0);
+            const float *qs[attention_heads_per_pass];
+            q8_query q8s[attention_heads_per_pass];
+            float *xs[attention_heads_per_pass];
+            for (int j = 0; j < nh; ++j) xs[j] = sp.scores + (h0 + j) * a.max_slots + lo;
+            prepare_queries<Loops>(a, t, h0, nh, qs, q8s);
+            if (k_in_integers(k))
+                Loops::dots_int(q8s, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
+            else
+                Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
+        }
+    }
+    sp.p->barrier();
+    // 2. each query head's softmax
+    share_of(n_head, sp.ith, sp.nth, begin, end);
+    for (int64_t h = begin; h < end; ++h) softmax_of_scores<Loops>(a, h, sp.scores + h * a.max_slots, slots);
+    sp.p->barrier();
+    // 3. the weighted sums: (KV head, pass, 32 values of the output)
+    const int64_t step = head_v % 32 == 0 ? 32 : head_v, value_parts = head_v / step;
+    share_of(n_head_kv * passes * value_parts, sp.ith, sp.nth, begin, end);
+    for (int64_t i = begin; i < end; ++i) {
+        const int64_t g = i / (passes * value_parts), pass = i / value_parts % passes;
+        const int64_t v0 = i % value_parts * step;
+        int64_t h0 = 0;
+        const int nh = head_pass(g, pass, h0);
+        const float *ps[attention_heads_per_pass];
+        float *outs[attention_heads_per_pass];
+        for (int j = 0; j < nh; ++j) {
+            ps[j] = sp.scores + (h0 + j) * a.max_slots;
+            outs[j] = out + (h0 + j) * head_v;
+        }
+        Loops::weighted_rows(ps, nh, static_cast<const char *>(v.data) + g * int64_t(v.nb[2]),
+                             int64_t(v.nb[1]), v.type, a.slot_cell, slots, head_v, v0, v0 + step, a.vcols,
+                             outs);
+    }
+}
+
 }  // namespace
 
 // The per-ISA entry points (ops_attention*.cpp).
 void attention_task_scalar(const attention_task &a);
 void attention_task_avx2(const attention_task &a);
 void attention_task_avx512(const attention_task &a);
+// run_attention_token_split where the build reads K and V from the rows (reads_rows); false, having
+// done nothing, where it does not (the same answer on every thread).
+bool attention_token_split_scalar(const attention_task &a, const attention_split &sp);
+bool attention_token_split_avx2(const attention_task &a, const attention_split &sp);
+bool attention_token_split_avx512(const attention_task &a, const attention_split &sp);
 
 }  // namespace weft::cpu

@@ -305,18 +305,19 @@ struct simd_attention_loops {
     // vectors. The accumulators live in `acc` (NH * head_v * 16 floats); 16 of them in registers at
     // a time (per lanes of NH heads and the m chunks of a step) over a block of slots, whose rows stay
     // in the cache for all the value chunks. Each V value widened serves NH heads.
+    // (Only the value chunks [dc0, dc1) of the output; the rows' prefetch covers the bytes they need.)
     template <int NH, dtype T>
     [[gnu::noinline]] static void weighted_rows_nh(const float *const *p, const char *v, int64_t row_bytes,
                                                    const int32_t *cells, int64_t slots, int64_t head_v,
-                                                   float *acc, float *const *out) {
+                                                   int64_t dc0, int64_t dc1, float *acc, float *const *out) {
         constexpr int m = step_chunks<T>, per = attention_lanes / (NH * m);
         constexpr int64_t block = 128;  // slots
-        const int64_t n_dc = head_v / attention_lanes, bytes = int64_t(row_size(T, head_v));
+        const int64_t bytes = int64_t(row_size(T, head_v));
         auto at = [&](int64_t dc, int h, int l) { return acc + ((dc * NH + h) * attention_lanes + l) * w; };
-        std::fill(acc, acc + NH * head_v * attention_lanes, 0.0f);
+        std::fill(at(dc0, 0, 0), at(dc1, 0, 0), 0.0f);
         for (int64_t b0 = 0; b0 < slots; b0 += block) {
             const int64_t b1 = std::min(slots, b0 + block);
-            for (int64_t dc = 0; dc < n_dc; dc += m)
+            for (int64_t dc = dc0; dc < dc1; dc += m)
                 for (int l0 = 0; l0 < attention_lanes; l0 += per) {
                     vec a[m][NH][per];
                     for (int i = 0; i < m; ++i)
@@ -324,7 +325,7 @@ struct simd_attention_loops {
                             for (int j = 0; j < per; ++j) a[i][h][j] = V::load(at(dc + i, h, l0 + j));
                     for (int64_t c = b0; c < b1; c += attention_lanes) {
                         // the first pass over a block's rows asks for the next block's
-                        if (dc == 0 && l0 == 0 && c + block < slots)
+                        if (dc == dc0 && l0 == 0 && c + block < slots)
                             prefetch_rows(v, row_bytes, cells + c + block,
                                           std::min<int64_t>(attention_lanes, slots - c - block), bytes);
 #pragma GCC unroll 16
@@ -348,7 +349,7 @@ struct simd_attention_loops {
                 }
         }
         // the lane tree of sum_lanes_16, value by value
-        for (int64_t dc = 0; dc < n_dc; ++dc)
+        for (int64_t dc = dc0; dc < dc1; ++dc)
             for (int h = 0; h < NH; ++h) {
                 vec s8[8], s4[4];
                 for (int l = 0; l < 8; ++l) s8[l] = V::add(V::load(at(dc, h, l)), V::load(at(dc, h, l + 8)));
@@ -361,13 +362,14 @@ struct simd_attention_loops {
         return widens(t, head_v);
     }
     static void weighted_rows(const float *const *p, int nh, const char *v, int64_t row_bytes, dtype t,
-                              const int32_t *cells, int64_t slots, int64_t head_v, float *acc,
-                              float *const *out) {
+                              const int32_t *cells, int64_t slots, int64_t head_v, int64_t v0, int64_t v1,
+                              float *acc, float *const *out) {
         if constexpr (w == attention_lanes)
             with_type(t, [&](auto type) {
                 in_head_groups(nh, [&](auto n, int h) {
-                    weighted_rows_nh<decltype(n)::value, decltype(type)::value>(p + h, v, row_bytes, cells,
-                                                                                slots, head_v, acc, out + h);
+                    weighted_rows_nh<decltype(n)::value, decltype(type)::value>(
+                        p + h, v, row_bytes, cells, slots, head_v, v0 / attention_lanes, v1 / attention_lanes,
+                        acc, out + h);
                 });
             });
     }

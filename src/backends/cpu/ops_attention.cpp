@@ -1,5 +1,6 @@
 // src/backends/cpu/ops_attention.cpp — the fused attention op: tasks of (token block, KV head) handed
-// out to the threads, each computed by the ISA build of attention_impl.h the CPU supports.
+// out to the threads, each computed by the ISA build of attention_impl.h the CPU supports; one token
+// over a long cache shared by all the threads (run_attention_token_split).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -18,6 +19,7 @@ namespace {
 struct attention_scratch {
     size_t kcols = 0, vcols = 0, dots = 0, shown = 0, chunk_sum = 0, qround = 0, row = 0, order = 0,
            cell_pos = 0, slot_cell = 0, per_thread = 0;
+    size_t split_scores = 0;  // the bytes of attention_split::scores, after every thread's scratch
     int64_t max_slots = 0;
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
@@ -36,19 +38,36 @@ struct attention_scratch {
         cell_pos = order + pad_to_cache_line(n_kv * sizeof(int32_t));
         slot_cell = cell_pos + pad_to_cache_line(n_kv * sizeof(int64_t));
         per_thread = slot_cell + pad_to_cache_line(slots * sizeof(int32_t));
+        split_scores =
+            dst.src[0]->ne[1] == 1 ? pad_to_cache_line(size_t(dst.src[0]->ne[2]) * slots * sizeof(float)) : 0;
     }
 };
 
 using task_fn = void (*)(const attention_task &);
+using split_fn = bool (*)(const attention_task &, const attention_split &);
 
 task_fn best_task_fn() {
     return best_of({attention_task_scalar, attention_task_avx2, attention_task_avx512});
 }
 
+split_fn best_split_fn() {
+    return best_of({attention_token_split_scalar, attention_token_split_avx2, attention_token_split_avx512});
+}
+
+// Cells from which one token's attention is shared by all the threads (run_attention_token_split)
+// rather than handed out by KV head: below it, its two extra barriers cost more than they save.
+constexpr int64_t split_token_cells = 256;
+
 }  // namespace
 
 void attention_task_scalar(const attention_task &a) {
     run_attention_task<attention_loops_plain>(a);
+}
+
+bool attention_token_split_scalar(const attention_task &a, const attention_split &sp) {
+    if (!reads_rows<attention_loops_plain>(*a.k, *a.v, a.max_slots)) return false;
+    run_attention_token_split<attention_loops_plain>(a, sp);
+    return true;
 }
 
 void compute_attention(const compute_params &p, tensor &dst) {
@@ -81,6 +100,17 @@ void compute_attention(const compute_params &p, tensor &dst) {
     task.cell_pos = reinterpret_cast<int64_t *>(mine + layout.cell_pos);
     task.slot_cell = reinterpret_cast<int32_t *>(mine + layout.slot_cell);
     task.max_slots = layout.max_slots;
+    // one token over a long cache: every thread on every KV head
+    if (n_tokens == 1 && p.nth > 1 && k.ne[1] >= split_token_cells) {
+        task.t0 = 0;
+        task.t1 = 1;
+        attention_split split;
+        split.ith = p.ith;
+        split.nth = p.nth;
+        split.scores = reinterpret_cast<float *>(p.wdata + size_t(p.nth) * layout.per_thread);
+        split.p = &p;
+        if (best_split_fn()(task, split)) return;
+    }
     const task_fn run = best_task_fn();
     const int64_t blocks = (n_tokens + attention_block_tokens - 1) / attention_block_tokens;
     for (int64_t t = next_task->fetch_add(1); t < blocks * n_head_kv; t = next_task->fetch_add(1)) {
@@ -102,7 +132,8 @@ bool supports_attention(const tensor &dst) {
 }
 
 size_t work_size_attention(const tensor &dst, int n_threads) {
-    return attention_scratch(dst).per_thread * size_t(n_threads);
+    const attention_scratch layout(dst);
+    return layout.per_thread * size_t(n_threads) + layout.split_scores;
 }
 
 }  // namespace weft::cpu

@@ -118,4 +118,10 @@ void attention_task_avx2(const attention_task &a) {
     run_attention_task<simd_attention_loops<ymm>>(a);
 }
 
+bool attention_token_split_avx2(const attention_task &a, const attention_split &sp) {
+    if (!reads_rows<simd_attention_loops<ymm>>(*a.k, *a.v, a.max_slots)) return false;
+    run_attention_token_split<simd_attention_loops<ymm>>(a, sp);
+    return true;
+}
+
 }  // namespace weft::cpu

@@ -187,4 +187,10 @@ void attention_task_avx512(const attention_task &a) {
     run_attention_task<simd_attention_loops<zmm>>(a);
 }
 
+bool attention_token_split_avx512(const attention_task &a, const attention_split &sp) {
+    if (!reads_rows<simd_attention_loops<zmm>>(*a.k, *a.v, a.max_slots)) return false;
+    run_attention_token_split<simd_attention_loops<zmm>>(a, sp);
+    return true;
+}
+
 }  // namespace weft::cpu
