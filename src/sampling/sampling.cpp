@@ -1071,7 +1071,13 @@ std::unique_ptr<sampler_chain> make_sampler_chain(const sampling_params &params,
         throw error("sampling parameters: a grammar needs the vocabulary (make_sampler_chain of grammar.h)");
     check_sampling_params(params);
     auto chain = std::make_unique<sampler_chain>();
-    if (!params.logit_bias.empty()) chain->add(make_logit_bias(params.logit_bias));
+    // the tokens the model's file says are never to be sampled (tokenizer.ggml.suppress_tokens), as
+    // a -inf bias before the request's own, as the reference's sampler does
+    std::vector<std::pair<token, float>> biases;
+    if (vocab)
+        for (const token t : vocab->suppressed_tokens()) biases.emplace_back(t, -INFINITY);
+    biases.insert(biases.end(), params.logit_bias.begin(), params.logit_bias.end());
+    if (!biases.empty()) chain->add(make_logit_bias(std::move(biases)));
     if (params.mirostat != 0) {
         // mirostat does its own truncation: it replaces the listed samplers (temp <= 0: the best one)
         if (params.temp <= 0.0f) {

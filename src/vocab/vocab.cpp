@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "vocab/unicode.h"
 #include "vocab/vocab_impl.h"
@@ -154,6 +155,8 @@ const char *const k_eog_texts[] = {
 };
 // gpt-oss's harmony headers, which a reply is parsed by (its channels): always rendered, as text
 const char *const k_harmony_header_texts[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+// Gemma 4's thought channel, which a reply is split by (weft/template/reasoning.h): rendered too
+const char *const k_thought_channel_texts[] = {"<|channel>", "<channel|>"};
 
 void warn(const std::string &msg) {
     std::fprintf(stderr, "weft: warning: %s\n", msg.c_str());
@@ -208,6 +211,13 @@ std::unique_ptr<vocab> vocab::load(const gguf_file &f) {
         if (spec.model == "gpt2") {
             require_array("tokenizer.ggml.merges", {gguf_type::string}, true);
             spec.merges = *f.get_string_array("tokenizer.ggml.merges");
+        }
+        if (require_array("tokenizer.ggml.suppress_tokens",
+                          {gguf_type::i32, gguf_type::u32, gguf_type::i8, gguf_type::u8, gguf_type::i16,
+                           gguf_type::u16, gguf_type::i64, gguf_type::u64},
+                          false)) {
+            spec.suppress =
+                f.get_int_array("tokenizer.ggml.suppress_tokens").value_or(std::vector<int64_t>{});
         }
         const auto read_id = [&](std::optional<int64_t> &dst, std::initializer_list<const char *> keys) {
             for (const char *k : keys) {
@@ -275,6 +285,14 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
         t.attr = attr_from_type(t.type);
         v.max_token_len = std::max(v.max_token_len, t.text.size());
     }
+    for (size_t i = 0; i < spec.suppress.size(); ++i) {
+        const int64_t id = spec.suppress[i];
+        if (id < 0 || id >= int64_t(n_tokens))
+            throw fail("tokenizer.ggml.suppress_tokens[" + std::to_string(i) + "] is " + std::to_string(id) +
+                       ", not a token of the " + std::to_string(n_tokens) + "-token vocabulary");
+        v.suppressed.push_back(token(id));
+    }
+    std::sort(v.suppressed.begin(), v.suppressed.end());
     v.text_to_id.reserve(n_tokens);
     for (size_t i = 0; i < n_tokens; ++i)
         v.text_to_id[v.tokens[i].text] = token(i);  // a later duplicate wins
@@ -426,9 +444,10 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
             v.tokens[size_t(t)].attr = attr_control;
         }
     }
-    for (const char *text : k_harmony_header_texts) {
-        if (const token t = v.find(text); t != token_null) v.tokens[size_t(t)].attr = attr_user_defined;
-    }
+    for (const auto &texts : {std::span<const char *const>(k_harmony_header_texts),
+                              std::span<const char *const>(k_thought_channel_texts)})
+        for (const char *text : texts)
+            if (const token t = v.find(text); t != token_null) v.tokens[size_t(t)].attr = attr_user_defined;
     for (const token t : {v.eos, v.eot, v.eom}) {
         if (t != token_null) v.eog.push_back(t);
     }
@@ -543,6 +562,9 @@ bool vocab::is_eog(token t) const {
 }
 const std::vector<token> &vocab::eog_tokens() const {
     return impl_->eog;
+}
+const std::vector<token> &vocab::suppressed_tokens() const {
+    return impl_->suppressed;
 }
 bool vocab::is_control(token t) const {
     return impl_->valid(t) && (impl_->tokens[size_t(t)].attr & attr_control);

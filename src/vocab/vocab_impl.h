@@ -58,6 +58,7 @@ struct vocab::impl {
     bool clean_spaces = false;
     bool ignore_merges = false;
     std::vector<token> eog;             // sorted
+    std::vector<token> suppressed;      // tokenizer.ggml.suppress_tokens, sorted, unique
     std::vector<token> special_tokens;  // partitioned out of text, longest text first
     std::vector<std::string> pieces;    // token_to_piece(t, special = true), precomputed
 

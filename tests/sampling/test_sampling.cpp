@@ -11,6 +11,7 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/sampling/sampling.h"
+#include "weft/vocab/vocab.h"
 
 namespace weft {
 namespace {
@@ -413,6 +414,50 @@ TEST(Sampling, DefaultChainOrder) {
     bad = {};
     bad.temp = std::nanf("");
     EXPECT_THROW(make_sampler_chain(bad), error);
+}
+
+// tokenizer.ggml.suppress_tokens (Gemma 4's end-of-media markers): a chain made with the vocabulary
+// never picks them, even as the only likely token and under the request's own bias; without the
+// vocabulary (no model) nothing is suppressed.
+TEST(Sampling, SuppressedTokensAreNeverPicked) {
+    vocab_spec spec;
+    spec.model = "gpt2";
+    spec.pre = "gpt-2";
+    for (const char *t : {"a", "b", "c", "d"}) spec.tokens.push_back(t);
+    spec.suppress = {2, 1, 2};
+    const auto v = vocab::create(spec, "suppress");
+    EXPECT_EQ(v->suppressed_tokens(), (std::vector<token>{1, 2}));
+
+    sampling_params params;
+    params.temp = 0.0f;
+    params.logit_bias = {{2, 100.0f}};
+    const std::vector<float> logits = {0.0f, 9.0f, 8.0f, 1.0f};
+    auto chain = make_sampler_chain(params, v.get());
+    EXPECT_EQ(chain->describe(), "logit-bias -> penalties -> greedy");
+    EXPECT_EQ(chain->sample(logits.data(), 4), 3);
+    EXPECT_EQ(make_sampler_chain(params)->sample(logits.data(), 4), 2);  // no vocabulary: only the bias
+
+    params.temp = 1.0f;  // drawing: the suppressed ones have no chance
+    params.seed = 11;
+    params.logit_bias.clear();
+    auto drawing = make_sampler_chain(params, v.get());
+    for (int i = 0; i < 50; ++i) {
+        const token t = drawing->sample(logits.data(), 4);
+        EXPECT_TRUE(t == 0 || t == 3) << t;
+    }
+
+    spec.suppress = {4};
+    try {
+        vocab::create(spec, "suppress");
+        ADD_FAILURE() << "an id past the vocabulary must be refused";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.suppress_tokens[0] is 4, not a token of the "
+                                             "4-token vocabulary"),
+                  std::string::npos)
+            << e.what();
+    }
+    spec.suppress = {0, -1};
+    EXPECT_THROW(vocab::create(spec, "suppress"), error);
 }
 
 TEST(Sampling, GreedyChainWithRepeatPenaltyMovesOn) {

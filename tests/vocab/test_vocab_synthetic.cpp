@@ -383,6 +383,37 @@ TEST_F(vocab_gguf, LoadsAVocabularyOnlyFile) {
     EXPECT_EQ(v->nl(), byte_level(*v, '\n'));
 }
 
+// tokenizer.ggml.suppress_tokens is read as the reference reads it (an integer array); another type
+// or an id outside the vocabulary is an error naming the key.
+TEST_F(vocab_gguf, SuppressTokensAreReadAndChecked) {
+    const auto write = [&](const std::string &name, auto &&set) {
+        weft::gguf_writer w;
+        write_spec(w, spm_spec());
+        set(w);
+        const std::string file = path(name);
+        w.write(file);
+        return file;
+    };
+    const std::vector<int32_t> ids = {spm_end, 3, spm_end};
+    const auto v = load(write("ok.gguf", [&](weft::gguf_writer &w) {
+        w.set_array("tokenizer.ggml.suppress_tokens", weft::gguf_type::i32, ids.data(), ids.size());
+    }));
+    EXPECT_EQ(v->suppressed_tokens(), (std::vector<token>{3, spm_end}));
+    EXPECT_TRUE(load(write("none.gguf", [](weft::gguf_writer &) {}))->suppressed_tokens().empty());
+
+    const std::vector<int32_t> past = {spm_end + 1};
+    expect_load_error(write("past.gguf",
+                            [&](weft::gguf_writer &w) {
+                                w.set_array("tokenizer.ggml.suppress_tokens", weft::gguf_type::i32,
+                                            past.data(), past.size());
+                            }),
+                      "tokenizer.ggml.suppress_tokens[0] is 269, not a token of the 269-token vocabulary");
+    expect_load_error(
+        write("text.gguf",
+              [](weft::gguf_writer &w) { w.set_string_array("tokenizer.ggml.suppress_tokens", {"<end>"}); }),
+        "tokenizer.ggml.suppress_tokens is an array of string");
+}
+
 TEST_F(vocab_gguf, ScoresLongerThanTokensIsAnError) {
     auto s = spm_spec();
     s.scores.push_back(0);

@@ -43,6 +43,9 @@ struct vocab_spec {
     // WPM: bos = [CLS] 101, unk 100, sep 102, pad 0, mask 103). An id out of range keeps the default.
     std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad, mask;
     std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
+    // tokenizer.ggml.suppress_tokens (Gemma 4 writes it): ids that sampling never picks; each must be
+    // a token of the vocabulary
+    std::vector<int64_t> suppress;
 };
 
 // Tokenization follows the established engine (llama.cpp's llama-vocab) token for token:
@@ -99,6 +102,8 @@ class vocab {
     bool add_space_prefix() const;                 // SPM: a space before the text
     bool is_eog(token t) const;                    // end of generation: EOS, EOT and the like
     const std::vector<token> &eog_tokens() const;  // ascending
+    // tokenizer.ggml.suppress_tokens, ascending, each once: make_sampler_chain gives them a -inf bias
+    const std::vector<token> &suppressed_tokens() const;
     bool is_control(token t) const;
     token_type type_of(token t) const;
     const std::string &text_of(token t) const;
