@@ -1059,11 +1059,13 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
     }
     if ((a == "gemma2" || a == "gemma3" || a == "phi3") && s.sliding_window != 0)
         w.set_u32(a + ".attention.sliding_window", uint32_t(s.sliding_window < 0 ? 4 : s.sliding_window));
-    // Ministral 3's YaRN (factor 16 over 16384 positions) and attention temperature (0.1, stepping
-    // every 16384 positions), at a tiny scale: steps every 8 positions, within the tests' sequences
+    // Ministral 3's YaRN (factor 16 over 16384 positions, yarn_log_multiplier 1: no magnitude) and
+    // attention temperature (0.1, stepping every 16384 positions), at a tiny scale: steps every 8
+    // positions, within the tests' sequences
     if (a == "mistral3") {
         w.set_string(a + ".rope.scaling.type", "yarn");
         w.set_f32(a + ".rope.scaling.factor", 4.0f);
+        w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 1.0f);
         w.set_u32(a + ".rope.scaling.original_context_length", 8);
         w.set_f32(a + ".rope.scaling.yarn_beta_fast", 32.0f);
         w.set_f32(a + ".rope.scaling.yarn_beta_slow", 1.0f);
