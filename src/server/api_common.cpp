@@ -53,7 +53,9 @@ json error_body_for(api_kind api, const std::string &message, int status) {
     }
     return {{"error",
              {{"message", message},
-              {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+              {"type", status == 501   ? "not_supported_error"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error"},
               {"param", nullptr},
               {"code", nullptr}}}};
 }

@@ -35,6 +35,7 @@
 #include "server/http_gate.h"
 #include "server/ollama_api.h"
 #include "server/openai_request.h"
+#include "server/rerank_api.h"
 #include "server/responses_api.h"
 #include "server/tool_calls.h"
 #include "weft/core/error.h"
@@ -135,8 +136,10 @@ class routes : public generation_host {
             ip.n_ctx = uint32_t(m.hparams().n_ctx_train);
             ip.n_batch = ip.n_ubatch = ip.n_ctx;
             ip.n_threads = ip.n_threads_batch = opt_.n_threads > 0 ? opt_.n_threads : 0;
+            if (m.hparams().ranks()) ip.n_seq_max = rerank_max_sequences;  // a request's documents batched
             embed_ctx_ = std::make_unique<inference_context>(m, ip);
         }
+        rerank_ = std::make_unique<rerank_service>(m, embed_ctx_.get(), embed_mutex_, opt_.reranking);
         ready_ = true;
     }
 
@@ -237,6 +240,13 @@ class routes : public generation_host {
         for (const char *path : {"/v1/embeddings", "/embeddings"})
             svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
                 guarded(res, [&] { embeddings(req, res); });
+            });
+        for (const char *path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
+            svr.Post(path, [this](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] {
+                    res.set_content(rerank_->answer(json_object_body(req.body), model_id_).dump(),
+                                    "application/json");
+                });
             });
         svr.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) {
             guarded(res, [&] { tokenize(req, res); });
@@ -347,6 +357,10 @@ class routes : public generation_host {
         const pooling_kind pooling = pooling_kind(model_->hparams().pooling_type);
         if (pooling == pooling_kind::none)
             throw request_error("the model's pooling is 'none': it has no one vector per input");
+        if (pooling == pooling_kind::rank)
+            throw request_error("the model '" + model_id_ +
+                                "' is a reranker: it scores documents (/v1/rerank), "
+                                "it does not embed");
         json data = json::array();
         int64_t n_tokens = 0;
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -993,6 +1007,7 @@ class routes : public generation_host {
     http_counters counters_;
     std::unique_ptr<inference_context> embed_ctx_;  // an embedding model's context, one request at a time
     std::mutex embed_mutex_;
+    std::unique_ptr<rerank_service> rerank_;  // /v1/rerank (501 unless a reranker runs with --reranking)
 };
 
 }  // namespace

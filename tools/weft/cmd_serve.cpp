@@ -96,6 +96,7 @@ int serve_main(int argc, char **argv) {
         "  POST /v1/embeddings; /v1/messages, /v1/messages/count_tokens (Anthropic); /v1/responses (OpenAI)\n"
         "  Ollama's /api/chat, /api/generate, /api/embed, /api/tags, /api/show, /api/ps, /api/version\n"
         "  POST /tokenize, /detokenize;  GET / a chat page\n"
+        "  POST /v1/rerank (also /rerank, /v1/reranking, /reranking) with --reranking and a reranker\n"
         "Requests are queued first in, first out and run in -np parallel slots; every step decodes\n"
         "the tokens of all active slots in one batch (continuous batching). A slot keeps its cache\n"
         "after a request, and a new request goes to the slot holding the longest prefix of its\n"
@@ -176,6 +177,9 @@ int serve_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 19));
     app.add_option("--cors", opt.http.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    app.add_flag("--reranking,--rerank", opt.http.reranking,
+                 "answer /v1/rerank with a reranker (a bert with a classification head, pooling rank: "
+                 "`weft synth --arch bert --reranker` writes one); without it those routes answer 501");
     app.add_flag(
         "--no-context-shift", opt.no_context_shift,
         "a reply stops ('length') when its slot's context is full, instead of dropping the oldest half "
@@ -225,6 +229,10 @@ int serve_main(int argc, char **argv) {
         });
         if (n_ranks() > 1 && loaded->hparams().encoder)
             throw error(opt.model_path + ": an embedding model is not served across ranks");
+        if (opt.http.reranking && !loaded->hparams().ranks())
+            throw error(loaded->path() +
+                        ": --reranking needs a reranker (a bert with a classification head, "
+                        "<arch>.pooling_type 4); this model is not one");
         if (mmproj) mmproj->check_text_model(*loaded);
         const serving::template_choice chosen = serving::choose_chat_template(*loaded, opt.chat_template);
         const std::string template_source =

@@ -45,6 +45,8 @@ struct server_options {
     // What a chat reply's thoughts become (the reference's --reasoning-format): with auto, deepseek
     // and deepseek-legacy they go to reasoning_content (weft/template/reasoning.h).
     reasoning_format reasoning = reasoning_format::automatic;
+    // `--reranking`: /v1/rerank answers (the model must be a reranker); without it, 501 as the reference
+    bool reranking = false;
 };
 
 // One HTTP server. It listens before the model is loaded (/health says "loading model", every
