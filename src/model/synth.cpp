@@ -882,6 +882,8 @@ void synth_check(const synth_spec &s) {
     require(s.arch != "bert" || s.head_dim == 0 || s.head_dim * s.n_head == s.n_embd,
             "synth: bert's heads split embd (head-dim must be embd / heads)");
     require(s.arch != "bert" || s.n_expert == 0, "synth: bert has no experts");
+    require(!s.fim || s.n_vocab >= 268,
+            "synth: --fim needs a vocab of at least 268 (its six tokens replace the last pieces)");
     if (!type_traits(s.type).is_quantized) return;
     const int64_t bs = type_traits(s.type).block_size;
     for (const synth_tensor &t : plan_tensors(s))
@@ -1091,7 +1093,13 @@ void synth_fill_writer(const synth_spec &s, gguf_writer &w) {
 
 namespace {
 void synth_fill_vocab_and_tensors(const synth_spec &s, gguf_writer &w) {
-    const synth_vocab v = make_vocab(s.n_vocab, find_synth_arch(s.arch)->extra_control_tokens);
+    std::vector<std::string> extra_control = find_synth_arch(s.arch)->extra_control_tokens;
+    // fill-in-the-middle: Qwen2.5-Coder's six tokens; the ids of prefix, suffix and middle are
+    // written, pad, repo and file separator are left for the vocabulary to find by their text
+    static const char *const fim_texts[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                            "<|fim_pad|>",    "<|repo_name|>",  "<|file_sep|>"};
+    if (s.fim) extra_control.insert(extra_control.end(), std::begin(fim_texts), std::end(fim_texts));
+    const synth_vocab v = make_vocab(s.n_vocab, extra_control);
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", v.tokens);
     w.set_array("tokenizer.ggml.scores", gguf_type::f32, v.scores.data(), v.scores.size());
@@ -1101,6 +1109,12 @@ void synth_fill_vocab_and_tensors(const synth_spec &s, gguf_writer &w) {
     w.set_u32("tokenizer.ggml.eos_token_id", 2);
     w.set_bool("tokenizer.ggml.add_bos_token", true);
     w.set_bool("tokenizer.ggml.add_eos_token", false);
+    if (s.fim) {
+        const int64_t first = s.n_vocab - int64_t(std::size(fim_texts));
+        w.set_u32("tokenizer.ggml.fim_pre_token_id", uint32_t(first));
+        w.set_u32("tokenizer.ggml.fim_suf_token_id", uint32_t(first + 1));
+        w.set_u32("tokenizer.ggml.fim_mid_token_id", uint32_t(first + 2));
+    }
 
     for (const synth_tensor &t : plan_tensors(s)) {
         const uint32_t seed = s.seed;

@@ -605,21 +605,56 @@ struct openai_request_reader::impl {
     }
 
     // The prompt of a chat with tools: the model's Jinja template rendered with the messages as
-    // sent (contents joined from parts) and the tools.
+    // sent (contents joined from parts), the tools and the chat_template_kwargs.
     std::string render_with_tools(const json &body, bool with_tools) const {
         if (template_.jinja.empty())
             throw request_error("'tools': this model's chat template (" + template_.name() +
                                 ") is not one weft renders with tools; start the server with a Jinja "
                                 "--chat-template");
-        json messages = body["messages"];
+        chat_request request;
+        request.messages = jinja_messages(body);
+        if (with_tools) request.tools = jinja_from_json(body["tools"]);
+        return render_jinja(request);
+    }
+
+    // The messages as the Jinja template takes them: as sent, contents joined from parts; prepared
+    // by render_chat_request as the reference prepares them (weft/template/chat_request.h):
+    // arguments as objects, null contents as "", reasoning_content also as gpt-oss's thinking.
+    template <class Json>
+    static jinja_value jinja_messages(const Json &body) {
+        Json messages = body.at("messages");
         for (size_t i = 0; i < messages.size(); ++i)
             if (messages[i].contains("content") && messages[i]["content"].is_array())
-                messages[i]["content"] = message_content(messages[i]["content"], i);
-        // prepared as the reference prepares them (weft/template/chat_request.h): arguments as
-        // objects, null contents as "", reasoning_content also as gpt-oss's thinking
+                messages[i]["content"] = message_content(json::parse(messages[i]["content"].dump()), i);
+        return jinja_from_json(messages);
+    }
+
+    // /apply-template: the prompt text of a chat body, as the chat route would render it, with the
+    // reference's add_generation_prompt (default true) and chat_template_kwargs. What the template
+    // sees keeps the body's key order (a tool's JSON schema is printed as sent).
+    std::string render_prompt(const std::string &body_text) const {
+        const auto ordered = nlohmann::ordered_json::parse(body_text, nullptr, false);
+        if (ordered.is_discarded()) throw request_error("the request body is not valid JSON");
+        if (!ordered.is_object()) throw request_error("the request body must be a JSON object");
+        const json body = json::parse(body_text);
+        const std::vector<chat_message> messages = read_messages(body);
+        const bool add_generation_prompt = bool_field(body, "add_generation_prompt").value_or(true);
+        const auto kwargs = field(
+            body, "chat_template_kwargs", [](const json &j) { return j.is_object(); }, "an object");
+        bool with_tools = false;
+        uses_tools(body, with_tools);
+        if (template_.jinja.empty())  // tools are refused there; the kwargs mean nothing to a family
+            return with_tools ? render_with_tools(body, true)
+                              : template_.format(messages, add_generation_prompt);
         chat_request request;
-        request.messages = jinja_from_json(messages);
-        if (with_tools) request.tools = jinja_from_json(body["tools"]);
+        request.messages = jinja_messages(ordered);
+        if (with_tools) request.tools = jinja_from_json(ordered.at("tools"));
+        if (kwargs) request.kwargs = jinja_from_json(ordered.at("chat_template_kwargs"));
+        request.add_generation_prompt = add_generation_prompt;
+        return render_jinja(request);
+    }
+
+    std::string render_jinja(const chat_request &request) const {
         try {
             return render_chat_request(jinja_template(template_.jinja), request, template_.tokens);
         } catch (const jinja_error &e) {
@@ -679,6 +714,10 @@ openai_request_reader::~openai_request_reader() = default;
 
 parsed_request openai_request_reader::parse(const json &body, bool chat) const {
     return impl_->parse_request(body, chat);
+}
+
+std::string openai_request_reader::render_prompt(const std::string &body_text) const {
+    return impl_->render_prompt(body_text);
 }
 
 }  // namespace weft::server

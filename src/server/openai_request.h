@@ -119,6 +119,10 @@ class openai_request_reader {
 
     // The request, checked; throws request_error naming the first field that is wrong.
     parsed_request parse(const json &body, bool chat) const;
+    // The prompt text a chat body renders to (POST /apply-template): its messages and tools with
+    // the chat template, add_generation_prompt (default true) and chat_template_kwargs as the
+    // reference takes them, objects in the order sent; throws request_error.
+    std::string render_prompt(const std::string &body_text) const;
 
   private:
     struct impl;

@@ -33,6 +33,7 @@
 #include "server/api_common.h"
 #include "server/chat_page.h"
 #include "server/http_gate.h"
+#include "server/native_api.h"
 #include "server/ollama_api.h"
 #include "server/openai_request.h"
 #include "server/rerank_api.h"
@@ -116,7 +117,7 @@ struct http_counters {
     std::atomic<uint64_t> rejected_busy{0};
 };
 
-class routes : public generation_host {
+class routes : public native_host {
   public:
     explicit routes(const server_options &opt) : opt_(opt), created_(int64_t(std::time(nullptr))) {}
 
@@ -302,6 +303,17 @@ class routes : public generation_host {
                 [this](const httplib::Request &, httplib::Response &res) { ollama_ps(*this, res); });
         svr.Get("/api/version",
                 [](const httplib::Request &, httplib::Response &res) { ollama_version(res); });
+        // the reference's own routes (native_api.h)
+        using native_handler = void (*)(native_host &, const httplib::Request &, httplib::Response &);
+        const std::pair<const char *, native_handler> native[] = {
+            {"/completion", native_completion},
+            {"/infill", native_infill},
+            {"/apply-template", native_apply_template},
+        };
+        for (const auto &[path, fn] : native)
+            svr.Post(path, [this, fn](const httplib::Request &req, httplib::Response &res) {
+                guarded(res, [&] { fn(*this, req, res); });
+            });
     }
 
     // --- what the other APIs borrow (generation_host)
@@ -318,6 +330,13 @@ class routes : public generation_host {
     bool sees_images() const override { return opt_.mmproj != nullptr; }
     bool embeds() const override { return embed_ctx_ != nullptr; }
     int64_t started_at() const override { return created_; }
+    std::string chat_prompt_text(const std::string &body_text) const override {
+        return reader_->render_prompt(body_text);
+    }
+    std::vector<std::shared_ptr<serving::job>> submit_jobs(const parsed_request &p) override {
+        return submit_all(p);
+    }
+    int32_t default_n_predict() const override { return opt_.n_predict; }
 
     void embeddings(const httplib::Request &req, httplib::Response &res) {
         res.set_content(openai_embeddings(parse_body(req)).dump(), "application/json");
@@ -498,37 +517,12 @@ class routes : public generation_host {
                 {"system_fingerprint", "weft"}};
     }
 
-    static json bytes_of(const std::string &s) {
-        json b = json::array();
-        for (unsigned char c : s) b.push_back(int(c));
-        return b;
-    }
-
     // Log-probabilities of some tokens in OpenAI's shape for chat (content list, each entry also
     // with the token's "id", which clients ignore) or completions.
     json logprobs_json(const std::vector<serving::generated_token> &tokens, bool chat,
                        size_t text_offset) const {
         const vocab &v = model_->vocab();
-        if (chat) {
-            json content = json::array();
-            for (const auto &g : tokens) {
-                const std::string piece = v.token_to_piece(g.id, false);
-                json top = json::array();
-                for (const auto &t : g.top) {
-                    const std::string tp = v.token_to_piece(t.id, false);
-                    top.push_back({{"id", t.id},
-                                   {"token", serving::utf8_sanitize(tp)},
-                                   {"logprob", t.logprob},
-                                   {"bytes", bytes_of(tp)}});
-                }
-                content.push_back({{"id", g.id},
-                                   {"token", serving::utf8_sanitize(piece)},
-                                   {"logprob", g.logprob},
-                                   {"bytes", bytes_of(piece)},
-                                   {"top_logprobs", top}});
-            }
-            return {{"content", content}};
-        }
+        if (chat) return {{"content", token_probabilities_json(v, tokens)}};
         json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
         for (const auto &g : tokens) {
             const std::string piece = v.token_to_piece(g.id, false);

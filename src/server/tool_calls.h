@@ -12,20 +12,22 @@
 
 namespace weft::server {
 
-// JSON as the template sees it (objects keep their key order as nlohmann orders them).
-inline jinja_value jinja_from_json(const nlohmann::json &j) {
+// JSON as the template sees it (objects keep their key order as nlohmann orders them: sorted, or
+// as sent with nlohmann::ordered_json).
+template <class Json>
+jinja_value jinja_from_json(const Json &j) {
     switch (j.type()) {
         case nlohmann::json::value_t::null:
             return jinja_value::none();
         case nlohmann::json::value_t::boolean:
-            return jinja_value(j.get<bool>());
+            return jinja_value(j.template get<bool>());
         case nlohmann::json::value_t::number_integer:
         case nlohmann::json::value_t::number_unsigned:
-            return jinja_value(j.get<int64_t>());
+            return jinja_value(j.template get<int64_t>());
         case nlohmann::json::value_t::number_float:
-            return jinja_value(j.get<double>());
+            return jinja_value(j.template get<double>());
         case nlohmann::json::value_t::string:
-            return jinja_value(j.get<std::string>());
+            return jinja_value(j.template get<std::string>());
         case nlohmann::json::value_t::array: {
             jinja_value l = jinja_value::list();
             for (const auto &x : j) l.push_back(jinja_from_json(x));

@@ -153,6 +153,42 @@ const char *const k_eog_texts[] = {
     "<turn|>",
     "<|tool_response>",
 };
+// Texts of fill-in-the-middle tokens, by role, as the 2026 reference finds them when the file
+// names no id (Qwen's <|fim_prefix|>, Granite's <fim_prefix>, DeepSeek's, CodeLlama's, GLM-4.5's,
+// Falcon-H1's; Kimi-K2's [PAD]); the first found wins.
+const char *const k_fim_pre_texts[] = {"<|fim_prefix|>",
+                                       "<fim-prefix>",
+                                       "<fim_prefix>",
+                                       "<\xEF\xBD\x9C"
+                                       "fim\xE2\x96\x81"
+                                       "begin\xEF\xBD\x9C>",
+                                       "<PRE>",
+                                       "\xE2\x96\x81<PRE>",
+                                       "<|code_prefix|>",
+                                       "<|prefix|>"};
+const char *const k_fim_suf_texts[] = {"<|fim_suffix|>",
+                                       "<fim-suffix>",
+                                       "<fim_suffix>",
+                                       "<\xEF\xBD\x9C"
+                                       "fim\xE2\x96\x81"
+                                       "hole\xEF\xBD\x9C>",
+                                       "<SUF>",
+                                       "\xE2\x96\x81<SUF>",
+                                       "<|code_suffix|>",
+                                       "<|suffix|>"};
+const char *const k_fim_mid_texts[] = {"<|fim_middle|>",
+                                       "<fim-middle>",
+                                       "<fim_middle>",
+                                       "<\xEF\xBD\x9C"
+                                       "fim\xE2\x96\x81"
+                                       "end\xEF\xBD\x9C>",
+                                       "<MID>",
+                                       "\xE2\x96\x81<MID>",
+                                       "<|code_middle|>",
+                                       "<|middle|>"};
+const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
+const char *const k_fim_sep_texts[] = {"<|file_sep|>"};
 // gpt-oss's harmony headers, which a reply is parsed by (its channels): always rendered, as text
 const char *const k_harmony_header_texts[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 // Gemma 4's thought channel, which a reply is split by (weft/template/reasoning.h): rendered too
@@ -235,6 +271,13 @@ std::unique_ptr<vocab> vocab::load(const gguf_file &f) {
         read_id(spec.sep, {"tokenizer.ggml.seperator_token_id", "tokenizer.ggml.separator_token_id"});
         read_id(spec.pad, {"tokenizer.ggml.padding_token_id"});
         read_id(spec.mask, {"tokenizer.ggml.mask_token_id"});
+        // the older keys first: where a file has both, the reference ends with the older one's id
+        read_id(spec.fim_pre, {"tokenizer.ggml.prefix_token_id", "tokenizer.ggml.fim_pre_token_id"});
+        read_id(spec.fim_suf, {"tokenizer.ggml.suffix_token_id", "tokenizer.ggml.fim_suf_token_id"});
+        read_id(spec.fim_mid, {"tokenizer.ggml.middle_token_id", "tokenizer.ggml.fim_mid_token_id"});
+        read_id(spec.fim_pad, {"tokenizer.ggml.fim_pad_token_id"});
+        read_id(spec.fim_rep, {"tokenizer.ggml.fim_rep_token_id"});
+        read_id(spec.fim_sep, {"tokenizer.ggml.fim_sep_token_id"});
         spec.add_bos = f.get_bool("tokenizer.ggml.add_bos_token");
         spec.add_eos = f.get_bool("tokenizer.ggml.add_eos_token");
         spec.add_sep = f.get_bool("tokenizer.ggml.add_sep_token");
@@ -350,6 +393,12 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
     set_id(v.sep, spec.sep, "sep");
     set_id(v.pad, spec.pad, "pad");
     set_id(v.mask, spec.mask, "mask");
+    set_id(v.fim.pre, spec.fim_pre, "fim_pre");
+    set_id(v.fim.suf, spec.fim_suf, "fim_suf");
+    set_id(v.fim.mid, spec.fim_mid, "fim_mid");
+    set_id(v.fim.pad, spec.fim_pad, "fim_pad");
+    set_id(v.fim.rep, spec.fim_rep, "fim_rep");
+    set_id(v.fim.sep, spec.fim_sep, "fim_sep");
     for (token *t : {&v.bos, &v.eos, &v.eot, &v.eom, &v.unk, &v.sep, &v.pad, &v.mask}) {
         if (!v.valid(*t)) *t = token_null;  // a default that this (small) vocabulary does not have
     }
@@ -438,6 +487,25 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
             v.tokens[size_t(t)].attr = attr_control;
         }
     }
+    // fill-in-the-middle tokens the file names no id for, by their text; they become control tokens
+    // and pad, rep and sep end generation (a completion stops at the next file or padding)
+    const auto find_fim = [&](token &dst, std::span<const char *const> texts) {
+        for (const char *text : texts) {
+            if (dst != token_null) break;
+            if (const token t = v.find(text); t != token_null) {
+                dst = t;
+                v.tokens[size_t(t)].attr = attr_control;
+            }
+        }
+    };
+    find_fim(v.fim.pre, k_fim_pre_texts);
+    find_fim(v.fim.suf, k_fim_suf_texts);
+    find_fim(v.fim.mid, k_fim_mid_texts);
+    find_fim(v.fim.pad, k_fim_pad_texts);
+    find_fim(v.fim.rep, k_fim_rep_texts);
+    find_fim(v.fim.sep, k_fim_sep_texts);
+    for (const token t : {v.fim.pad, v.fim.rep, v.fim.sep})
+        if (t != token_null) v.eog.push_back(t);
     for (const char *text : k_eog_texts) {
         if (const token t = v.find(text); t != token_null) {
             v.eog.push_back(t);
@@ -544,6 +612,9 @@ token vocab::nl() const {
 }
 token vocab::mask() const {
     return impl_->mask;
+}
+const fim_tokens &vocab::fim() const {
+    return impl_->fim;
 }
 bool vocab::add_bos() const {
     return impl_->add_bos;

@@ -53,6 +53,7 @@ struct vocab::impl {
 
     token bos = token_null, eos = token_null, eot = token_null, eom = token_null, unk = token_null;
     token sep = token_null, pad = token_null, mask = token_null, nl = token_null;
+    fim_tokens fim;
     bool add_bos = false, add_eos = false, add_sep = false;
     bool add_space_prefix = false;
     bool clean_spaces = false;

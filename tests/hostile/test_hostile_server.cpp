@@ -446,6 +446,92 @@ TEST_F(HostileServer, ImagesAreCountedAgainstTheContextBeforeDecoding) {
     EXPECT_TRUE(server.stop()) << server.log();
 }
 
+// The reference's own routes (/completion, /infill, /apply-template): malformed bodies are a 4xx in
+// OpenAI's shape, never a 500; the server still answers after them.
+TEST_F(HostileServer, NativeRoutesRefuseBadRequests) {
+    const std::string fim_model = path("fim.gguf");
+    const std::string synth = shell_quote(WEFT_BINARY) + " synth " + shell_quote(fim_model) +
+                              " --arch qwen2 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --vocab 300"
+                              " --ctx 512 --fim > /dev/null 2>&1";
+    ASSERT_EQ(std::system(synth.c_str()), 0);
+    std::vector<std::string> args = base_args();
+    args[1] = fim_model;
+    served_model server(*dir_, args);
+    ASSERT_TRUE(server.healthy()) << server.log();
+    const std::string bad_utf8 = "{\"prompt\": \"\xff\xfe\", \"n_predict\": 1}";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+        {"/completion",
+         {"{not json",
+          "[1]",
+          "{}",
+          R"({"prompt": 5})",
+          R"({"prompt": []})",
+          R"({"prompt": [[]]})",
+          R"({"prompt": [1.5]})",
+          R"({"prompt": [-1]})",
+          R"({"prompt": [99999999999]})",
+          R"({"prompt": {"x": 1}})",
+          R"({"prompt": [["a", [1]]]})",
+          R"({"prompt": ["a", null, 3]})",
+          R"({"prompt": "x", "n_predict": -2})",
+          R"({"prompt": "x", "n_predict": 1e308})",
+          R"({"prompt": "x", "n_predict": "4"})",
+          R"({"prompt": "x", "n_probs": -1})",
+          R"({"prompt": "x", "n_probs": 1000})",
+          R"({"prompt": "x", "id_slot": 99})",
+          R"({"prompt": "x", "id_slot": -5})",
+          R"({"prompt": "x", "temperature": "hot"})",
+          R"({"prompt": "x", "stop": 5})",
+          R"({"prompt": "x", "samplers": [5]})",
+          R"({"prompt": "x", "grammar": "root ::= ("})",
+          R"({"prompt": "x", "return_tokens": "yes"})",
+          R"({"prompt": "x", "stream": "yes"})",
+          R"({"prompt": "x", "cache_prompt": 1})",
+          R"({"prompt": "x", "logit_bias": [[99999, 1]]})",
+          R"({"prompt": [1, 2, 3], "n_keep": -5})",
+          bad_utf8}},
+        {"/infill",
+         {"{not json", "[1]", "{}", R"({"input_prefix": "a"})", R"({"input_suffix": "a"})",
+          R"({"input_prefix": 5, "input_suffix": "b"})", R"({"input_prefix": "a", "input_suffix": {"x": 1}})",
+          R"({"input_prefix": [1.5], "input_suffix": ""})",
+          R"({"input_prefix": [99999], "input_suffix": ""})",
+          R"({"input_prefix": "a", "input_suffix": "b", "prompt": 5})",
+          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": 5})",
+          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [5]})",
+          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"filename": "x"}]})",
+          R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": "x", "filename": 5}]})",
+          R"({"input_prefix": "a", "input_suffix": "b", "n_predict": -7})",
+          R"({"input_prefix": "a", "input_suffix": "b", "temperature": -1})"}},
+        {"/apply-template",
+         {"{not json", "[1]", "{}", R"({"messages": 5})", R"({"messages": []})", R"({"messages": [5]})",
+          R"({"messages": [{"role": "user", "content": 5}]})",
+          R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": "yes"})",
+          R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": 5})",
+          R"({"messages": [{"role": "user", "content": "hi"}], "tools": 5})",
+          R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})",
+          R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"}},
+    };
+    for (const auto &[route, bodies] : cases)
+        for (const std::string &body : bodies) {
+            SCOPED_TRACE(route + " " + body.substr(0, 200));
+            auto res = server.client().Post(route, body, "application/json");
+            ASSERT_TRUE(res) << "no answer; log:\n" << server.log();
+            EXPECT_GE(res->status, 400) << res->body;
+            EXPECT_LT(res->status, 500) << res->body;
+            const json e = json::parse(res->body, nullptr, false);
+            EXPECT_TRUE(e["error"].is_object() && e["error"]["message"].is_string()) << res->body;
+        }
+    for (const char *route : {"/completion", "/infill"}) {
+        auto res = server.client().Post(
+            route, R"({"prompt": "x", "input_prefix": "a", "input_suffix": "b", "n_predict": 2})",
+            "application/json");
+        ASSERT_TRUE(res) << route;
+        EXPECT_EQ(res->status, 200) << route << ": " << res->body;
+    }
+    EXPECT_FALSE(server.log_has({"-> 500"})) << server.log();
+    EXPECT_TRUE(server.stop()) << server.log();
+}
+
 }  // namespace hostile_server_tests
 
 namespace hostile_server_tests {

@@ -276,6 +276,48 @@ TEST(vocab_bpe, Gemma4SlashSIsNotAnEnd) {
     EXPECT_TRUE(other->is_eog(other->find("</s>")));
 }
 
+// Fill-in-the-middle tokens: by the ids the file names, else by their text as the reference finds
+// them (Qwen's, Granite's, CodeLlama's ...); found by text they become control tokens, and pad, repo
+// and file separator end generation.
+TEST(vocab_bpe, FimTokensByIdOrByText) {
+    vocab_spec qwen = bpe_spec("gpt-2");
+    for (const char *t : {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+                          "<|repo_name|>", "<|file_sep|>"}) {
+        qwen.tokens.push_back(t);
+        qwen.types.push_back(token_type::user_defined);  // mistyped: becomes control
+    }
+    const auto q = vocab::create(qwen, "qwen-coder");
+    const weft::fim_tokens &f = q->fim();
+    EXPECT_TRUE(f.can_infill());
+    EXPECT_EQ(f.pre, q->find("<|fim_prefix|>"));
+    EXPECT_EQ(f.suf, q->find("<|fim_suffix|>"));
+    EXPECT_EQ(f.mid, q->find("<|fim_middle|>"));
+    EXPECT_EQ(f.pad, q->find("<|fim_pad|>"));
+    EXPECT_EQ(f.rep, q->find("<|repo_name|>"));
+    EXPECT_EQ(f.sep, q->find("<|file_sep|>"));
+    for (token t : {f.pre, f.suf, f.mid, f.pad, f.rep, f.sep}) EXPECT_TRUE(q->is_control(t)) << t;
+    for (token t : {f.pad, f.rep, f.sep}) EXPECT_TRUE(q->is_eog(t)) << t;
+    for (token t : {f.pre, f.suf, f.mid}) EXPECT_FALSE(q->is_eog(t)) << t;
+
+    vocab_spec granite =
+        with_control_tokens(bpe_spec("gpt-2"), {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"});
+    const auto g = vocab::create(granite, "granite");
+    EXPECT_EQ(g->fim().pre, g->find("<fim_prefix>"));
+    EXPECT_EQ(g->fim().mid, g->find("<fim_middle>"));
+    EXPECT_EQ(g->fim().sep, weft::token_null);
+
+    // ids in the file win over the text; an id out of range keeps what the text finds
+    granite.fim_pre = 3;
+    granite.fim_suf = 100000;
+    const auto by_id = vocab::create(granite, "granite");
+    EXPECT_EQ(by_id->fim().pre, 3);
+    EXPECT_EQ(by_id->fim().suf, by_id->find("<fim_suffix>"));
+
+    const auto plain = vocab::create(bpe_spec("gpt-2"), "plain");
+    EXPECT_FALSE(plain->fim().can_infill());
+    EXPECT_EQ(plain->fim().pre, weft::token_null);
+}
+
 TEST(vocab_bpe, UnknownPretokenizerIsAnError) {
     try {
         vocab::create(bpe_spec("no-such-pre"), "x.gguf");

@@ -96,6 +96,7 @@ int serve_main(int argc, char **argv) {
         "  POST /v1/embeddings; /v1/messages, /v1/messages/count_tokens (Anthropic); /v1/responses (OpenAI)\n"
         "  Ollama's /api/chat, /api/generate, /api/embed, /api/tags, /api/show, /api/ps, /api/version\n"
         "  POST /tokenize, /detokenize;  GET / a chat page\n"
+        "  the reference's POST /completion (its own shape), /infill (FIM tokens), /apply-template\n"
         "  POST /v1/rerank (also /rerank, /v1/reranking, /reranking) with --reranking and a reranker\n"
         "Requests are queued first in, first out and run in -np parallel slots; every step decodes\n"
         "the tokens of all active slots in one batch (continuous batching). A slot keeps its cache\n"

@@ -101,6 +101,9 @@ int synth_main(int argc, char **argv) {
                  "bert: a reranker (pooling rank and a classification head, cls + cls.output), for `weft "
                  "serve --reranking` and `weft embed --rerank`");
     app.add_flag("--tied", s.tied, "no output.weight: the output projection is token_embd");
+    app.add_flag("--fim", s.fim,
+                 "fill-in-the-middle tokens (Qwen2.5-Coder's <|fim_prefix|> ... <|file_sep|>) at the end of "
+                 "the vocabulary, for `weft serve`'s /infill");
     std::string lora_out;
     int64_t lora_rank = 8;
     float lora_alpha = 16.0f;

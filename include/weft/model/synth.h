@@ -24,6 +24,9 @@ struct synth_spec {
     dtype type = dtype::f32;  // of the matrices; norms and biases stay f32
     uint32_t seed = 42;
     bool tied = false;  // no output.weight
+    // fill-in-the-middle tokens at the end of the vocabulary (Qwen2.5-Coder's <|fim_prefix|>,
+    // <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>, <|repo_name|>, <|file_sep|>), for /infill
+    bool fim = false;
     // gemma2, gemma3, phi3: <arch>.attention.sliding_window; -1: 4 (shorter than the tests' sequences),
     // 0: no window (not gemma3). The 2026 reference ignores phi3's window (its "Phi SWA is currently
     // disabled"): a phi3 file checked against it is written with 0.

@@ -42,6 +42,9 @@ struct vocab_spec {
     // special ids; absent: the tokenizer type's default (SPM: bos 1, eos 2, unk 0; BPE: bos = eos = 11;
     // WPM: bos = [CLS] 101, unk 100, sep 102, pad 0, mask 103). An id out of range keeps the default.
     std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad, mask;
+    // fill-in-the-middle (tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id; the older
+    // prefix/suffix/middle_token_id too); absent: found by their text as the reference finds them
+    std::optional<int64_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
     // tokenizer.ggml.suppress_tokens (Gemma 4 writes it): ids that sampling never picks; each must be
     // a token of the vocabulary
@@ -66,6 +69,15 @@ struct vocab_spec {
 // text is one of <|eot_id|> <|im_end|> <|end|> <end_of_turn> <|endoftext|> <|eom_id|> <EOT> ...
 // become control tokens and, with EOS/EOT/EOM, end generation (is_eog). Phi-3 vocabularies
 // (general.name) eat the whitespace after special tokens, as the reference does.
+// Fill-in-the-middle tokens (token_null where the vocabulary has none). A model infills when it has
+// pre, suf and mid: [rep]project [sep]file ... [pre]prefix[suf]suffix[mid] is the prompt it
+// completes (the reference's repo-level pattern). pad, rep and sep end generation.
+struct fim_tokens {
+    token pre = token_null, suf = token_null, mid = token_null;
+    token pad = token_null, rep = token_null, sep = token_null;
+    bool can_infill() const { return pre != token_null && suf != token_null && mid != token_null; }
+};
+
 // A byte range of a text.
 struct text_span {
     size_t offset = 0, length = 0;
@@ -96,6 +108,7 @@ class vocab {
     token sep() const;
     token nl() const;
     token mask() const;
+    const fim_tokens &fim() const;
     bool add_bos() const;
     bool add_eos() const;
     bool add_sep() const;                          // WPM: [SEP] at the end when add_special
