@@ -159,6 +159,20 @@ json anthropic_tool_choice(const json &choice) {
     throw request_error("'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
 }
 
+// thinking {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}: whether the template
+// is asked to think (enable_thinking). The budget is checked but not enforced: generation stops
+// at max_tokens only.
+bool anthropic_thinking(const json &thinking) {
+    const std::string type = string_field_or(thinking, "type", "", "'thinking'");
+    if (type == "disabled") return false;
+    if (type != "enabled") throw request_error("'thinking.type' must be \"enabled\" or \"disabled\"");
+    const auto budget = integer_field(thinking, "budget_tokens");
+    if (!budget) throw request_error("'thinking' of type 'enabled' needs an integer 'budget_tokens'");
+    if (*budget < 1)
+        throw request_error("'thinking.budget_tokens' must be at least 1, got " + std::to_string(*budget));
+    return true;
+}
+
 // --- the answer
 
 const char *anthropic_stop_reason(const serving::completion &c, bool tool_calls) {
@@ -193,11 +207,16 @@ json anthropic_usage(size_t input_tokens, size_t output_tokens) {
     return {{"input_tokens", input_tokens}, {"output_tokens", output_tokens}};
 }
 
-// The event stream of one message.
+// The event stream of one message: its blocks in order, each opened, filled by deltas and closed:
+// the thoughts (where the server split some out: a "thinking" block of thinking_delta events), the
+// text, then each tool call.
 class anthropic_stream : public stream_framing {
   public:
-    anthropic_stream(std::string id, std::string model_id, size_t input_tokens, bool tools)
-        : id_(std::move(id)), model_id_(std::move(model_id)), input_tokens_(input_tokens), reply_(tools) {}
+    anthropic_stream(std::string id, std::string model_id, size_t input_tokens, reply_stream reply)
+        : id_(std::move(id)),
+          model_id_(std::move(model_id)),
+          input_tokens_(input_tokens),
+          reply_(std::move(reply)) {}
 
     std::string start() override {
         json message = anthropic_envelope(id_, model_id_);
@@ -205,23 +224,28 @@ class anthropic_stream : public stream_framing {
         return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
                sse_event("ping", {{"type", "ping"}});
     }
-    std::string text(const std::string &piece) override { return text_delta(reply_.feed(piece)); }
+    std::string text(const std::string &piece) override {
+        const reply_stream::shown s = reply_.feed(piece);
+        return delta(block::thinking, s.reasoning) + delta(block::text, s.text);
+    }
     std::string finish(const serving::completion &done) override {
-        const parsed_reply r = reply_.finish(done.text);
-        std::string out = text_delta(r.content);
-        if (!text_open_ && r.calls.empty()) out += open_text();  // a message has a block
-        if (text_open_) out += close_block();
+        const reply_stream::ending e = reply_.finish(done.text);
+        const parsed_reply &r = e.reply;
+        std::string out = delta(block::thinking, e.reasoning) + delta(block::text, r.content);
+        if (!text_seen_ && r.calls.empty()) out += open(block::text);  // a message has a text block
+        out += close();
         for (const tool_call &call : r.calls) {
-            nlohmann::ordered_json block = anthropic_tool_use(call);
-            const std::string input = block["input"].dump();
-            block["input"] = nlohmann::ordered_json::object();
+            nlohmann::ordered_json b = anthropic_tool_use(call);
+            const std::string input = b["input"].dump();
+            b["input"] = nlohmann::ordered_json::object();
             out += sse_event("content_block_start",
-                             {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+                             {{"type", "content_block_start"}, {"index", index_}, {"content_block", b}});
             out += sse_event("content_block_delta",
                              {{"type", "content_block_delta"},
                               {"index", index_},
                               {"delta", {{"type", "input_json_delta"}, {"partial_json", input}}}});
-            out += close_block();
+            open_ = block::tool_use;
+            out += close();
         }
         out += sse_event("message_delta", {{"type", "message_delta"},
                                            {"delta",
@@ -236,28 +260,39 @@ class anthropic_stream : public stream_framing {
     std::string keepalive() override { return ": waiting\n\n"; }
 
   private:
-    std::string open_text() {
-        text_open_ = true;
-        return sse_event("content_block_start", {{"type", "content_block_start"},
-                                                 {"index", index_},
-                                                 {"content_block", {{"type", "text"}, {"text", ""}}}});
+    enum class block { none, thinking, text, tool_use };
+
+    std::string open(block kind) {
+        std::string out = close();
+        open_ = kind;
+        if (kind == block::text) text_seen_ = true;
+        const json content = kind == block::thinking
+                                 ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                                 : json{{"type", "text"}, {"text", ""}};
+        return out +
+               sse_event("content_block_start",
+                         {{"type", "content_block_start"}, {"index", index_}, {"content_block", content}});
     }
-    std::string text_delta(const std::string &text) {
-        if (text.empty()) return {};
-        std::string out = text_open_ ? std::string() : open_text();
-        return out + sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                                       {"index", index_},
-                                                       {"delta", {{"type", "text_delta"}, {"text", text}}}});
+    // A piece of a thinking or text block (opened first when another is open, or none).
+    std::string delta(block kind, const std::string &piece) {
+        if (piece.empty()) return {};
+        std::string out = open_ == kind ? std::string() : open(kind);
+        const json d = kind == block::thinking ? json{{"type", "thinking_delta"}, {"thinking", piece}}
+                                               : json{{"type", "text_delta"}, {"text", piece}};
+        return out + sse_event("content_block_delta",
+                               {{"type", "content_block_delta"}, {"index", index_}, {"delta", d}});
     }
-    std::string close_block() {
-        text_open_ = false;
+    std::string close() {
+        if (open_ == block::none) return {};
+        open_ = block::none;
         return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_++}});
     }
 
     std::string id_, model_id_;
     size_t input_tokens_;
     reply_stream reply_;
-    bool text_open_ = false;
+    block open_ = block::none;
+    bool text_seen_ = false;
     int index_ = 0;
 };
 
@@ -310,6 +345,8 @@ json anthropic_to_openai_chat(const json &body, bool count_tokens) {
         out["tools"] = anthropic_tools(*tools);
     if (auto choice = field(body, "tool_choice", json_is_object, "an object"))
         out["tool_choice"] = anthropic_tool_choice(*choice);
+    if (auto thinking = field(body, "thinking", json_is_object, "an object"))
+        out["chat_template_kwargs"] = {{"enable_thinking", anthropic_thinking(*thinking)}};
     return out;
 }
 
@@ -321,14 +358,18 @@ void anthropic_messages(generation_host &host, const httplib::Request &req, http
     std::shared_ptr<serving::job> job = host.submit_one(p);
     if (p.stream) {
         stream_job(res, "text/event-stream", job,
-                   std::make_shared<anthropic_stream>(id, host.served_model_id(), input_tokens, p.tools));
+                   std::make_shared<anthropic_stream>(id, host.served_model_id(), input_tokens,
+                                                      reply_stream(p.tools, host.thought_splitter(p))));
         return;
     }
     const serving::completion done = wait_whole(*job);
-    reply_stream reply(p.tools);
-    const parsed_reply r = reply.finish(done.text);
+    reply_stream reply(p.tools, host.thought_splitter(p));
+    const reply_stream::ending e = reply.finish(done.text);
+    const parsed_reply &r = e.reply;
     nlohmann::ordered_json message =
         anthropic_envelope(id, host.served_model_id());  // keeps the input's order
+    if (!e.reasoning.empty())
+        message["content"].push_back({{"type", "thinking"}, {"thinking", e.reasoning}, {"signature", ""}});
     if (!r.content.empty() || r.calls.empty())
         message["content"].push_back({{"type", "text"}, {"text", r.content}});
     for (const tool_call &call : r.calls) message["content"].push_back(anthropic_tool_use(call));

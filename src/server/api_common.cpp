@@ -95,11 +95,20 @@ constexpr std::string_view call_markers[] = {"<tool_call>", "[TOOL_CALLS]", "<|p
 
 }  // namespace
 
-std::string reply_stream::feed(const std::string &piece) {
-    text_ += piece;
+reply_stream::shown reply_stream::feed(const std::string &piece) {
+    fed_ += piece.size();
+    reasoning_split split = thoughts_.feed(piece);
+    for (reasoning_tool_call &c : split.tool_calls)
+        harmony_calls_.push_back({c.name, std::move(c.arguments)});
+    text_ += split.content;
+    return {std::move(split.reasoning), show()};
+}
+
+std::string reply_stream::show() {
     if (!tools_) {
+        std::string out = text_.substr(shown_);
         shown_ = text_.size();
-        return piece;
+        return out;
     }
     const size_t first = text_.find_first_not_of(" \t\r\n");
     // nothing but blanks yet, or a reply that is a JSON object or array (a call): hold it all
@@ -121,19 +130,35 @@ std::string reply_stream::feed(const std::string &piece) {
     return out;
 }
 
-parsed_reply reply_stream::finish(const std::string &whole) {
-    parsed_reply r;
-    if (tools_) r = parse_tool_calls(whole);
+reply_stream::ending reply_stream::finish(const std::string &whole) {
+    ending e;
+    reasoning_split split =
+        fed_ < whole.size() ? thoughts_.feed(std::string_view(whole).substr(fed_)) : reasoning_split{};
+    fed_ = whole.size();
+    reasoning_split rest = thoughts_.finish();
+    split.reasoning += rest.reasoning;
+    split.content += rest.content;
+    for (auto *part : {&split, &rest})
+        for (reasoning_tool_call &c : part->tool_calls)
+            harmony_calls_.push_back({c.name, std::move(c.arguments)});
+    text_ += split.content;
+    e.reasoning = std::move(split.reasoning);
+    parsed_reply &r = e.reply;
+    if (tools_) {  // as chat completions: calls only where tools were offered
+        r = parse_tool_calls(text_);
+        for (tool_call &c : harmony_calls_) r.calls.push_back(std::move(c));
+    }
+    harmony_calls_.clear();
     if (r.calls.empty()) {
-        r.content = shown_ < whole.size() ? whole.substr(shown_) : std::string();
-        return r;
+        r.content = shown_ < text_.size() ? text_.substr(shown_) : std::string();
+        return e;
     }
     // parse_tool_calls trims the content; what was shown is a prefix of the text before the calls
-    const std::string shown = whole.substr(0, std::min(shown_, whole.size()));
+    const std::string shown = text_.substr(0, std::min(shown_, text_.size()));
     const size_t lead = shown.find_first_not_of(" \t\r\n");
     const size_t n_shown = lead == std::string::npos ? 0 : shown.size() - lead;
     r.content = r.content.size() > n_shown ? r.content.substr(n_shown) : std::string();
-    return r;
+    return e;
 }
 
 void stream_job(httplib::Response &res, const char *content_type, std::shared_ptr<serving::job> job,

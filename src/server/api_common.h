@@ -17,6 +17,7 @@
 #include "server/tool_calls.h"
 #include "weft/model/model.h"
 #include "weft/serving/engine.h"
+#include "weft/template/reasoning.h"
 
 namespace weft::server {
 
@@ -46,6 +47,9 @@ class generation_host {
     virtual bool sees_images() const = 0;    // a vision projector is loaded
     virtual bool embeds() const = 0;         // the model makes embeddings, not text
     virtual int64_t started_at() const = 0;  // the server's start, seconds since the epoch
+    // The splitter of the request's reply into thoughts and answer, as the chat route splits it
+    // (--reasoning-format, the template's syntax, a thought the prompt opened).
+    virtual reasoning_splitter thought_splitter(const parsed_request &p) const = 0;
 };
 
 // The body as a JSON object, or request_error.
@@ -58,22 +62,37 @@ std::string random_letters();
 // (request_error 499), a job that failed is request_error 500 with its reason.
 serving::completion wait_whole(serving::job &j);
 
-// A reply's text as it may be shown while it streams: with tools offered, the text from where a
-// tool call could begin (a marker, or a reply that opens with a JSON object or array) is held
-// back until the reply is whole, when the calls are parsed out of it.
+// A reply as it may be shown while it streams: first split into thoughts and answer by the
+// server's --reasoning-format (a reasoning_splitter for the model's template, as chat completions
+// split it), then, with tools offered, the answer from where a tool call could begin (a marker, or
+// a reply that opens with a JSON object or array) held back until the reply is whole, when the calls
+// are parsed out of it (with gpt-oss's harmony calls the splitter found).
 class reply_stream {
   public:
-    explicit reply_stream(bool tools) : tools_(tools) {}
-    // A piece of the reply: what can be shown now ("" while held back).
-    std::string feed(const std::string &piece);
-    // The whole reply: the text not shown yet (without calls) and the calls.
-    parsed_reply finish(const std::string &whole);
+    reply_stream(bool tools, reasoning_splitter thoughts) : tools_(tools), thoughts_(std::move(thoughts)) {}
+    struct shown {
+        std::string reasoning;  // thoughts now certain
+        std::string text;       // answer text that can be shown
+    };
+    // A piece of the reply as generated.
+    shown feed(const std::string &piece);
+    struct ending {
+        std::string reasoning;  // the thoughts not given yet
+        parsed_reply reply;     // the answer text not shown yet (without calls) and the calls
+    };
+    // The whole reply as generated (what was fed is a prefix of it).
+    ending finish(const std::string &whole);
     bool tools() const { return tools_; }
 
   private:
+    std::string show();
+
     bool tools_;
-    std::string text_;
+    reasoning_splitter thoughts_;
+    size_t fed_ = 0;    // bytes of the generated reply fed so far
+    std::string text_;  // the answer so far
     size_t shown_ = 0;
+    std::vector<tool_call> harmony_calls_;
 };
 
 // A stream's bytes in one API's framing (SSE events or NDJSON lines).

@@ -191,13 +191,17 @@ nlohmann::ordered_json ollama_tool_calls(const parsed_reply &r) {
 
 // One line of a reply: {"model", "created_at", "message": {...} | "response": "...", "done"}.
 // (ordered: the calls' arguments keep the model's key order)
+// The thoughts, where the server split some out (--reasoning-format), go in "thinking" beside them.
 nlohmann::ordered_json ollama_reply_line(const std::string &name, bool generate, const std::string &text,
-                                         const nlohmann::ordered_json &calls = nullptr) {
+                                         const nlohmann::ordered_json &calls = nullptr,
+                                         const std::string &thinking = {}) {
     nlohmann::ordered_json line = {{"model", name}, {"created_at", now_stamp()}};
     if (generate) {
         line["response"] = text;
+        if (!thinking.empty()) line["thinking"] = thinking;
     } else {
         line["message"] = {{"role", "assistant"}, {"content", text}};
+        if (!thinking.empty()) line["message"]["thinking"] = thinking;
         if (!calls.is_null() && !calls.empty()) line["message"]["tool_calls"] = calls;
     }
     line["done"] = false;
@@ -206,19 +210,21 @@ nlohmann::ordered_json ollama_reply_line(const std::string &name, bool generate,
 
 class ollama_stream : public stream_framing {
   public:
-    ollama_stream(std::string name, bool generate, bool tools)
+    ollama_stream(std::string name, bool generate, reply_stream reply)
         : name_(std::move(name)),
           generate_(generate),
-          reply_(tools),
+          reply_(std::move(reply)),
           start_(std::chrono::steady_clock::now()) {}
 
     std::string start() override { return {}; }
     std::string text(const std::string &piece) override { return line(reply_.feed(piece)); }
     std::string finish(const serving::completion &done) override {
-        const parsed_reply r = reply_.finish(done.text);
+        const reply_stream::ending e = reply_.finish(done.text);
+        const parsed_reply &r = e.reply;
         std::string out;
-        if (!r.content.empty() || !r.calls.empty())
-            out = ollama_reply_line(name_, generate_, r.content, ollama_tool_calls(r)).dump() + "\n";
+        if (!r.content.empty() || !r.calls.empty() || !e.reasoning.empty())
+            out = ollama_reply_line(name_, generate_, r.content, ollama_tool_calls(r), e.reasoning).dump() +
+                  "\n";
         nlohmann::ordered_json last = ollama_reply_line(name_, generate_, "");
         last.update(nlohmann::ordered_json(ollama_final_fields(done, start_)));
         return out + last.dump() + "\n";
@@ -229,8 +235,9 @@ class ollama_stream : public stream_framing {
     std::string keepalive() override { return {}; }
 
   private:
-    std::string line(const std::string &text) {
-        return text.empty() ? std::string() : ollama_reply_line(name_, generate_, text).dump() + "\n";
+    std::string line(const reply_stream::shown &piece) {
+        if (piece.text.empty() && piece.reasoning.empty()) return {};
+        return ollama_reply_line(name_, generate_, piece.text, nullptr, piece.reasoning).dump() + "\n";
     }
 
     std::string name_;
@@ -264,14 +271,17 @@ void ollama_run(generation_host &host, const httplib::Request &req, httplib::Res
     const parsed_request p = host.read_openai(openai, chat);
     std::shared_ptr<serving::job> job = host.submit_one(p);
     if (stream) {
-        stream_job(res, "application/x-ndjson", job,
-                   std::make_shared<ollama_stream>(name, generate, p.tools));
+        stream_job(
+            res, "application/x-ndjson", job,
+            std::make_shared<ollama_stream>(name, generate, reply_stream(p.tools, host.thought_splitter(p))));
         return;
     }
     const serving::completion done = wait_whole(*job);
-    reply_stream reply(p.tools);
-    const parsed_reply r = reply.finish(done.text);
-    nlohmann::ordered_json out = ollama_reply_line(name, generate, r.content, ollama_tool_calls(r));
+    reply_stream reply(p.tools, host.thought_splitter(p));
+    const reply_stream::ending e = reply.finish(done.text);
+    const parsed_reply &r = e.reply;
+    nlohmann::ordered_json out =
+        ollama_reply_line(name, generate, r.content, ollama_tool_calls(r), e.reasoning);
     out.update(nlohmann::ordered_json(ollama_final_fields(done, start)));
     res.set_content(out.dump(), "application/json");
 }
@@ -298,11 +308,31 @@ json ollama_model_entry(const generation_host &host) {
 
 }  // namespace
 
+namespace {
+
+// "think": true / false turns the template's thinking on or off (enable_thinking); "high", "medium"
+// or "low" (gpt-oss) turns it on with that reasoning_effort.
+void ollama_think(const json &body, json &out) {
+    const auto think = body.find("think");
+    if (think == body.end() || think->is_null()) return;
+    if (think->is_boolean()) {
+        out["chat_template_kwargs"] = {{"enable_thinking", think->get<bool>()}};
+        return;
+    }
+    const std::string effort = think->is_string() ? think->get<std::string>() : std::string();
+    if (effort != "high" && effort != "medium" && effort != "low")
+        throw request_error("'think' must be true, false, \"high\", \"medium\" or \"low\"");
+    out["chat_template_kwargs"] = {{"enable_thinking", true}, {"reasoning_effort", effort}};
+}
+
+}  // namespace
+
 json ollama_to_openai(const json &body, bool generate, bool *chat) {
     json out = json::object();
     copy_sampling_extensions(body, out);  // llama-server's fields (grammar, ...) at the top level
     ollama_options(body, out);
     ollama_format(body, out);
+    ollama_think(body, out);
     if (!generate) {
         *chat = true;
         const auto messages = field(body, "messages", json_is_array, "an array");

@@ -487,6 +487,14 @@ struct openai_request_reader::impl {
                 throw request_error("'suffix' (insertion) is not supported by this server");
         }
         s.grammar = read_grammar(body);
+        if (chat) {
+            const std::string forced = tool_choice_grammar(body);
+            if (!forced.empty() && !s.grammar.empty())
+                throw request_error(
+                    "'tool_choice' and a grammar, JSON schema or response_format both "
+                    "constrain the output; send one");
+            if (!forced.empty()) s.grammar = forced;
+        }
         g.logprobs = p.logprobs;
         g.n_probs = p.top_logprobs;
         try {
@@ -501,7 +509,15 @@ struct openai_request_reader::impl {
                 read_messages(body, limits_.mmproj ? &images : nullptr);
             std::string prompt;
             std::vector<text_span> contents;  // the messages' text: never control tokens
-            if (uses_tools(body, p.tools)) {
+            const bool structured = uses_tools(body, p.tools);
+            // chat_template_kwargs (enable_thinking ...) reach a Jinja template through the
+            // structured rendering too (a chat with images keeps the plain one, without them)
+            const bool kwargs =
+                field(
+                    body, "chat_template_kwargs", [](const json &j) { return j.is_object(); }, "an object")
+                    .has_value() &&
+                !template_.jinja.empty() && images.empty();
+            if (structured || kwargs) {
                 if (!images.empty())
                     throw request_error(
                         "'messages': image_url parts are not taken in a chat with tools or tool "
@@ -588,6 +604,70 @@ struct openai_request_reader::impl {
         return gbnf;
     }
 
+    // tool_choice: "auto" (the default) and "none" (no tools offered: see uses_tools) leave the
+    // output free; "required" makes it one call of one of the tools, {"type": "function",
+    // "function": {"name"}} one call of that tool: the grammar ("" when free) of such a call, its
+    // arguments following the tool's parameters schema, in the form the model's template teaches
+    // (<tool_call>...</tool_call>, [TOOL_CALLS] [...], else the bare JSON object), which the reply's
+    // tool-call parsing reads back.
+    std::string tool_choice_grammar(const json &body) const {
+        const auto choice = body.find("tool_choice");
+        if (choice == body.end() || choice->is_null()) return {};
+        std::string name;
+        if (choice->is_string()) {
+            if (*choice == "auto" || *choice == "none") return {};
+            if (*choice != "required")
+                throw request_error(
+                    "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                    "{\"type\": \"function\", \"function\": {\"name\"}}, got \"" +
+                    choice->get<std::string>() + "\"");
+        } else {
+            const auto function = choice->is_object() ? choice->find("function") : choice->end();
+            if (!choice->is_object() || choice->value("type", json()) != "function" ||
+                function == choice->end() || !function->is_object() || !function->contains("name") ||
+                !(*function)["name"].is_string())
+                throw request_error(
+                    "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                    "{\"type\": \"function\", \"function\": {\"name\"}}");
+            name = (*function)["name"].get<std::string>();
+        }
+        const auto tools = body.find("tools");
+        if (tools == body.end() || !tools->is_array() || tools->empty())
+            throw request_error("'tool_choice' asks for a tool call but no 'tools' are offered");
+        json calls = json::array();
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const json &t = (*tools)[i];
+            const std::string at = "tools[" + std::to_string(i) + "]";
+            const auto fn = t.is_object() ? t.find("function") : t.end();
+            if (fn == t.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+                throw request_error("'" + at + "' needs 'function': {\"name\", \"parameters\"}");
+            if (!name.empty() && (*fn)["name"] != name) continue;
+            const json params = fn->contains("parameters") && (*fn)["parameters"].is_object()
+                                    ? (*fn)["parameters"]
+                                    : json{{"type", "object"}};
+            calls.push_back({{"type", "object"},
+                             {"properties", {{"name", {{"const", (*fn)["name"]}}}, {"arguments", params}}},
+                             {"required", {"name", "arguments"}},
+                             {"additionalProperties", false}});
+        }
+        if (calls.empty())
+            throw request_error("'tool_choice' names the tool '" + name +
+                                "', which is not among the 'tools'");
+        std::string call;
+        try {
+            call = json_schema_to_grammar(json{{"anyOf", calls}}.dump());
+        } catch (const error &e) {
+            throw request_error("'tool_choice': the tools' parameters: " + std::string(e.what()));
+        }
+        call = "tool-call" + call.substr(std::string("root").size());  // its root, renamed
+        const std::string &tmpl = template_.jinja;
+        if (tmpl.find("<tool_call>") != std::string::npos)
+            return "root ::= \"<tool_call>\\n\" tool-call \"\\n</tool_call>\"\n" + call;
+        if (tmpl.find("[TOOL_CALLS]") != std::string::npos)
+            return "root ::= \"[TOOL_CALLS] [\" tool-call \"]\"\n" + call;
+        return "root ::= tool-call\n" + call;
+    }
+
     // Whether a chat request needs the structured rendering: tools offered (unless tool_choice is
     // "none"; with_tools says so), or messages that carry tool calls or tool results.
     static bool uses_tools(const json &body, bool &with_tools) {
@@ -614,6 +694,9 @@ struct openai_request_reader::impl {
         chat_request request;
         request.messages = jinja_messages(body);
         if (with_tools) request.tools = jinja_from_json(body["tools"]);
+        if (const auto kwargs = body.find("chat_template_kwargs");
+            kwargs != body.end() && kwargs->is_object())
+            request.kwargs = jinja_from_json(*kwargs);
         return render_jinja(request);
     }
 

@@ -330,6 +330,9 @@ class routes : public native_host {
     bool sees_images() const override { return opt_.mmproj != nullptr; }
     bool embeds() const override { return embed_ctx_ != nullptr; }
     int64_t started_at() const override { return created_; }
+    reasoning_splitter thought_splitter(const parsed_request &p) const override {
+        return reasoning_splitter(reply_style(p, 0), p.chat ? opt_.reasoning : reasoning_format::none);
+    }
     std::string chat_prompt_text(const std::string &body_text) const override {
         return reader_->render_prompt(body_text);
     }

@@ -171,6 +171,17 @@ json message_item(const std::string &id, const std::string &text, const char *st
     return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
+// The thoughts the server split out of a reply (--reasoning-format), as a reasoning item.
+json reasoning_item(const std::string &id, const std::string &text, const char *status) {
+    json content = json::array();
+    if (std::string(status) == "completed") content.push_back({{"type", "reasoning_text"}, {"text", text}});
+    return {{"type", "reasoning"},
+            {"id", id},
+            {"status", status},
+            {"summary", json::array()},
+            {"content", content}};
+}
+
 json function_call_item(const tool_call &call, const std::string &id, const std::string &call_id,
                         const std::string &arguments, const char *status) {
     return {{"type", "function_call"}, {"id", id},        {"call_id", call_id}, {"name", call.name},
@@ -196,41 +207,31 @@ json responses_final(const response_shape &s, size_t input_tokens, const serving
     return r;
 }
 
+// The events of one response: a reasoning item while the thoughts come (response.reasoning_text
+// deltas), then the message (response.output_text deltas), then each function call, each item
+// added, filled and done in turn at the next output index.
 class responses_stream : public stream_framing {
   public:
-    responses_stream(response_shape shape, size_t input_tokens, bool tools)
-        : shape_(std::move(shape)),
-          input_tokens_(input_tokens),
-          reply_(tools),
-          message_id_("msg_" + random_letters()) {}
+    responses_stream(response_shape shape, size_t input_tokens, reply_stream reply)
+        : shape_(std::move(shape)), input_tokens_(input_tokens), reply_(std::move(reply)) {}
 
     std::string start() override {
         const json r = response_object(shape_, "in_progress");
         std::string out = event("response.created", {{"response", r}});
         return out + event("response.in_progress", {{"response", r}});
     }
-    std::string text(const std::string &piece) override { return text_delta(reply_.feed(piece)); }
+    std::string text(const std::string &piece) override {
+        const reply_stream::shown s = reply_.feed(piece);
+        return delta(item::reasoning, s.reasoning) + delta(item::message, s.text);
+    }
     std::string finish(const serving::completion &done) override {
-        const parsed_reply r = reply_.finish(done.text);
-        std::string out = text_delta(r.content);
-        if (!message_open_ && r.calls.empty()) out += open_message();  // a response has a message
-        json output = json::array();
-        if (message_open_) {
-            const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
-            out += event("response.output_text.done", {{"item_id", message_id_},
-                                                       {"output_index", 0},
-                                                       {"content_index", 0},
-                                                       {"text", text_},
-                                                       {"logprobs", json::array()}});
-            out +=
-                event("response.content_part.done",
-                      {{"item_id", message_id_}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
-            const json item = message_item(message_id_, text_, "completed");
-            out += event("response.output_item.done", {{"output_index", 0}, {"item", item}});
-            output.push_back(item);
-        }
+        const reply_stream::ending e = reply_.finish(done.text);
+        const parsed_reply &r = e.reply;
+        std::string out = delta(item::reasoning, e.reasoning) + delta(item::message, r.content);
+        if (!message_seen_ && r.calls.empty()) out += open(item::message);  // a response has a message
+        out += close();
         for (const tool_call &call : r.calls) {
-            const size_t index = output.size();
+            const size_t index = output_.size();
             const std::string id = "fc_" + random_letters(), call_id = "call_" + random_letters();
             out += event("response.output_item.added",
                          {{"output_index", index},
@@ -241,11 +242,11 @@ class responses_stream : public stream_framing {
                                                                    {"output_index", index},
                                                                    {"name", call.name},
                                                                    {"arguments", call.arguments}});
-            const json item = function_call_item(call, id, call_id, call.arguments, "completed");
-            out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
-            output.push_back(item);
+            const json done_item = function_call_item(call, id, call_id, call.arguments, "completed");
+            out += event("response.output_item.done", {{"output_index", index}, {"item", done_item}});
+            output_.push_back(done_item);
         }
-        const json response = responses_final(shape_, input_tokens_, done, output);
+        const json response = responses_final(shape_, input_tokens_, done, output_);
         const std::string name = "response." + response["status"].get<std::string>();
         return out + event(name, {{"response", response}});
     }
@@ -257,40 +258,76 @@ class responses_stream : public stream_framing {
     std::string keepalive() override { return ": waiting\n\n"; }
 
   private:
+    enum class item { none, reasoning, message };
+
     std::string event(const std::string &type, json data) {
         data["type"] = type;
         data["sequence_number"] = sequence_++;
         return sse_event(type, data);
     }
-    std::string open_message() {
-        message_open_ = true;
-        std::string out =
-            event("response.output_item.added",
-                  {{"output_index", 0}, {"item", message_item(message_id_, "", "in_progress")}});
-        return out +
-               event("response.content_part.added",
-                     {{"item_id", message_id_},
-                      {"output_index", 0},
-                      {"content_index", 0},
-                      {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+    // The fields that say where a piece of the open item goes.
+    json at() const { return {{"item_id", id_}, {"output_index", output_.size()}, {"content_index", 0}}; }
+    std::string open(item kind) {
+        std::string out = close();
+        open_ = kind;
+        text_.clear();
+        if (kind == item::reasoning) {
+            id_ = "rs_" + random_letters();
+            return out +
+                   event("response.output_item.added", {{"output_index", output_.size()},
+                                                        {"item", reasoning_item(id_, "", "in_progress")}});
+        }
+        message_seen_ = true;
+        id_ = "msg_" + random_letters();
+        out += event("response.output_item.added",
+                     {{"output_index", output_.size()}, {"item", message_item(id_, "", "in_progress")}});
+        json added = at();
+        added["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+        return out + event("response.content_part.added", added);
     }
-    std::string text_delta(const std::string &text) {
-        if (text.empty()) return {};
-        std::string out = message_open_ ? std::string() : open_message();
-        text_ += text;
-        return out + event("response.output_text.delta", {{"item_id", message_id_},
-                                                          {"output_index", 0},
-                                                          {"content_index", 0},
-                                                          {"delta", text},
-                                                          {"logprobs", json::array()}});
+    std::string delta(item kind, const std::string &piece) {
+        if (piece.empty()) return {};
+        std::string out = open_ == kind ? std::string() : open(kind);
+        text_ += piece;
+        json d = at();
+        d["delta"] = piece;
+        if (kind == item::reasoning) return out + event("response.reasoning_text.delta", d);
+        d["logprobs"] = json::array();
+        return out + event("response.output_text.delta", d);
+    }
+    std::string close() {
+        if (open_ == item::none) return {};
+        const item kind = open_;
+        open_ = item::none;
+        std::string out;
+        json d = at();
+        d["text"] = text_;
+        json done_item;
+        if (kind == item::reasoning) {
+            out += event("response.reasoning_text.done", d);
+            done_item = reasoning_item(id_, text_, "completed");
+        } else {
+            d["logprobs"] = json::array();
+            out += event("response.output_text.done", d);
+            json part = at();
+            part.erase("text");
+            part["part"] = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
+            out += event("response.content_part.done", part);
+            done_item = message_item(id_, text_, "completed");
+        }
+        out += event("response.output_item.done", {{"output_index", output_.size()}, {"item", done_item}});
+        output_.push_back(done_item);
+        return out;
     }
 
     response_shape shape_;
     size_t input_tokens_;
     reply_stream reply_;
-    std::string message_id_;
-    std::string text_;
-    bool message_open_ = false;
+    item open_ = item::none;
+    std::string id_;    // the open item's
+    std::string text_;  // the open item's text so far
+    bool message_seen_ = false;
+    json output_ = json::array();  // the items done
     int64_t sequence_ = 0;
 };
 
@@ -340,6 +377,15 @@ json responses_to_openai_chat(const json &body) {
                 "\"name\"}");
         }
     }
+    if (auto reasoning = field(body, "reasoning", json_is_object, "an object")) {
+        // reasoning.effort: "none" asks the template not to think; another effort asks it to, with
+        // that reasoning_effort (gpt-oss's low / medium / high)
+        const std::string effort = string_field_or(*reasoning, "effort", "", "'reasoning'");
+        if (effort == "none")
+            out["chat_template_kwargs"] = {{"enable_thinking", false}};
+        else if (!effort.empty())
+            out["chat_template_kwargs"] = {{"enable_thinking", true}, {"reasoning_effort", effort}};
+    }
     if (auto text = field(
             body, "text", [](const json &j) { return j.is_object(); }, "an object")) {
         const json format = responses_text_format(*text);
@@ -357,13 +403,17 @@ void responses_create(generation_host &host, const httplib::Request &req, httpli
     std::shared_ptr<serving::job> job = host.submit_one(p);
     if (p.stream) {
         stream_job(res, "text/event-stream", job,
-                   std::make_shared<responses_stream>(shape, input_tokens, p.tools));
+                   std::make_shared<responses_stream>(shape, input_tokens,
+                                                      reply_stream(p.tools, host.thought_splitter(p))));
         return;
     }
     const serving::completion done = wait_whole(*job);
-    reply_stream reply(p.tools);
-    const parsed_reply r = reply.finish(done.text);
+    reply_stream reply(p.tools, host.thought_splitter(p));
+    const reply_stream::ending e = reply.finish(done.text);
+    const parsed_reply &r = e.reply;
     json output = json::array();
+    if (!e.reasoning.empty())
+        output.push_back(reasoning_item("rs_" + random_letters(), e.reasoning, "completed"));
     if (!r.content.empty() || r.calls.empty())
         output.push_back(message_item("msg_" + random_letters(), r.content, "completed"));
     for (const tool_call &call : r.calls)

@@ -34,6 +34,19 @@ inline const char *tools_template =
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+// tools_template with a Qwen3-like thinking switch: a thought in the prompt's tail unless
+// enable_thinking is false, when the generation prompt closes an empty one.
+inline const char *thinking_template =
+    "{% if tools %}<|im_start|>system\nTools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and not "
+    "enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}";
+
+// The grammar of a reply that thinks "I add." and answers "It is 4.".
+inline std::string thought_grammar() {
+    return R"(root ::= "<think>I add.</think>It is 4.")";
+}
+
 // The grammar of one call of get_weather for Paris in the Hermes form.
 inline std::string weather_call_grammar() {
     return R"(root ::= "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>")";
@@ -44,7 +57,7 @@ struct api_server {
     std::unique_ptr<openai_server> svr;
     int port = 0;
 
-    explicit api_server(server_options opt = {}) {
+    explicit api_server(server_options opt = {}, const char *chat_template = tools_template) {
         opt.port = 0;
         opt.http_threads = 4;
         opt.n_slots = 2;
@@ -57,7 +70,7 @@ struct api_server {
         ep.context.n_ctx = 1024;
         eng = std::make_unique<serving::engine>(stories_model(), ep);
         eng->start();
-        svr->set_ready(stories_model(), *eng, serving::choose_chat_template(stories_model(), tools_template),
+        svr->set_ready(stories_model(), *eng, serving::choose_chat_template(stories_model(), chat_template),
                        "test");
     }
     ~api_server() {
