@@ -336,6 +336,7 @@ std::unique_ptr<vocab> vocab::create(const vocab_spec &spec, const std::string &
         v.suppressed.push_back(token(id));
     }
     std::sort(v.suppressed.begin(), v.suppressed.end());
+    v.suppressed.erase(std::unique(v.suppressed.begin(), v.suppressed.end()), v.suppressed.end());
     v.text_to_id.reserve(n_tokens);
     for (size_t i = 0; i < n_tokens; ++i)
         v.text_to_id[v.tokens[i].text] = token(i);  // a later duplicate wins
