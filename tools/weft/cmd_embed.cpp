@@ -16,32 +16,76 @@
 namespace weft::tool {
 namespace {
 
+// `--rerank QUERY --document TEXT ...`: a reranker's score of each document, all batched.
+int rerank_main(const std::string &model_path, const std::string &query,
+                const std::vector<std::string> &documents, bool json, int n_threads) {
+    if (documents.empty()) throw error("--rerank needs at least one --document");
+    auto model = weft::model::load(model_path);
+    const model_hparams &hp = model->hparams();
+    if (!hp.ranks())
+        throw error(model_path +
+                    ": --rerank needs a reranker (a bert with a classification head, pooling rank)");
+    std::vector<std::vector<token>> sequences;
+    for (const std::string &d : documents) sequences.push_back(rerank_tokens(*model, query, d));
+    inference_params ip;
+    ip.n_ctx = uint32_t(hp.n_ctx_train);
+    ip.n_batch = ip.n_ubatch = ip.n_ctx;
+    ip.n_seq_max = 16;
+    ip.n_threads = ip.n_threads_batch = n_threads;
+    inference_context ctx(*model, ip);
+    const std::vector<std::vector<float>> scores = compute_rank_scores(ctx, sequences);
+    size_t n_tokens = 0;
+    nlohmann::json results = nlohmann::json::array();
+    for (size_t i = 0; i < documents.size(); ++i) {
+        n_tokens += sequences[i].size();
+        if (json)
+            results.push_back(
+                {{"index", i}, {"relevance_score", scores[i].front()}, {"document", documents[i]}});
+        else
+            std::printf("%.7g\n", double(scores[i].front()));
+    }
+    if (json) std::printf("%s\n", nlohmann::json{{"query", query}, {"results", results}}.dump().c_str());
+    std::fprintf(stderr, "%zu documents, %zu tokens, pooling rank\n", documents.size(), n_tokens);
+    return 0;
+}
+
 int embed_main(int argc, char **argv) {
     CLI::App app{
         "The embedding of a text by an embedding model (bert): every token's last hidden state and\n"
         "their pooling (the model's own, from pooling_type, unless --pooling says otherwise).\n"
         "Prints the pooled vector, or with --json an object with prompt_tokens, pooled_embedding and\n"
-        "token_embeddings.",
+        "token_embeddings. A reranker (pooling rank) prints its score of the text; with --rerank QUERY\n"
+        "and --document TEXT (repeated) its score of each document for the query, one line each in\n"
+        "the documents' order (tokenized as the reference server's /v1/rerank does).",
         "weft embed"};
-    std::string model_path, prompt, pooling_arg;
+    std::string model_path, prompt, pooling_arg, query;
+    std::vector<std::string> documents;
     bool normalize = false, json = false;
     int n_threads = 2;
     app.add_option("-m,--model", model_path, "embedding model (GGUF)")
         ->required()
         ->check(weft::tool::input_file());
-    app.add_option("-p,--prompt", prompt, "the text")->required();
-    app.add_option("--pooling", pooling_arg, "none, mean, cls or last (default: the model's)");
+    auto *prompt_opt = app.add_option("-p,--prompt", prompt, "the text");
+    auto *rerank_opt =
+        app.add_option("--rerank", query, "a reranker: the query the --document texts are scored for")
+            ->excludes(prompt_opt);
+    app.add_option("--document", documents, "a reranker: a document to score for --rerank (repeat it)")
+        ->needs(rerank_opt);
+    app.add_option("--pooling", pooling_arg, "none, mean, cls, last or rank (default: the model's)");
     app.add_flag("--normalize", normalize, "scale every vector to unit length (L2)");
     app.add_flag("--json", json, "print JSON (prompt_tokens, pooled_embedding, token_embeddings)");
     app.add_option("-t,--threads", n_threads, "threads")->capture_default_str()->check(CLI::Range(1, 512));
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+    if (rerank_opt->count() == 0 && prompt_opt->count() == 0)
+        throw error("give the text with -p, or --rerank");
+    if (rerank_opt->count() > 0) return rerank_main(model_path, query, documents, json, n_threads);
 
     auto model = weft::model::load(model_path);
     const model_hparams &hp = model->hparams();
     pooling_kind pooling = pooling_kind(hp.pooling_type);
     if (!pooling_arg.empty()) {
         const auto p = pooling_from_name(pooling_arg);
-        if (!p) throw error("--pooling " + pooling_arg + ": not one of none, mean, cls, last");
+        if (!p) throw error("--pooling " + pooling_arg + ": not one of none, mean, cls, last, rank");
         pooling = *p;
     }
     const std::vector<token> tokens = model->vocab().tokenize(prompt, true, true);
