@@ -263,11 +263,15 @@ typedef enum weft_pooling {
     WEFT_POOLING_NONE = 0,   /* the last token's row */
     WEFT_POOLING_MEAN = 1,
     WEFT_POOLING_CLS = 2,
-    WEFT_POOLING_LAST = 3
+    WEFT_POOLING_LAST = 3,
+    WEFT_POOLING_RANK = 4 /* a reranker's scores (its classification head on the first token) */
 } weft_pooling;
 
 /* An encoder model's (bert) embedding of tokens: weft_model_n_embd floats into embedding (capacity
- * floats), pooled, scaled to unit length when normalize. A decoder model: WEFT_ERR_UNSUPPORTED. */
+ * floats), pooled, scaled to unit length when normalize. A decoder model: WEFT_ERR_UNSUPPORTED.
+ * A reranker (a bert with pooling rank) takes WEFT_POOLING_RANK (or WEFT_POOLING_MODEL) only: its
+ * scores of tokens (a query and a document as one sequence), never normalized; embedding[0] is the
+ * relevance score (capacity: at least the head's outputs, 1 for the usual reranker). */
 WEFT_API weft_status weft_session_embed(weft_session *session, const weft_token *tokens, size_t n_tokens,
                                         weft_pooling pooling, bool normalize, float *embedding,
                                         size_t capacity);

@@ -318,20 +318,22 @@ WEFT_API weft_status weft_session_embed(weft_session *session, const weft_token 
             throw api_error(WEFT_ERR_UNSUPPORTED,
                             m.path() + ": architecture '" + m.arch_name() +
                                 "' is not an embedding model (an encoder such as bert)");
-        if (pooling < WEFT_POOLING_MODEL || pooling > WEFT_POOLING_LAST)
+        if (pooling < WEFT_POOLING_MODEL || pooling > WEFT_POOLING_RANK)
             throw api_error(WEFT_ERR_INVALID_ARGUMENT,
                             "pooling " + std::to_string(int(pooling)) + " is not a weft_pooling");
         weft::api::check_fits(n_tokens, session->params.n_ctx + 1, "the text");
         weft::api::check_tokens(session, tokens, n_tokens);
-        const size_t n_embd = size_t(m.hparams().n_embd);
-        if (capacity < n_embd)
-            throw api_error(WEFT_ERR_BUFFER_TOO_SMALL, "embedding: " + std::to_string(n_embd) +
-                                                           " floats needed, room for " +
-                                                           std::to_string(capacity));
-        require(embedding, "embedding");
         const weft::pooling_kind kind = pooling == WEFT_POOLING_MODEL
                                             ? weft::pooling_kind(m.hparams().pooling_type)
                                             : weft::pooling_kind(pooling);
+        // a reranker's output is its head's scores (n_output), an embedding n_embd values
+        const size_t n_out =
+            size_t(kind == weft::pooling_kind::rank ? m.hparams().n_output() : m.hparams().n_embd);
+        if (capacity < n_out)
+            throw api_error(WEFT_ERR_BUFFER_TOO_SMALL, "embedding: " + std::to_string(n_out) +
+                                                           " floats needed, room for " +
+                                                           std::to_string(capacity));
+        require(embedding, "embedding");
         weft::embedding_result r;
         try {
             r = weft::compute_embeddings(weft::api::scratch_of(session), {tokens, n_tokens}, kind, normalize);

@@ -353,4 +353,43 @@ TEST(CApi, EmbeddingsOfAnEncoder) {
               WEFT_ERR_UNSUPPORTED);
 }
 
+// A reranker (bert, pooling rank): WEFT_POOLING_RANK (or the model's own) gives its score of a
+// sequence; a query with an empty document is [CLS] query [SEP], the text tokenized with its specials,
+// whose score the reference server gave in tests/data/rerank/reranker-F32.json (document 3).
+TEST(CApi, ScoresOfAReranker) {
+    const nlohmann::json fx = nlohmann::json::parse(
+        std::ifstream(std::string(WEFT_SOURCE_DIR) + "/tests/data/rerank/reranker-F32.json"), nullptr, false);
+    ASSERT_TRUE(fx.is_object());
+    const fs::path dir = fs::temp_directory_path() / ("weft-capi-rerank-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string rr = (dir / "rr.gguf").string();
+    ASSERT_EQ(weft::test::run_weft_shell("synth " + weft::test::shell_quote(rr) + " " +
+                                         fx["synth_args"].get<std::string>())
+                  .status,
+              0);
+    {
+        model_handle model(rr);
+        session_handle session(model.m);
+        const std::vector<weft_token> t = tokenize(model.m, fx["query"].get<std::string>());
+        float score = 0, own = 0;
+        ASSERT_EQ(weft_session_embed(session.s, t.data(), t.size(), WEFT_POOLING_RANK, true, &score, 1),
+                  WEFT_OK)
+            << weft_last_error();
+        ASSERT_EQ(weft_session_embed(session.s, t.data(), t.size(), WEFT_POOLING_MODEL, false, &own, 1),
+                  WEFT_OK)
+            << weft_last_error();
+        EXPECT_EQ(score, own);  // never normalized
+        double want = 0;
+        for (const auto &r : fx["answer"]["results"])
+            if (r["index"] == 3) want = r["relevance_score"];
+        EXPECT_NEAR(score, want, 1e-3 * std::abs(want));
+        // a reranker's rows are scores: another pooling is refused
+        std::vector<float> e(size_t(weft_model_n_embd(model.m)));
+        EXPECT_NE(
+            weft_session_embed(session.s, t.data(), t.size(), WEFT_POOLING_MEAN, false, e.data(), e.size()),
+            WEFT_OK);
+    }
+    fs::remove_all(dir);
+}
+
 }  // namespace
