@@ -15,7 +15,9 @@ install_missing() {
 }
 # the build
 install_missing build-essential cmake ninja-build pkg-config libgtest-dev \
-    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libstb-dev python3
+    libpcre2-dev libutf8proc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libstb-dev python3
+# the self-signed certificate of the HTTPS test (Https.* skips without the openssl command)
+install_missing openssl || echo "install-deps.sh: could not install openssl; the HTTPS tests will skip" >&2
 # pipelines across processes and machines (mpirun -np R weft ...); weft builds without them
 install_missing openmpi-bin libopenmpi-dev || echo "install-deps.sh: could not install Open MPI; weft builds without pipelines across ranks" >&2
 # the Vulkan compute backend (headers, the shader compiler; lavapipe runs its tests on the CPU); weft

@@ -12,8 +12,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -35,6 +39,9 @@ struct gate_head_facts {
 
 struct gated_server::connection {
     int fd = -1;
+    SSL *ssl = nullptr;               // HTTPS: the TLS session over fd
+    bool handshake_done = false;      // HTTPS: the session is established
+    bool want_write = false;          // HTTPS: the session waits for the socket to take bytes
     std::string buffer;               // bytes read, not yet consumed by a request
     size_t consumed = 0;              // of buffer, by the request a worker runs
     clock_type::time_point since;     // entered the gate (eviction picks the smallest)
@@ -65,6 +72,50 @@ bool wait_for(int fd, short events, clock_type::time_point deadline) {
         if (r > 0) return true;
         if (r == 0 || errno != EINTR) return false;
     }
+}
+
+// Reads or writes the connection's bytes as recv / send do (with MSG_NOSIGNAL): through its TLS
+// session when it has one, where a session that waits for the socket sets errno to EAGAIN (and
+// want_write when it waits to write) and a closed session reads 0.
+ssize_t tls_result(gated_server::connection &c, int n) {
+    if (n > 0) return n;
+    switch (SSL_get_error(c.ssl, n)) {
+        case SSL_ERROR_WANT_READ:
+            errno = EAGAIN;
+            return -1;
+        case SSL_ERROR_WANT_WRITE:
+            c.want_write = true;
+            errno = EAGAIN;
+            return -1;
+        case SSL_ERROR_ZERO_RETURN:
+            return 0;
+        default:  // a fatal error: the session is not shut down cleanly
+            ERR_clear_error();
+            c.handshake_done = false;
+            errno = ECONNRESET;
+            return -1;
+    }
+}
+
+ssize_t connection_recv(gated_server::connection &c, char *ptr, size_t size) {
+    if (!c.ssl) return ::recv(c.fd, ptr, size, 0);
+    c.want_write = false;
+    return tls_result(c, SSL_read(c.ssl, ptr, int(std::min<size_t>(size, INT_MAX))));
+}
+
+ssize_t connection_send(gated_server::connection &c, const char *ptr, size_t size, int flags) {
+    if (!c.ssl) return ::send(c.fd, ptr, size, flags | MSG_NOSIGNAL);
+    c.want_write = false;
+    return tls_result(c, SSL_write(c.ssl, ptr, int(std::min<size_t>(size, INT_MAX))));
+}
+
+// Ends a connection's TLS session (a close_notify when the socket takes it) and frees it.
+void end_tls(gated_server::connection &c) {
+    if (!c.ssl) return;
+    if (c.handshake_done) SSL_shutdown(c.ssl);
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
+    ERR_clear_error();
 }
 
 // Case-insensitive: does the header line at [b, e) have this (lower-case) name?
@@ -138,11 +189,14 @@ ptrdiff_t read_form_body_as_json(std::string &s, size_t head_end) {
     return 0;
 }
 
-void write_and_close(int fd, const char *status, const std::string &json_body = {}) {
+// A short answer the gate gives itself, written once without waiting (over TLS only once the
+// session is established).
+void write_and_close(gated_server::connection &c, const char *status, const std::string &json_body = {}) {
+    if (c.ssl && !c.handshake_done) return;
     std::string reply = std::string("HTTP/1.1 ") + status + "\r\nConnection: close\r\n";
     if (!json_body.empty()) reply += "Content-Type: application/json\r\n";
     reply += "Content-Length: " + std::to_string(json_body.size()) + "\r\n\r\n" + json_body;
-    [[maybe_unused]] const ssize_t n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] const ssize_t n = connection_send(c, reply.data(), reply.size(), MSG_DONTWAIT);
 }
 
 // OpenAI's error object for a request the gate refuses itself (`message` holds no quote or
@@ -166,7 +220,8 @@ class gate_stream final : public httplib::Stream {
         : c_(c), io_timeout_(io_timeout) {}
 
     bool is_readable() const override {
-        return c_.consumed < c_.buffer.size() || wait_for(c_.fd, POLLIN, clock_type::now() + io_timeout_);
+        return c_.consumed < c_.buffer.size() || (c_.ssl && SSL_pending(c_.ssl) > 0) ||
+               wait_for(c_.fd, POLLIN, clock_type::now() + io_timeout_);
     }
     bool is_writable() const override {
         if (!wait_for(c_.fd, POLLOUT, clock_type::now() + io_timeout_)) return false;
@@ -186,23 +241,26 @@ class gate_stream final : public httplib::Stream {
         }
         const auto deadline = clock_type::now() + io_timeout_;
         for (;;) {
-            const ssize_t n = ::recv(c_.fd, ptr, size, 0);
+            const ssize_t n = connection_recv(c_, ptr, size);
             if (n >= 0) return n;
             if (errno == EINTR) continue;
-            if ((errno != EAGAIN && errno != EWOULDBLOCK) || !wait_for(c_.fd, POLLIN, deadline)) return -1;
+            if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
+                !wait_for(c_.fd, c_.want_write ? POLLOUT : POLLIN, deadline))
+                return -1;
         }
     }
     ssize_t write(const char *ptr, size_t size) override {
         size_t done = 0;
         while (done < size) {
-            const ssize_t n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL);
+            const ssize_t n = connection_send(c_, ptr + done, size - done, 0);
             if (n > 0) {
                 done += size_t(n);
                 continue;
             }
             if (n < 0 && errno == EINTR) continue;
+            const short wanted = c_.ssl && !c_.want_write ? POLLIN : POLLOUT;
             if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
-                !wait_for(c_.fd, POLLOUT, clock_type::now() + io_timeout_))
+                !wait_for(c_.fd, wanted, clock_type::now() + io_timeout_))
                 return -1;
         }
         return ssize_t(size);
@@ -266,10 +324,48 @@ gated_server::gated_server(gate_limits limits) : limits_(limits) {
 
 gated_server::~gated_server() {
     stop_serving();
-    for (auto &c : waiting_) ::close(c->fd);
-    for (auto &c : returned_) ::close(c->fd);
+    for (auto &c : waiting_) end_tls(*c), ::close(c->fd);
+    for (auto &c : returned_) end_tls(*c), ::close(c->fd);
     if (listen_fd_ >= 0) ::close(listen_fd_);
     ::close(wake_fd_);
+}
+
+void gated_server::use_tls(const std::string &cert_file, const std::string &key_file) {
+    // the first reason OpenSSL gives ("no start line", "key values mismatch" ...)
+    auto reason = [] {
+        std::string why = "not a PEM file OpenSSL can read";
+        if (const unsigned long e = ERR_get_error()) {
+            char buf[256];
+            ERR_error_string_n(e, buf, sizeof buf);
+            why = buf;
+        }
+        ERR_clear_error();
+        return why;
+    };
+    for (const auto &[what, file] :
+         {std::pair{"certificate", &cert_file}, std::pair{"private key", &key_file}}) {
+        if (file->empty())
+            throw error(std::string("HTTPS needs both --ssl-cert-file and --ssl-key-file; the ") + what +
+                        " file is not given");
+        if (::access(file->c_str(), R_OK) != 0)
+            throw error(std::string("cannot read the ") + what + " file " + *file + ": " +
+                        std::strerror(errno));
+    }
+    std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+    if (!ctx) throw error("cannot create a TLS context: " + reason());
+    SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+    // a write that must wait is retried with the same bytes from wherever they are then
+    SSL_CTX_set_mode(ctx.get(), SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert_file.c_str()) != 1)
+        throw error("the certificate file " + cert_file +
+                    " holds no certificate OpenSSL can use: " + reason());
+    const bool key_read = SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) == 1;
+    const std::string why = key_read ? "" : reason();
+    if (why.find("mismatch") != std::string::npos || (key_read && SSL_CTX_check_private_key(ctx.get()) != 1))
+        throw error("the private key file " + key_file + " is not the key of the certificate in " +
+                    cert_file);
+    if (!key_read) throw error("the private key file " + key_file + " holds no key OpenSSL can use: " + why);
+    tls_ = std::move(ctx);
 }
 
 int gated_server::bind_and_listen(const std::string &host, int port) {
@@ -340,7 +436,7 @@ void gated_server::gate_loop() {
         fds.push_back({listen_fd_, POLLIN, 0});
         auto next = clock_type::now() + std::chrono::seconds(1);
         for (const auto &c : waiting_) {
-            fds.push_back({c->fd, POLLIN, 0});
+            fds.push_back({c->fd, short(c->want_write ? POLLIN | POLLOUT : POLLIN), 0});
             next = std::min(next, c->deadline);
         }
         const int r = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(next));
@@ -362,7 +458,9 @@ void gated_server::gate_loop() {
                 c->deadline = c->since + (c->started ? limits_.head_timeout : limits_.idle_timeout);
                 c->head_done = false;
                 buffered_ += c->buffer.size();
-                waiting_.push_back(std::move(c));
+                // TLS bytes the session holds already: read them now, the socket will not say so
+                if (c->ssl && SSL_pending(c->ssl) > 0) read_from(*c);
+                waiting_.push_back(std::move(c));  // (closed by read_from: skipped below)
             }
             returned_.clear();
         }
@@ -377,7 +475,7 @@ void gated_server::gate_loop() {
             } else if (c->fd < 0) {
                 continue;
             } else if (now >= c->deadline) {
-                if (c->started && !c->discarding) write_and_close(c->fd, "408 Request Timeout");
+                if (c->started && !c->discarding) write_and_close(*c, "408 Request Timeout");
                 drop(*c);
             } else {
                 still.push_back(std::move(c));
@@ -396,15 +494,24 @@ void gated_server::accept_new() {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;  // EAGAIN: none left; other errors: try again at the next poll
         if (open_ >= limits_.max_connections) evict_oldest();
-        if (open_ >= limits_.max_connections) {  // every connection is running a request
-            write_and_close(fd, "503 Service Unavailable");
+        auto c = std::make_unique<connection>();
+        c->fd = fd;
+        if (open_ >= limits_.max_connections) {              // every connection is running a request
+            write_and_close(*c, "503 Service Unavailable");  // (HTTPS: closed without a word)
             ::close(fd);
             continue;
         }
         int yes = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-        auto c = std::make_unique<connection>();
-        c->fd = fd;
+        if (tls_) {
+            c->ssl = SSL_new(tls_.get());
+            if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+                end_tls(*c);
+                ::close(fd);
+                continue;
+            }
+            SSL_set_accept_state(c->ssl);
+        }
         c->since = clock_type::now();
         c->deadline = c->since + limits_.head_timeout;
         ++open_;
@@ -421,14 +528,35 @@ void gated_server::evict_oldest() {
     waiting_.erase(oldest);
 }
 
+// Advances a connection's TLS handshake with what has arrived; true once it is established. A
+// handshake that fails (a client speaking plain HTTP to an HTTPS port, a bad hello) drops it.
+bool gated_server::tls_handshake(connection &c) {
+    c.want_write = false;
+    const int r = SSL_do_handshake(c.ssl);
+    if (r == 1) {
+        c.handshake_done = true;
+        return true;
+    }
+    const int e = SSL_get_error(c.ssl, r);
+    if (e == SSL_ERROR_WANT_READ) return false;
+    if (e == SSL_ERROR_WANT_WRITE) {
+        c.want_write = true;
+        return false;
+    }
+    ERR_clear_error();
+    drop(c);
+    return false;
+}
+
 void gated_server::read_from(connection &c) {
+    if (c.ssl && !c.handshake_done && !tls_handshake(c)) return;
     char chunk[16384];
     // At most 1 MiB a turn, so that one fast sender cannot hold the gate: the rest is read at the
     // next poll, which reports it at once. (Until Dec 6 the connection was dropped here instead, so
     // every body of about 1 MiB or more that arrived quickly got no answer.)
     for (int rounds = 0;; ++rounds) {
         if (rounds == 64) return;
-        const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+        const ssize_t n = connection_recv(c, chunk, sizeof chunk);
         if (n > 0 && c.discarding) {
             c.discard_left -= std::min(c.discard_left, size_t(n));
             if (c.discard_left == 0) break;  // all of it: the connection closes, nothing is reset
@@ -442,7 +570,7 @@ void gated_server::read_from(connection &c) {
             c.buffer.append(chunk, size_t(n));
             buffered_ += size_t(n);
             if (buffered_ > limits_.max_buffered) {
-                write_and_close(c.fd, "503 Service Unavailable");
+                write_and_close(c, "503 Service Unavailable");
                 break;
             }
             continue;
@@ -457,6 +585,7 @@ void gated_server::read_from(connection &c) {
 void gated_server::drop(connection &c) {
     buffered_ -= c.buffer.size();
     c.buffer.clear();
+    end_tls(c);
     ::close(c.fd);
     c.fd = -1;
     --open_;
@@ -468,7 +597,7 @@ bool gated_server::request_complete(connection &c) {
         const size_t head_end = c.buffer.find("\r\n\r\n");
         if (head_end == std::string::npos) {
             if (c.buffer.size() > limits_.max_head) {
-                write_and_close(c.fd, "431 Request Header Fields Too Large");
+                write_and_close(c, "431 Request Header Fields Too Large");
                 drop(c);
             }
             return false;
@@ -476,7 +605,7 @@ bool gated_server::request_complete(connection &c) {
         // A NUL in a head is invalid (RFC 9110); read as a C string it would end a header early, so
         // that "Bearer KEY\0anything" would pass for the key.
         if (std::memchr(c.buffer.data(), '\0', head_end) != nullptr) {
-            write_and_close(c.fd, "400 Bad Request", error_json("the request head holds a NUL byte"));
+            write_and_close(c, "400 Bad Request", error_json("the request head holds a NUL byte"));
             drop(c);
             return false;
         }
@@ -501,7 +630,7 @@ void gated_server::refuse_too_large(connection &c) {
                                 " bytes) is larger than the server accepts (--max-body " +
                                 std::to_string(payload_max_length_) + " bytes)";
     std::fprintf(stderr, "weft serve: %s -> 413: %s\n", request_line_of(c.buffer).c_str(), message.c_str());
-    write_and_close(c.fd, "413 Payload Too Large", error_json(message));
+    write_and_close(c, "413 Payload Too Large", error_json(message));
     // The answer is out; what the client still sends of its body is read and dropped (a close with
     // unread bytes would reset the connection, and the client would never see the 413), for as long
     // as a body may take.
@@ -541,6 +670,7 @@ void gated_server::give_back(std::unique_ptr<connection> c) {
 
 void gated_server::close_connection(std::unique_ptr<connection> c) {
     if (!c || c->fd < 0) return;
+    end_tls(*c);
     ::shutdown(c->fd, SHUT_RDWR);
     ::close(c->fd);
     c->fd = -1;

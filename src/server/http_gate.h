@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
 namespace weft::server {
 
 struct gate_limits {
@@ -43,6 +45,11 @@ class gated_server : public httplib::Server {
     gated_server(const gated_server &) = delete;
     gated_server &operator=(const gated_server &) = delete;
 
+    // Serves HTTPS from now on: the TLS handshake and the request bytes are read by the gate as
+    // plain HTTP's are, the answers written through the same session. Throws weft::error naming the
+    // file when the certificate (PEM, a chain allowed) or the private key cannot be read or do not
+    // belong together. Call before bind_and_listen.
+    void use_tls(const std::string &cert_file, const std::string &key_file);
     // Binds host:port (0: any free port) and listens; returns the port. Throws weft::error naming
     // the address when that fails.
     int bind_and_listen(const std::string &host, int port);
@@ -67,6 +74,7 @@ class gated_server : public httplib::Server {
     void give_back(std::unique_ptr<connection> c);
     void close_connection(std::unique_ptr<connection> c);
     void wake();
+    bool tls_handshake(connection &c);  // false: not finished yet, or failed (then dropped)
 
     gate_limits limits_;
     int listen_fd_ = -1;
@@ -78,6 +86,7 @@ class gated_server : public httplib::Server {
     std::mutex returned_mutex_;
     std::vector<std::unique_ptr<connection>> returned_;  // from workers, for the gate to take back
     std::unique_ptr<httplib::ThreadPool> workers_;
+    std::shared_ptr<ssl_ctx_st> tls_;  // HTTPS: OpenSSL's server context; null: plain HTTP
 };
 
 }  // namespace weft::server

@@ -1036,6 +1036,8 @@ openai_server::~openai_server() {
 }
 
 int openai_server::listen() {
+    if (!impl_->opt.ssl_cert_file.empty() || !impl_->opt.ssl_key_file.empty())
+        impl_->gate.use_tls(impl_->opt.ssl_cert_file, impl_->opt.ssl_key_file);
     return impl_->gate.bind_and_listen(impl_->opt.host, impl_->opt.port);
 }
 

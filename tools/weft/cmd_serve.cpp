@@ -178,6 +178,9 @@ int serve_main(int argc, char **argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 19));
     app.add_option("--cors", opt.http.cors, "answer CORS preflights and allow this origin ('*' for any)");
+    app.add_option("--ssl-cert-file", opt.http.ssl_cert_file,
+                   "serve HTTPS with this certificate (PEM; a chain allowed), with --ssl-key-file");
+    app.add_option("--ssl-key-file", opt.http.ssl_key_file, "the private key (PEM) of --ssl-cert-file");
     app.add_flag("--reranking,--rerank", opt.http.reranking,
                  "answer /v1/rerank with a reranker (a bert with a classification head, pooling rank: "
                  "`weft synth --arch bert --reranker` writes one); without it those routes answer 501");
@@ -219,7 +222,8 @@ int serve_main(int argc, char **argv) {
     const int port = svr.listen();
     // listening while the model loads: /health says "loading model", other routes 503
     svr.start();
-    std::fprintf(stderr, "weft serve: listening on http://%s:%d\n", opt.http.host.c_str(), port);
+    std::fprintf(stderr, "weft serve: listening on %s://%s:%d\n",
+                 opt.http.ssl_cert_file.empty() ? "http" : "https", opt.http.host.c_str(), port);
 
     std::unique_ptr<model> loaded;
     std::unique_ptr<serving::engine> eng;

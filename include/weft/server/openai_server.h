@@ -33,7 +33,10 @@ struct server_options {
     int32_t n_slots = 4;     // the engine's slots (for the default thread count)
     int32_t n_threads = 0;   // threads of an embedding model's context (0: the hardware's)
     std::string cors;        // non-empty: answer CORS preflights and allow this origin
-    std::string model_id;    // the id /v1/models reports; empty: the model's name
+    // HTTPS: the certificate (PEM, a chain allowed) and its private key; both or neither. A file
+    // that cannot be read or a key that is not the certificate's makes listen() throw, naming it.
+    std::string ssl_cert_file, ssl_key_file;
+    std::string model_id;  // the id /v1/models reports; empty: the model's name
     // The nice value of the HTTP threads (the gate and the request workers), 0..19; the decode
     // threads keep the process's. Above the process's, a streamed token's HTTP work waits for a free
     // core instead of preempting a decode step, and so does a new request's (throughput against time
@@ -58,7 +61,8 @@ class openai_server {
     openai_server(const openai_server &) = delete;
     openai_server &operator=(const openai_server &) = delete;
 
-    // Binds host:port; returns the port bound. Throws weft::error naming the address on failure.
+    // Binds host:port (serving HTTPS with ssl_cert_file and ssl_key_file); returns the port bound.
+    // Throws weft::error naming the address, or the certificate or key file, on failure.
     int listen();
     // Serves on background threads until stop().
     void start();
