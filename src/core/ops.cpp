@@ -544,10 +544,13 @@ namespace {
 
 // The checks ssm_conv and ssm_scan share: x f32 [n_ch, n_tokens] with contiguous rows, states f32
 // [state_len, n_ch, n_seqs] contiguous, seq_of i32 [n_tokens]. Returns the 1-d result: y, then the
-// states.
+// states. With state_columns (the in-place form), states is [state_len, n_ch, n_cols], state_columns
+// i32 [2, n_seqs], and the result y alone.
 tensor *record_ssm(context &ctx, op_kind op, tensor *x, tensor *states, int64_t state_len, tensor *seq_of,
-                   std::initializer_list<tensor *> srcs, int64_t state_rows = 0) {
+                   std::initializer_list<tensor *> srcs, int64_t state_rows = 0,
+                   const tensor *state_columns = nullptr) {
     const int64_t rows = state_rows > 0 ? state_rows : x->ne[0];
+    const bool in_place = state_columns != nullptr;
     const char *n = op_name(op);
     require_type(n, "x", *x, dtype::f32);
     require_type(n, "states", *states, dtype::f32);
@@ -558,16 +561,24 @@ tensor *record_ssm(context &ctx, op_kind op, tensor *x, tensor *states, int64_t 
         fail(n, shapes + ": x must be [n_ch, n_tokens] with contiguous rows");
     if (states->ne[0] != state_len || states->ne[1] != rows || states->ne[3] != 1 || !states->is_contiguous())
         fail(n, shapes + ": states must be a contiguous [" + std::to_string(state_len) + ", " +
-                    std::to_string(rows) + ", n_seqs]");
+                    std::to_string(rows) + (in_place ? ", n_cols]" : ", n_seqs]"));
     if (seq_of->ne[0] != x->ne[1] || seq_of->nelements() != seq_of->ne[0] || !seq_of->is_contiguous())
         fail(n, shapes + ": seq_of must be a contiguous [n_tokens] with n_tokens = x.ne[1]");
-    const int64_t n_out = x->ne[0] * x->ne[1] + states->nelements();
+    if (in_place) {
+        require_type(n, "rows", *state_columns, dtype::i32);
+        if (state_columns->ne[0] != 2 || state_columns->ne[1] < 1 || state_columns->ne[2] != 1 ||
+            state_columns->ne[3] != 1 || !state_columns->is_contiguous())
+            fail(n,
+                 shapes + ", rows is " + state_columns->shape_str() +
+                     ": rows must be a contiguous [2, n_seqs] (each sequence's column read, column written)");
+    }
+    const int64_t n_out = x->ne[0] * x->ne[1] + (in_place ? 0 : states->nelements());
     return record(ctx.new_tensor(dtype::f32, {n_out}), op, srcs);
 }
 
 }  // namespace
 
-tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of) {
+tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of, tensor *rows) {
     const char *n = "ssm_conv";
     require_tensor(n, "x", x);
     require_tensor(n, "states", states);
@@ -579,7 +590,7 @@ tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor
         fail(n, "x is " + x->shape_str() + ", weight is " + weight->shape_str() +
                     ": weight must be [d_conv >= 1, x.ne[0]] with contiguous rows");
     return record_ssm(ctx, op_kind::ssm_conv, x, states, weight->ne[0] - 1, seq_of,
-                      {x, states, weight, seq_of});
+                      {x, states, weight, seq_of, rows}, 0, rows);
 }
 
 tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
@@ -610,7 +621,7 @@ tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tens
 }
 
 tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
-                        tensor *seq_of, tensor *D) {
+                        tensor *seq_of, tensor *D, tensor *rows) {
     const char *n = "ssm_scan_mamba2";
     for (const auto &[role, t] : {std::pair<const char *, tensor *>{"x", x},
                                   {"dt", dt},
@@ -644,7 +655,18 @@ tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *
         fail(n, shapes + ": the " + std::to_string(n_group) + " groups must divide the " +
                     std::to_string(n_head) + " heads");
     return record_ssm(ctx, op_kind::ssm_scan_mamba2, x, states, d_state, seq_of,
-                      {x, dt, A, B, C, states, seq_of, D});
+                      {x, dt, A, B, C, states, seq_of, D, rows}, 0, rows);
+}
+
+int op_state_source(const tensor &n) {
+    switch (n.op) {
+        case op_kind::ssm_conv:
+            return n.src[4] ? 1 : -1;
+        case op_kind::ssm_scan_mamba2:
+            return n.src[8] ? 5 : -1;
+        default:
+            return -1;
+    }
 }
 
 int64_t gated_delta_net_state_floats(int64_t d_k, int64_t d_v) {

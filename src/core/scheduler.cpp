@@ -171,10 +171,15 @@ struct scheduler::impl {
         bool anchored = false;
         for (const tensor *n : g.nodes) {
             const int b = choose_backend(*n, current, anchored);
-            // a node that writes into memory of its own (cpy into a cache, set_rows) must reach it
-            if (n->view_src && !op_is_view(n->op) && !planned(n->view_src) && !readable(b, n->view_src))
+            // a node that writes into memory of its own (cpy into a cache, set_rows, an in-place
+            // recurrent op's states) must reach it
+            const int written = op_state_source(*n);
+            const tensor *target = written >= 0        ? root_of(n->src[written])
+                                   : op_is_view(n->op) ? nullptr
+                                                       : n->view_src;
+            if (target && !planned(target) && !readable(b, target))
                 throw error("[scheduler] node '" + std::string(n->name) + "' (" + op_name(n->op) +
-                            ") writes into '" + n->view_src->name + "', which backend " +
+                            ") writes into '" + target->name + "', which backend " +
                             backends[size_t(b)]->name() + " cannot access");
             home[n] = b;
             current = b;
@@ -214,7 +219,7 @@ struct scheduler::impl {
             for (tensor *n : sp.sub.nodes) {
                 for (int j = 0; j < max_src; ++j) {
                     tensor *s = n->src[j];
-                    if (!reads(n, s)) continue;
+                    if (!reads(n, s) || j == op_state_source(*n)) continue;  // a write target stays
                     tensor *r = s->view_src ? s->view_src : s;
                     const int p = home_of(r);
                     if (p >= 0 && p != b) keep[size_t(p)].insert(r);

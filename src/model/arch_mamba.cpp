@@ -96,9 +96,9 @@ class arch_mamba final : public architecture {
 
         // the selective scan, continuing each sequence's state; y + D x, gated by silu(z)
         tensor *ssm_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), d_state, d_inner, n_seqs);
-        tensor *scan = b.named(
-            ssm_scan(ctx, xs, dt, as_f32(ctx, l.ssm_a), B, C, ssm_in, b.build_inp_recurrent().token_seq),
-            "ssm_scan", il);
+        tensor *scan =
+            b.named(ssm_scan(ctx, xs, dt, as_f32(ctx, l.ssm_a), B, C, ssm_in, b.build_inp_rs_token_seq()),
+                    "ssm_scan", il);
         b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store",
                                il);
         tensor *y = view_2d(ctx, scan, d_inner, n_tokens, size_t(d_inner) * sizeof(float), 0);

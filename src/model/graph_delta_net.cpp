@@ -149,7 +149,7 @@ tensor *build_delta_net_mixer(graph_builder &b, const layer_weights &l, tensor *
     // the delta rule, continuing each sequence's state
     const int64_t state_floats = gated_delta_net_state_floats(s.head_k, s.head_v);
     tensor *state_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), state_floats, s.n_head_v, n_seqs);
-    tensor *out = b.named(gated_delta_net(ctx, q, k, v, g, beta, state_in, b.build_inp_recurrent().token_seq,
+    tensor *out = b.named(gated_delta_net(ctx, q, k, v, g, beta, state_in, b.build_inp_rs_token_seq(),
                                           1.0f / std::sqrt(float(s.head_k))),
                           "linear_attn_delta", il);
     b.store_recurrent_rows(states.ssm, out, s.value_dim() * n_tokens, state_floats * s.n_head_v,

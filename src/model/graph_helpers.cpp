@@ -7,6 +7,7 @@
 
 #include "model/graph_moe.h"
 #include "model/tensor_loader.h"
+#include "weft/core/backend.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -71,16 +72,30 @@ tensor *graph_builder::named(tensor *t, const char *base, int64_t il) {
     return t;
 }
 
-graph_builder::recurrent_inputs graph_builder::build_inp_recurrent() {
-    if (!inputs_.rs_slots) {
-        inputs_.rs_slots = make_input(dtype::i32, {params.shape.n_seqs}, "inp_rs_slots");
-        inputs_.rs_token_seq = make_input(dtype::i32, {n_tokens}, "inp_rs_token_seq");
-    }
-    return {inputs_.rs_slots, inputs_.rs_token_seq};
+tensor *graph_builder::build_inp_rs_token_seq() {
+    if (!inputs_.rs_token_seq) inputs_.rs_token_seq = make_input(dtype::i32, {n_tokens}, "inp_rs_token_seq");
+    return inputs_.rs_token_seq;
+}
+
+tensor *graph_builder::build_inp_rs_slots() {
+    if (!inputs_.rs_slots) inputs_.rs_slots = make_input(dtype::i32, {params.shape.n_seqs}, "inp_rs_slots");
+    return inputs_.rs_slots;
+}
+
+tensor *graph_builder::build_inp_rs_slots_out() {
+    if (!inputs_.rs_slots_out)
+        inputs_.rs_slots_out = make_input(dtype::i32, {params.shape.n_seqs}, "inp_rs_slots_out");
+    return inputs_.rs_slots_out;
+}
+
+tensor *graph_builder::build_inp_rs_columns() {
+    if (!inputs_.rs_columns)
+        inputs_.rs_columns = make_input(dtype::i32, {2, params.shape.n_seqs}, "inp_rs_columns");
+    return inputs_.rs_columns;
 }
 
 tensor *graph_builder::build_recurrent_rows(tensor *cache) {
-    return get_rows(ctx, cache, build_inp_recurrent().slots);
+    return get_rows(ctx, cache, build_inp_rs_slots());
 }
 
 void graph_builder::store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len,
@@ -88,17 +103,25 @@ void graph_builder::store_recurrent_rows(tensor *cache, tensor *result, int64_t 
     const int64_t n_seqs = params.shape.n_seqs;
     tensor *rows = view_2d(ctx, result, row_len, n_seqs, size_t(row_len) * sizeof(float),
                            size_t(offset) * sizeof(float));
-    build_forward_expand(gf, named(set_rows(ctx, cache, rows, build_inp_recurrent().slots), name, il));
+    build_forward_expand(gf, named(set_rows(ctx, cache, rows, build_inp_rs_slots_out()), name, il));
+}
+
+graph_builder::recurrent_states graph_builder::build_recurrent_states(tensor *cache, int64_t state_len,
+                                                                      int64_t n_ch) {
+    if (cache->buffer && cache->buffer->is_host())
+        return {reshape_3d(ctx, cache, state_len, n_ch, cache->ne[1]), build_inp_rs_columns()};
+    return {reshape_3d(ctx, build_recurrent_rows(cache), state_len, n_ch, params.shape.n_seqs), nullptr};
 }
 
 tensor *graph_builder::build_recurrent_conv(tensor *x, tensor *weight, int64_t il) {
     const recurrent_layer &states = params.recurrent[size_t(il)];
-    const int64_t d_conv = weight->ne[0], n_ch = weight->ne[1], n_seqs = params.shape.n_seqs;
+    const int64_t d_conv = weight->ne[0], n_ch = weight->ne[1];
     WEFT_ASSERT(states.conv && states.conv->ne[0] == (d_conv - 1) * n_ch && x->ne[0] == n_ch);
     tensor *w = weight->type == dtype::f32 ? weight : cast(ctx, weight, dtype::f32);
-    tensor *conv_in = reshape_3d(ctx, build_recurrent_rows(states.conv), d_conv - 1, n_ch, n_seqs);
-    tensor *conv = named(ssm_conv(ctx, x, conv_in, w, build_inp_recurrent().token_seq), "ssm_conv", il);
-    store_recurrent_rows(states.conv, conv, n_ch * n_tokens, (d_conv - 1) * n_ch, "conv_state_store", il);
+    const recurrent_states in = build_recurrent_states(states.conv, d_conv - 1, n_ch);
+    tensor *conv = named(ssm_conv(ctx, x, in.states, w, build_inp_rs_token_seq(), in.rows), "ssm_conv", il);
+    if (!in.rows)
+        store_recurrent_rows(states.conv, conv, n_ch * n_tokens, (d_conv - 1) * n_ch, "conv_state_store", il);
     return view_2d(ctx, conv, n_ch, n_tokens, size_t(n_ch) * sizeof(float), 0);
 }
 

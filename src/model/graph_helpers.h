@@ -52,19 +52,28 @@ class graph_builder {
     tensor *inp_tokens() const { return inputs_.tokens; }
     // i32 [n_tokens]
     tensor *build_inp_pos();
-    // A recurrent model's inputs: the state row of each of the ubatch's sequences (i32 [n_seqs]) and
-    // each token's sequence among them (i32 [n_tokens]).
-    struct recurrent_inputs {
-        tensor *slots, *token_seq;
-    };
-    recurrent_inputs build_inp_recurrent();
+    // A recurrent model's inputs, each made where a graph uses it: each token's sequence among the
+    // ubatch's (i32 [n_tokens]); the state row each sequence reads and the one its new state goes to
+    // (i32 [n_seqs] each), and both as pairs (i32 [2, n_seqs]; recurrent_memory.h).
+    tensor *build_inp_rs_token_seq();
+    tensor *build_inp_rs_slots();
+    tensor *build_inp_rs_slots_out();
+    tensor *build_inp_rs_columns();
     // A recurrent layer's state rows (cache: its conv or ssm states) of the ubatch's sequences,
     // gathered: f32 [row_len, n_seqs].
     tensor *build_recurrent_rows(tensor *cache);
     // Writes the new states of a recurrent op's result (its floats after the first `offset`, row_len
-    // per sequence) back into their rows of `cache`.
+    // per sequence) into the sequences' rows of `cache` for them.
     void store_recurrent_rows(tensor *cache, tensor *result, int64_t offset, int64_t row_len,
                               const char *name, int64_t il);
+    // The states a recurrent op (ssm_conv, ssm_scan_mamba2) advances, as [state_len, n_ch, ...]. In
+    // place where the cache lies in host memory: the cache itself, and rows (the sequences' rows of
+    // it read and written) for the op's in-place form. Elsewhere gathered (build_recurrent_rows) with
+    // rows null: the caller stores the op's states (store_recurrent_rows).
+    struct recurrent_states {
+        tensor *states, *rows;
+    };
+    recurrent_states build_recurrent_states(tensor *cache, int64_t state_len, int64_t n_ch);
     // The causal depthwise convolution of recurrent layer il over x [n_ch, n_tokens] (weight
     // [d_conv, n_ch], any float type), continuing each sequence from its last d_conv - 1 inputs (the
     // layer's conv state rows, written back): f32 [n_ch, n_tokens].

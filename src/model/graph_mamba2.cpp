@@ -58,7 +58,7 @@ tensor *build_mamba2_mixer(graph_builder &b, const layer_weights &l, tensor *x, 
     const model_hparams &hp = b.hp;
     const int64_t d_inner = hp.ssm_d_inner, d_state = hp.ssm_d_state, n_head = hp.ssm_dt_rank;
     const int64_t n_group = hp.ssm_n_group, n_conv = conv_channels(hp);
-    const int64_t n_tokens = b.n_tokens, n_seqs = b.params.shape.n_seqs;
+    const int64_t n_tokens = b.n_tokens;
     const recurrent_layer &states = b.params.recurrent[size_t(il)];
     auto as_f32 = [&](tensor *t) { return t->type == dtype::f32 ? t : cast(ctx, t, dtype::f32); };
 
@@ -76,12 +76,15 @@ tensor *build_mamba2_mixer(graph_builder &b, const layer_weights &l, tensor *x, 
     tensor *C = row_block(ctx, xbc, d_inner + n_group * d_state, n_group * d_state);
 
     // the scan with the D skip, continuing each sequence's state
-    tensor *ssm_in = reshape_3d(ctx, b.build_recurrent_rows(states.ssm), d_state, d_inner, n_seqs);
+    const graph_builder::recurrent_states ssm_in = b.build_recurrent_states(states.ssm, d_state, d_inner);
     tensor *A = reshape(ctx, as_f32(l.ssm_a), {n_head});
     tensor *D = reshape(ctx, as_f32(l.ssm_d), {n_head});
     tensor *scan = b.named(
-        ssm_scan_mamba2(ctx, xs, dt, A, B, C, ssm_in, b.build_inp_recurrent().token_seq, D), "ssm_scan", il);
-    b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store", il);
+        ssm_scan_mamba2(ctx, xs, dt, A, B, C, ssm_in.states, b.build_inp_rs_token_seq(), D, ssm_in.rows),
+        "ssm_scan", il);
+    if (!ssm_in.rows)
+        b.store_recurrent_rows(states.ssm, scan, d_inner * n_tokens, d_state * d_inner, "ssm_state_store",
+                               il);
     tensor *y = view_2d(ctx, scan, d_inner, n_tokens, size_t(d_inner) * sizeof(float), 0);
 
     // y * silu(z), RMS-normed over each group's channels

@@ -434,14 +434,17 @@ void inference_context::set_inputs(built_graph &bg, const filled_batch &fb, int3
         const std::vector<float> scales = lora_scales();
         write_input(in.lora_scales, scales.data(), scales.size() * sizeof(float));
     }
-    if (in.rs_slots) {  // a sequence's state lives in the row of its id
+    if (in.rs_token_seq) {  // each sequence's current state row and its spare (recurrent_memory.h)
         const auto seqs = std::span<const std::vector<seq_id>>(fb.seqs).subspan(size_t(begin), size_t(n));
-        const std::vector<seq_id> slots = ubatch_sequences(seqs);
-        std::vector<int32_t> token_seq;
+        const std::vector<seq_id> useqs = ubatch_sequences(seqs);
+        std::vector<int32_t> token_seq, read, written, pairs;
         for (const auto &s : seqs)
-            token_seq.push_back(int32_t(std::find(slots.begin(), slots.end(), s.front()) - slots.begin()));
-        write_input(in.rs_slots, slots.data(), slots.size() * sizeof(int32_t));
+            token_seq.push_back(int32_t(std::find(useqs.begin(), useqs.end(), s.front()) - useqs.begin()));
+        rs_->ubatch_columns(useqs, read, written, pairs);
         write_input(in.rs_token_seq, token_seq.data(), token_seq.size() * sizeof(int32_t));
+        for (const auto &[t, v] :
+             {std::pair{in.rs_slots, &read}, {in.rs_slots_out, &written}, {in.rs_columns, &pairs}})
+            if (t) write_input(t, v->data(), v->size() * sizeof(int32_t));
     }
 }
 
@@ -672,6 +675,9 @@ int inference_context::decode_impl(const batch &b) {
             }
         }
         owes_hidden_ = !model_.last_stage();
+        const std::vector<seq_id> ubatch_seqs =
+            rs_ ? ubatch_sequences(seqs.subspan(size_t(begin), size_t(nu))) : std::vector<seq_id>();
+        if (rs_) rs_->prepare(ubatch_seqs);
         set_inputs(*cur, fb, begin, nu, cells, out_local);
         if (cur->in.hidden) write_input(cur->in.hidden, hidden.data(), n_hidden * sizeof(float));
         set_compute_threads(nu > 1 ? params_.n_threads_batch : params_.n_threads);
@@ -684,6 +690,7 @@ int inference_context::decode_impl(const batch &b) {
                 rc == decode_aborted ? "decode aborted by the abort callback" : "graph computation failed";
             return rc;
         }
+        if (rs_) rs_->commit(ubatch_seqs);  // the new states, written into the spare rows, are current
         if (!model_.last_stage()) {  // the next rank goes on with this ubatch while this one takes the next
             hidden.resize(n_hidden);
             read_output(cur->in.logits, hidden.data(), 0, n_hidden * sizeof(float));

@@ -118,8 +118,8 @@ class recurrent_state_memory final : public sequence_memory {
     void seq_add(seq_id, llm_pos, llm_pos, llm_pos) override { throw error(cannot_shift_reason()); }
     void seq_div(seq_id, llm_pos, llm_pos, int) override { throw error(cannot_shift_reason()); }
 
-    // the graphs overwrite the states of the batch's sequences as they go: keep them
-    void begin(std::span<const seq_id> seqs) override { rs_->save(seqs, saved_); }
+    // the graphs write the new states into spare columns, made current as each ubatch completes
+    void begin(std::span<const seq_id>) override { rs_->begin(); }
     bool find_room(std::span<const std::vector<seq_id>> seqs, room &out, std::string &why) override {
         out.cells.clear();
         out.compacted = false;
@@ -132,13 +132,12 @@ class recurrent_state_memory final : public sequence_memory {
     void apply(const room &, size_t, llm_pos pos, std::span<const seq_id> seqs) override {
         rs_->advance(seqs.front(), pos);
     }
-    void rollback() override { rs_->restore(saved_); }
+    void rollback() override { rs_->restore(); }
 
   private:
     const model &model_;
     uint32_t n_ctx_;
     std::unique_ptr<recurrent_memory> rs_;
-    recurrent_memory::snapshot saved_;  // the states of the current decode's sequences before it
 };
 
 // Both: the KV cache holds the attention layers' rows, the states the recurrent layers'. The recurrent

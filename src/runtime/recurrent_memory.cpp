@@ -1,5 +1,5 @@
 // src/runtime/recurrent_memory.cpp — a recurrent model's per-sequence states: buffer, positions, the
-// all-or-nothing removal and copy of a sequence, snapshots for rollback.
+// all-or-nothing removal and copy of a sequence, the current and spare column of each, rollback.
 #include "runtime/recurrent_memory.h"
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 namespace weft {
 
 recurrent_memory::recurrent_memory(const model &m, uint32_t n_seq_max, device *dev)
-    : pos_min_(n_seq_max, -1), pos_max_(n_seq_max, -1) {
+    : pos_min_(n_seq_max, -1), pos_max_(n_seq_max, -1), current_(n_seq_max, 0) {
     const model_hparams &hp = m.hparams();
     WEFT_ASSERT(hp.has_recurrent_layers() && (hp.n_embd_r > 0 || hp.n_embd_s > 0));
     if (n_seq_max == 0 || n_seq_max > uint32_t(max_sequences))
@@ -33,12 +33,12 @@ recurrent_memory::recurrent_memory(const model &m, uint32_t n_seq_max, device *d
         if (!hp.is_recurrent(il)) continue;  // a hybrid model's attention layers use the KV cache
         recurrent_layer &l = layers_[size_t(il)];
         if (hp.n_embd_r > 0) {
-            l.conv = ctx_->new_tensor(dtype::f32, {hp.n_embd_r, int64_t(n_seq_max)});
+            l.conv = ctx_->new_tensor(dtype::f32, {hp.n_embd_r, 2 * int64_t(n_seq_max)});
             l.conv->format_name("cache_conv_l%lld", static_cast<long long>(il));
             tensors.push_back(l.conv);
         }
         if (hp.n_embd_s > 0) {
-            l.ssm = ctx_->new_tensor(dtype::f32, {hp.n_embd_s, int64_t(n_seq_max)});
+            l.ssm = ctx_->new_tensor(dtype::f32, {hp.n_embd_s, 2 * int64_t(n_seq_max)});
             l.ssm->format_name("cache_ssm_l%lld", static_cast<long long>(il));
             tensors.push_back(l.ssm);
         }
@@ -71,14 +71,27 @@ void recurrent_memory::advance(seq_id s, llm_pos pos) {
     pos_max_[size_t(s)] = pos;
 }
 
+uint8_t *recurrent_memory::state_at(const tensor &t, int64_t col) const {
+    return static_cast<uint8_t *>(t.data) + size_t(col) * t.nb[1];
+}
+
 uint8_t *recurrent_memory::conv_row(size_t il, seq_id s) const {
-    const tensor &t = *layers_.at(il).conv;
-    return static_cast<uint8_t *>(t.data) + size_t(s) * t.nb[1];
+    return state_at(*layers_.at(il).conv, column(s));
 }
 
 uint8_t *recurrent_memory::ssm_row(size_t il, seq_id s) const {
-    const tensor &t = *layers_.at(il).ssm;
-    return static_cast<uint8_t *>(t.data) + size_t(s) * t.nb[1];
+    return state_at(*layers_.at(il).ssm, column(s));
+}
+
+void recurrent_memory::ubatch_columns(std::span<const seq_id> seqs, std::vector<int32_t> &read,
+                                      std::vector<int32_t> &written, std::vector<int32_t> &pairs) const {
+    for (seq_id s : seqs) {
+        const auto cur = int32_t(column(s)), spare = int32_t(s) * 2 + (1 - current_.at(size_t(s)));
+        read.push_back(cur);
+        written.push_back(spare);
+        pairs.push_back(cur);
+        pairs.push_back(spare);
+    }
 }
 
 void recurrent_memory::zero_state(seq_id s) {
@@ -152,34 +165,63 @@ void recurrent_memory::seq_keep(seq_id s) {
 void recurrent_memory::clear() {
     std::fill(pos_min_.begin(), pos_min_.end(), -1);
     std::fill(pos_max_.begin(), pos_max_.end(), -1);
+    std::fill(current_.begin(), current_.end(), uint8_t(0));
     if (buffer_) buffer_->clear(0);
 }
 
-void recurrent_memory::save(std::span<const seq_id> seqs, snapshot &snap) const {
-    snap.pos_min = pos_min_;
-    snap.pos_max = pos_max_;
-    snap.seqs.assign(seqs.begin(), seqs.end());
-    snap.states.clear();
-    for (seq_id s : seqs)
-        for (size_t il = 0; il < layers_.size(); ++il) {
-            if (layers_[il].conv)
-                snap.states.insert(snap.states.end(), conv_row(il, s), conv_row(il, s) + conv_row_bytes(il));
-            if (layers_[il].ssm)
-                snap.states.insert(snap.states.end(), ssm_row(il, s), ssm_row(il, s) + ssm_row_bytes(il));
-        }
+void recurrent_memory::begin() {
+    journal_.pos_min = pos_min_;
+    journal_.pos_max = pos_max_;
+    journal_.current = current_;
+    journal_.advanced.assign(current_.size(), 0);
+    journal_.kept_seqs.clear();
+    journal_.kept.clear();
 }
 
-void recurrent_memory::restore(const snapshot &snap) {
-    pos_min_ = snap.pos_min;
-    pos_max_ = snap.pos_max;
-    const uint8_t *p = snap.states.data();
-    for (seq_id s : snap.seqs)
+// advanced: 0 untouched by the decode, 1 advanced (its spare holds its state from before), 2 kept
+void recurrent_memory::prepare(std::span<const seq_id> seqs) {
+    if (journal_.advanced.size() != current_.size()) begin();
+    for (seq_id s : seqs) {
+        if (journal_.advanced[size_t(s)] != 1) continue;
+        const int64_t spare = int64_t(s) * 2 + (1 - current_[size_t(s)]);
+        for (size_t il = 0; il < layers_.size(); ++il) {
+            if (layers_[il].conv) {
+                const uint8_t *p = state_at(*layers_[il].conv, spare);
+                journal_.kept.insert(journal_.kept.end(), p, p + conv_row_bytes(il));
+            }
+            if (layers_[il].ssm) {
+                const uint8_t *p = state_at(*layers_[il].ssm, spare);
+                journal_.kept.insert(journal_.kept.end(), p, p + ssm_row_bytes(il));
+            }
+        }
+        journal_.kept_seqs.push_back(s);
+        journal_.advanced[size_t(s)] = 2;
+    }
+}
+
+void recurrent_memory::commit(std::span<const seq_id> seqs) {
+    if (journal_.advanced.size() != current_.size()) begin();
+    for (seq_id s : seqs) {
+        current_[size_t(s)] ^= 1;
+        if (journal_.advanced[size_t(s)] == 0) journal_.advanced[size_t(s)] = 1;
+    }
+}
+
+void recurrent_memory::restore() {
+    if (journal_.advanced.size() != current_.size()) return;  // no decode began
+    pos_min_ = journal_.pos_min;
+    pos_max_ = journal_.pos_max;
+    current_ = journal_.current;
+    const uint8_t *p = journal_.kept.data();
+    for (seq_id s : journal_.kept_seqs)
         for (size_t il = 0; il < layers_.size(); ++il) {
             if (layers_[il].conv) std::memcpy(conv_row(il, s), p, conv_row_bytes(il));
             p += conv_row_bytes(il);
             if (layers_[il].ssm) std::memcpy(ssm_row(il, s), p, ssm_row_bytes(il));
             p += ssm_row_bytes(il);
         }
+    journal_.kept_seqs.clear();
+    journal_.kept.clear();
 }
 
 }  // namespace weft

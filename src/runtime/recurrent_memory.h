@@ -5,6 +5,13 @@
 // Unlike a KV cache a state cannot forget part of its past: removing positions from a sequence is
 // only possible for all of them (or for none), copying a sequence copies its whole state, and
 // positions cannot move. The semantics are the reference engine's recurrent memory's.
+//
+// Each sequence owns two columns of every layer's states: its current state and a spare. A ubatch's
+// graph reads the current column and writes the new state into the spare one in place (no gather,
+// no scatter: ops.h's in-place ssm ops); once the ubatch has computed, commit() makes the spare
+// current. So a decode that fails part way leaves the states as they were without a copy of them;
+// only a sequence that a second ubatch of the same decode advances (its spare then holds the state
+// from before the decode) has that state kept first (prepare).
 #pragma once
 
 #include <cstddef>
@@ -24,8 +31,8 @@ class backend_buffer;
 
 class recurrent_memory {
   public:
-    // One state row per sequence [0, n_seq_max) in every layer of m's stage, zeroed, in one buffer of
-    // dev (null: the CPU).
+    // Two state columns per sequence [0, n_seq_max) in every layer of m's stage, zeroed, in one buffer
+    // of dev (null: the CPU).
     recurrent_memory(const model &m, uint32_t n_seq_max, device *dev = nullptr);
     ~recurrent_memory();
     recurrent_memory(const recurrent_memory &) = delete;
@@ -54,7 +61,12 @@ class recurrent_memory {
     void seq_keep(seq_id s);
     void clear();
 
-    // The bytes of sequence s's state in layer il (state save and load, rollback).
+    // The columns of the layers' states a ubatch of seqs reads (each sequence's current one) and
+    // writes (its spare), appended to `read`, `written` and, as pairs, `pairs`.
+    void ubatch_columns(std::span<const seq_id> seqs, std::vector<int32_t> &read,
+                        std::vector<int32_t> &written, std::vector<int32_t> &pairs) const;
+
+    // The bytes of sequence s's current state in layer il (state save and load, rollback).
     size_t conv_row_bytes(size_t il) const { return layers_[il].conv ? layers_[il].conv->nb[1] : 0; }
     size_t ssm_row_bytes(size_t il) const { return layers_[il].ssm ? layers_[il].ssm->nb[1] : 0; }
     uint8_t *conv_row(size_t il, seq_id s) const;
@@ -62,20 +74,30 @@ class recurrent_memory {
     // Sets s's positions (state load); -1, -1: empty.
     void set_positions(seq_id s, llm_pos pos_min, llm_pos pos_max);
 
-    // The positions and the states of some sequences, to undo a decode that fails part way.
-    struct snapshot {
-        std::vector<llm_pos> pos_min, pos_max;
-        std::vector<seq_id> seqs;
-        std::vector<uint8_t> states;
-    };
-    // Into `into`, whose memory is reused (a decode step takes one: no allocation per token).
-    void save(std::span<const seq_id> seqs, snapshot &into) const;
-    void restore(const snapshot &snap);
+    // A decode: begin() notes the positions and which columns are current; before each ubatch,
+    // prepare() keeps the states from before the decode that the ubatch would overwrite (those of
+    // sequences an earlier ubatch of it advanced); after each ubatch that computed, commit() makes
+    // its sequences' new states current; restore() undoes the decode. No allocation per token once
+    // the memory has grown.
+    void begin();
+    void prepare(std::span<const seq_id> seqs);
+    void commit(std::span<const seq_id> seqs);
+    void restore();
 
   private:
+    int64_t column(seq_id s) const { return int64_t(s) * 2 + current_[size_t(s)]; }
+    uint8_t *state_at(const tensor &t, int64_t col) const;
     void zero_state(seq_id s);
     void copy_state(seq_id src, seq_id dst);
     std::vector<llm_pos> pos_min_, pos_max_;
+    std::vector<uint8_t> current_;  // per sequence: which of its two columns is its state
+    // the decode under way: as it began, the sequences a ubatch advanced, the states prepare() kept
+    struct decode_journal {
+        std::vector<llm_pos> pos_min, pos_max;
+        std::vector<uint8_t> current, advanced;
+        std::vector<seq_id> kept_seqs;
+        std::vector<uint8_t> kept;
+    } journal_;
     std::unique_ptr<context> ctx_;
     std::unique_ptr<backend_buffer> buffer_;
     std::vector<recurrent_layer> layers_;

@@ -4,10 +4,12 @@
 // one call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -479,13 +481,18 @@ TEST(CpuSsm, Mamba2ScanStepOfEveryIsaEqualsScalarBitForBit) {
             h0[i] = dist(rng);
         }
         std::vector<float> want_h = h0;
-        const float want =
-            cpu::ssm_scan_mamba2_step_scalar(want_h.data(), b.data(), c.data(), 0.93f, 0.7f, n);
+        const float want = cpu::ssm_scan_mamba2_step_scalar(want_h.data(), want_h.data(), b.data(), c.data(),
+                                                            0.93f, 0.7f, n);
         for (cpu::ssm_scan_mamba2_step_fn step : builds) {
-            std::vector<float> h = h0;
-            const float got = step(h.data(), b.data(), c.data(), 0.93f, 0.7f, n);
+            std::vector<float> h = h0, h_out(len, -5.0f);
+            const float got = step(h.data(), h.data(), b.data(), c.data(), 0.93f, 0.7f, n);
             EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "state size " << n;
             EXPECT_EQ(std::memcmp(h.data(), want_h.data(), h.size() * sizeof(float)), 0)
+                << "state size " << n;
+            // into another state: the same bits, the state read untouched
+            const float got_out = step(h0.data(), h_out.data(), b.data(), c.data(), 0.93f, 0.7f, n);
+            EXPECT_EQ(std::memcmp(&got_out, &want, sizeof got_out), 0) << "state size " << n;
+            EXPECT_EQ(std::memcmp(h_out.data(), want_h.data(), h_out.size() * sizeof(float)), 0)
                 << "state size " << n;
         }
     }
@@ -815,6 +822,135 @@ TEST(CpuDeltaNet, ShapeErrorsNameTheProblem) {
     tensor *k_short = ctx->new_tensor(dtype::f32, {8, 3});
     expect_error([&] { gated_delta_net(*ctx, in.q, k_short, in.v, in.g, in.beta, in.states, seq, 0.3f); },
                  "share a shape");
+}
+
+// The in-place form (ops.h) of an op: states is a cache of more columns than sequences, each
+// sequence's state in a column of its own (not in order), its new state written there (in place) or
+// into a spare column. For 1, 2 and 3 threads the op gives the gathered form's y and writes its
+// states into the columns written, bit for bit, leaving every other column as it was.
+using in_place_op_fn = std::function<tensor *(context &, tensor *states, tensor *seq_of, tensor *rows)>;
+
+void expect_in_place_equals_gathered(const in_place_op_fn &make, tensor *states,
+                                     const std::vector<int32_t> &seq_of) {
+    auto ctx = data_context();
+    const int64_t n_seqs = states->ne[2], column_floats = states->ne[0] * states->ne[1];
+    const int64_t n_cols = 2 * n_seqs + 1;
+    tensor *gathered = run_alone(make(*ctx, states, i32_input(*ctx, seq_of), nullptr), 3);
+    const int64_t n_y = gathered->nelements() - states->nelements();
+    const auto *want = static_cast<const float *>(gathered->data);
+    for (const bool spare : {false, true})
+        for (const int n_threads : {1, 2, 3}) {
+            std::vector<int32_t> columns;  // read: reversed from 1 (0 unused), written: after them
+            for (int64_t s = 0; s < n_seqs; ++s) {
+                columns.push_back(int32_t(n_seqs - s));
+                columns.push_back(spare ? int32_t(n_seqs + 1 + s) : int32_t(n_seqs - s));
+            }
+            tensor *cache = ctx->new_tensor(dtype::f32, {states->ne[0], states->ne[1], n_cols});
+            fill_uniform(*cache, 40 + uint32_t(n_threads));
+            auto *cols = static_cast<float *>(cache->data);
+            for (int64_t s = 0; s < n_seqs; ++s)
+                std::memcpy(cols + columns[size_t(2 * s)] * column_floats,
+                            static_cast<const float *>(states->data) + s * column_floats,
+                            size_t(column_floats) * sizeof(float));
+            const std::vector<float> before(cols, cols + cache->nelements());
+            tensor *rows = ctx->new_tensor(dtype::i32, {2, n_seqs});
+            std::memcpy(rows->data, columns.data(), columns.size() * sizeof(int32_t));
+            tensor *y = run_alone(make(*ctx, cache, i32_input(*ctx, seq_of), rows), n_threads);
+            const std::string what = std::string(op_name(y->op)) +
+                                     (spare ? ", a spare column" : ", in place") + ", " +
+                                     std::to_string(n_threads) + " threads";
+            ASSERT_EQ(y->nelements(), n_y) << what << ": the in-place result is y alone";
+            EXPECT_EQ(std::memcmp(y->data, want, size_t(n_y) * sizeof(float)), 0) << what << ": y";
+            for (int64_t col = 0; col < n_cols; ++col) {
+                int64_t written = -1;
+                for (int64_t s = 0; s < n_seqs; ++s)
+                    if (columns[size_t(2 * s + 1)] == col) written = s;
+                const float *expected =
+                    written < 0 ? before.data() + col * column_floats : want + n_y + written * column_floats;
+                EXPECT_EQ(
+                    std::memcmp(cols + col * column_floats, expected, size_t(column_floats) * sizeof(float)),
+                    0)
+                    << what << ": column " << col << (written < 0 ? " (not written)" : "");
+            }
+        }
+}
+
+TEST(CpuSsm, InPlaceConvEqualsTheGatheredForm) {
+    for (const conv_case k :
+         {conv_case{7, 11, 4, 3}, conv_case{33, 17, 3, 5}, conv_case{48, 1, 4, 4}, conv_case{19, 6, 70, 3}}) {
+        auto ctx = data_context();
+        tensor *x = ctx->new_tensor(dtype::f32, {k.n_ch, k.n_tokens});
+        tensor *states = ctx->new_tensor(dtype::f32, {k.d_conv - 1, k.n_ch, k.n_seqs});
+        tensor *w = ctx->new_tensor(dtype::f32, {k.d_conv, k.n_ch});
+        fill_uniform(*x, 1);
+        fill_uniform(*states, 2);
+        fill_uniform(*w, 3);
+        expect_in_place_equals_gathered([&](context &c, tensor *st, tensor *seq,
+                                            tensor *rows) { return ssm_conv(c, x, st, w, seq, rows); },
+                                        states, interleaved_sequences(k.n_tokens, k.n_seqs));
+    }
+}
+
+TEST(CpuSsm, InPlaceMamba2ScanEqualsTheGatheredForm) {
+    for (const mamba2_case k :
+         {mamba2_case{3, 4, 2, 5, 11, 3, true}, mamba2_case{8, 3, 3, 32, 1, 2, true},
+          mamba2_case{16, 4, 1, 64, 7, 3, false}, mamba2_case{4, 8, 1, 128, 1, 1, true}}) {
+        auto ctx = data_context();
+        const int64_t n_ch = k.head_dim * k.n_head, n_bc = k.d_state * k.n_group;
+        tensor *x = ctx->new_tensor(dtype::f32, {n_ch, k.n_tokens});
+        tensor *dt = ctx->new_tensor(dtype::f32, {k.n_head, k.n_tokens});
+        tensor *B = ctx->new_tensor(dtype::f32, {n_bc, k.n_tokens});
+        tensor *C = ctx->new_tensor(dtype::f32, {n_bc, k.n_tokens});
+        tensor *A = ctx->new_tensor(dtype::f32, {k.n_head});
+        tensor *D = ctx->new_tensor(dtype::f32, {k.n_head});
+        tensor *states = ctx->new_tensor(dtype::f32, {k.d_state, n_ch, k.n_seqs});
+        fill_uniform(*x, 21);
+        fill_uniform(*dt, 22, -4.0f, 1.0f);
+        fill_uniform(*B, 23);
+        fill_uniform(*C, 24);
+        fill_uniform(*A, 25, -3.0f, -0.05f);
+        fill_uniform(*D, 26);
+        fill_uniform(*states, 27);
+        const std::vector<int32_t> seq_of = k.n_seqs == 1 ? std::vector<int32_t>(size_t(k.n_tokens), 0)
+                                                          : interleaved_sequences(k.n_tokens, k.n_seqs);
+        expect_in_place_equals_gathered(
+            [&](context &c, tensor *st, tensor *seq, tensor *rows) {
+                return ssm_scan_mamba2(c, x, dt, A, B, C, st, seq, k.with_D ? D : nullptr, rows);
+            },
+            states, seq_of);
+    }
+}
+
+// A state column outside the cache, or a column written that another sequence reads or writes, fails
+// the graph with a clear error.
+TEST(CpuSsm, InPlaceColumnsOutsideOrSharedFailTheGraph) {
+    auto ctx = data_context();
+    tensor *x = ctx->new_tensor(dtype::f32, {4, 2});
+    tensor *cache = ctx->new_tensor(dtype::f32, {3, 4, 3});
+    tensor *w = ctx->new_tensor(dtype::f32, {4, 4});
+    fill_uniform(*x, 1);
+    fill_uniform(*cache, 2);
+    fill_uniform(*w, 3);
+    for (const auto &[columns, what] :
+         {std::pair<std::vector<int32_t>, const char *>{{0, 0, 1, 3}, "outside [0, 3)"},
+          {{-1, 2, 1, 1}, "outside [0, 3)"},
+          {{0, 2, 2, 2}, "sequence 1's too"},
+          {{0, 1, 1, 2}, "sequence 1's too"}}) {
+        tensor *rows = ctx->new_tensor(dtype::i32, {2, 2});
+        std::memcpy(rows->data, columns.data(), columns.size() * sizeof(int32_t));
+        tensor *out = ssm_conv(*ctx, x, cache, w, i32_input(*ctx, {0, 1}), rows);
+        graph g;
+        build_forward_expand(g, out);
+        auto b = host_memory_devices().front()->make_backend(1);
+        try {
+            b->graph_compute(g, {});
+            ADD_FAILURE() << "expected an error about " << what;
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    }
+    // rows must be [2, n_seqs]
+    EXPECT_THROW(ssm_conv(*ctx, x, cache, w, i32_input(*ctx, {0, 1}), i32_input(*ctx, {0, 1, 2})), error);
 }
 
 TEST(CpuSsm, SequenceOutsideTheStatesFailsTheGraph) {

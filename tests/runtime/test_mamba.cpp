@@ -184,10 +184,11 @@ TEST_F(MambaState, SavedStateContinuesBitForBit) {
     EXPECT_EQ(untouched.kv_seq_pos_max(0), 6);
 }
 
-// Aborted part way through the first ubatch (some layers' states written) and in the second (the
-// first ubatch's states complete): either way the states and positions are as before the call.
+// Aborted part way through the first ubatch (some layers' states written), in the second (the
+// first ubatch's states complete: the second writes over the state from before the call) and in the
+// third (which writes over the first's): either way the states and positions are as before the call.
 TEST_F(MambaState, AnAbortedBatchLeavesTheStatesAsTheyWere) {
-    for (const int abort_after_polls : {40, 100}) {
+    for (const int abort_after_polls : {40, 100, 120}) {
         SCOPED_TRACE("aborted after " + std::to_string(abort_after_polls) + " polls");
         std::atomic<int> polls{0};
         std::atomic<bool> armed{false};

@@ -135,8 +135,17 @@ std::string attention_kv_type_names();  // "f32, f16, bf16, q8_0, q4_0, q4_1, q5
 // Causal depthwise convolution: states f32 [d_conv - 1, n_ch, n_seqs] hold each channel's last
 // d_conv - 1 inputs (oldest first), weight f32 [d_conv, n_ch], x f32 [n_ch, n_tokens]:
 // y[c, t] = sum_k weight[k, c] * w[k] over the window w = (state of channel c, x[c, t]), and
-// x[c, t] then enters the state. src[] = {x, states, weight, seq_of}.
-tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of);
+// x[c, t] then enters the state. src[] = {x, states, weight, seq_of, rows}.
+//
+// In place (ssm_conv and ssm_scan_mamba2 given rows, i32 [2, n_seqs] contiguous): states is a cache of
+// state columns, f32 [state_len, n_ch, n_cols] contiguous (a recurrent memory's layer tensor,
+// reshaped). Sequence s's state is read from column rows[2 s] and its state after its last token
+// written into column rows[2 s + 1] (the same column, or another: a spare, so the one read stays as it
+// was until the caller commits the new one). Columns are in [0, n_cols), each written by one sequence
+// only. The result is y alone, f32 1-d [n_ch * n_tokens]. No gather into a temporary and no scatter
+// back: each state is read and written once. The same bits as the gathered form.
+tensor *ssm_conv(context &ctx, tensor *x, tensor *states, tensor *weight, tensor *seq_of,
+                 tensor *rows = nullptr);
 // Selective scan: x, dt f32 [n_ch, n_tokens], A f32 [d_state, n_ch], B, C f32 [d_state, n_tokens]
 // (rows may be strided views), states f32 [d_state, n_ch, n_seqs]. Per channel c and token t:
 // delta = softplus(dt[c, t]) (dt itself above 20), h = h * exp(delta * A[:, c]) + B[:, t] * (delta *
@@ -156,9 +165,13 @@ tensor *ssm_scan(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tens
 // scan). The gated norm after it, rms_norm(y * silu(z)) over groups of channels times a weight, is
 // glu(z, y), rms_norm of a [d_inner / n_group, n_group * n_tokens] reshape and mul: passes over
 // d_inner floats a token, against the scan's d_state multiply-adds per channel.
-// src[] = {x, dt, A, B, C, states, seq_of, D}.
+// src[] = {x, dt, A, B, C, states, seq_of, D, rows} (rows: the in-place form, as ssm_conv's).
 tensor *ssm_scan_mamba2(context &ctx, tensor *x, tensor *dt, tensor *A, tensor *B, tensor *C, tensor *states,
-                        tensor *seq_of, tensor *D = nullptr);
+                        tensor *seq_of, tensor *D = nullptr, tensor *rows = nullptr);
+// The source node n writes in place besides its result (the states of an in-place ssm_conv or
+// ssm_scan_mamba2), or -1. The scheduler never substitutes it (like a view's write target) and
+// runs n on a backend that reaches it.
+int op_state_source(const tensor &n);
 // Gated delta net (Qwen3-Next and Qwen3.5's linear attention): n_head_v value heads of d_v channels,
 // each with a state S [d_k, d_v]. q, k f32 [d_k * n_head_k, n_tokens], v f32 [d_v * n_head_v,
 // n_tokens], g f32 [n_head_v, n_tokens] (the log of each head's decay), beta f32 [n_head_v,

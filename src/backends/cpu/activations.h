@@ -44,17 +44,17 @@ float ssm_scan_step_avx2(float *h, const float *a, const float *b, const float *
                          int64_t n);
 float ssm_scan_step_avx512(float *h, const float *a, const float *b, const float *c, float delta,
                            float x_delta, int64_t n);
-// One token of Mamba-2's scan over one channel's state h[0, n) (the head's decay shared by every
-// state): h[i] = h[i] * decay + b[i] * x_delta; returns sum_i c[i] * h[i], summed in 16 lanes
-// joined by sum_lanes_16 (the same bits in every build).
-using ssm_scan_mamba2_step_fn = float (*)(float *h, const float *b, const float *c, float decay,
-                                          float x_delta, int64_t n);
-float ssm_scan_mamba2_step_scalar(float *h, const float *b, const float *c, float decay, float x_delta,
-                                  int64_t n);
-float ssm_scan_mamba2_step_avx2(float *h, const float *b, const float *c, float decay, float x_delta,
-                                int64_t n);
-float ssm_scan_mamba2_step_avx512(float *h, const float *b, const float *c, float decay, float x_delta,
-                                  int64_t n);
+// One token of Mamba-2's scan over one channel's state (the head's decay shared by every state):
+// h_out[i] = h_in[i] * decay + b[i] * x_delta; returns sum_i c[i] * h_out[i], summed in 16 lanes
+// joined by sum_lanes_16 (the same bits in every build). h_in may be h_out (in place).
+using ssm_scan_mamba2_step_fn = float (*)(const float *h_in, float *h_out, const float *b, const float *c,
+                                          float decay, float x_delta, int64_t n);
+float ssm_scan_mamba2_step_scalar(const float *h_in, float *h_out, const float *b, const float *c,
+                                  float decay, float x_delta, int64_t n);
+float ssm_scan_mamba2_step_avx2(const float *h_in, float *h_out, const float *b, const float *c, float decay,
+                                float x_delta, int64_t n);
+float ssm_scan_mamba2_step_avx512(const float *h_in, float *h_out, const float *b, const float *c,
+                                  float decay, float x_delta, int64_t n);
 
 // The builds this CPU runs (scalar under WEFT_FORCE_SCALAR).
 swiglu_row_fn best_swiglu_row();

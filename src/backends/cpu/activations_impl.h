@@ -87,22 +87,26 @@ inline float ssm_scan_step_impl(float *h, const float *a, const float *b, const 
     return sum;
 }
 
-// 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree
-inline float ssm_scan_mamba2_step_impl(float *__restrict__ h, const float *__restrict__ b,
+// 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree.
+// h_in may be h_out (in place): each lane's states are loaded before any is stored.
+inline float ssm_scan_mamba2_step_impl(const float *h_in, float *h_out, const float *__restrict__ b,
                                        const float *__restrict__ c, float decay, float x_delta, int64_t n) {
     constexpr int lanes = 16;
     float lane_sum[lanes] = {};
     int64_t i = 0;
-    // restrict (the state never overlaps b or c) keeps the stores and the lane sums in vectors
-    for (; i + lanes <= n; i += lanes)
+    // b and c never overlap the state (restrict), and the loads come first: vectors throughout
+    for (; i + lanes <= n; i += lanes) {
+        float state[lanes];
+        for (int k = 0; k < lanes; ++k) state[k] = h_in[i + k];
         for (int k = 0; k < lanes; ++k) {
-            const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
-            h[i + k] = updated;
+            const float updated = std::fma(state[k], decay, b[i + k] * x_delta);
+            h_out[i + k] = updated;
             lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
         }
+    }
     for (int k = 0; i + k < n; ++k) {
-        const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
-        h[i + k] = updated;
+        const float updated = std::fma(h_in[i + k], decay, b[i + k] * x_delta);
+        h_out[i + k] = updated;
         lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
     }
     return sum_lanes_16(lane_sum);
@@ -112,25 +116,25 @@ inline float ssm_scan_mamba2_step_impl(float *__restrict__ h, const float *__res
 }  // namespace weft::cpu
 
 // Defines the entry points of one ISA build.
-#define WEFT_DEFINE_ACTIVATIONS(isa)                                                                   \
-    void weft::cpu::swiglu_row_##isa(const float *gate, const float *up, float *out, int64_t n) {      \
-        swiglu_row_impl(gate, up, out, n);                                                             \
-    }                                                                                                  \
-    void weft::cpu::swiglu_oai_row_##isa(const float *gate, const float *up, float *out, int64_t n,    \
-                                         float alpha, float limit) {                                   \
-        swiglu_oai_row_impl(gate, up, out, n, alpha, limit);                                           \
-    }                                                                                                  \
-    void weft::cpu::silu_row_##isa(const float *x, float *out, int64_t n) {                            \
-        silu_row_impl(x, out, n);                                                                      \
-    }                                                                                                  \
-    void weft::cpu::softplus_row_##isa(const float *x, float *out, int64_t n) {                        \
-        softplus_row_impl(x, out, n);                                                                  \
-    }                                                                                                  \
-    float weft::cpu::ssm_scan_step_##isa(float *h, const float *a, const float *b, const float *c,     \
-                                         float delta, float x_delta, int64_t n) {                      \
-        return ssm_scan_step_impl(h, a, b, c, delta, x_delta, n);                                      \
-    }                                                                                                  \
-    float weft::cpu::ssm_scan_mamba2_step_##isa(float *h, const float *b, const float *c, float decay, \
-                                                float x_delta, int64_t n) {                            \
-        return ssm_scan_mamba2_step_impl(h, b, c, decay, x_delta, n);                                  \
+#define WEFT_DEFINE_ACTIVATIONS(isa)                                                                     \
+    void weft::cpu::swiglu_row_##isa(const float *gate, const float *up, float *out, int64_t n) {        \
+        swiglu_row_impl(gate, up, out, n);                                                               \
+    }                                                                                                    \
+    void weft::cpu::swiglu_oai_row_##isa(const float *gate, const float *up, float *out, int64_t n,      \
+                                         float alpha, float limit) {                                     \
+        swiglu_oai_row_impl(gate, up, out, n, alpha, limit);                                             \
+    }                                                                                                    \
+    void weft::cpu::silu_row_##isa(const float *x, float *out, int64_t n) {                              \
+        silu_row_impl(x, out, n);                                                                        \
+    }                                                                                                    \
+    void weft::cpu::softplus_row_##isa(const float *x, float *out, int64_t n) {                          \
+        softplus_row_impl(x, out, n);                                                                    \
+    }                                                                                                    \
+    float weft::cpu::ssm_scan_step_##isa(float *h, const float *a, const float *b, const float *c,       \
+                                         float delta, float x_delta, int64_t n) {                        \
+        return ssm_scan_step_impl(h, a, b, c, delta, x_delta, n);                                        \
+    }                                                                                                    \
+    float weft::cpu::ssm_scan_mamba2_step_##isa(const float *h_in, float *h_out, const float *b,         \
+                                                const float *c, float decay, float x_delta, int64_t n) { \
+        return ssm_scan_mamba2_step_impl(h_in, h_out, b, c, decay, x_delta, n);                          \
     }

@@ -17,12 +17,16 @@ struct ssm_conv_task {
     int64_t x_row;
     const float *weight;  // channel c's d_conv taps at weight + c * weight_row, oldest input first
     int64_t weight_row;
-    const float *states_in;     // [d_conv - 1, n_ch, n_seqs]
+    const float *states_in;     // [d_conv - 1, n_ch, columns]: sequence s's window in column column(s)
     float *states_out;          // the same layout: each sequence's window after its tokens
+    const int32_t *columns;     // in place: each sequence's column read, then written; null: s's is s
     float *y;                   // [n_ch, n_tokens]
     const int32_t *seq_tokens;  // the tokens of each sequence, in order, sequence by sequence
     const int64_t *seq_begin;   // n_seqs + 1 offsets into seq_tokens
     int64_t n_seqs, n_ch, d_conv;
+
+    int64_t column_in(int64_t s) const { return columns ? columns[2 * s] : s; }
+    int64_t column_out(int64_t s) const { return columns ? columns[2 * s + 1] : s; }
 };
 
 // Channels go in blocks of this many (one AVX-512 register, two AVX2 ones); a thread's share is

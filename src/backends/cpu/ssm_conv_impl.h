@@ -26,7 +26,7 @@ inline void ssm_conv_block(const ssm_conv_task &a, int64_t c, int64_t n_used) {
     for (int64_t k = 0; k < d; ++k)
         for (int64_t l = 0; l < n; ++l) w[k][l] = a.weight[(c + l) * a.weight_row + k];
     for (int64_t s = 0; s < a.n_seqs; ++s) {
-        const float *state_in = a.states_in + (s * a.n_ch + c) * (d - 1);
+        const float *state_in = a.states_in + (a.column_in(s) * a.n_ch + c) * (d - 1);
         for (int64_t k = 0; k + 1 < d; ++k)
             for (int64_t l = 0; l < n; ++l) window[k][l] = state_in[l * (d - 1) + k];
         for (int64_t i = a.seq_begin[s]; i < a.seq_begin[s + 1]; ++i) {
@@ -44,7 +44,7 @@ inline void ssm_conv_block(const ssm_conv_task &a, int64_t c, int64_t n_used) {
             if (d > 1)
                 for (int64_t l = 0; l < n; ++l) window[d - 2][l] = in[l];
         }
-        float *state_out = a.states_out + (s * a.n_ch + c) * (d - 1);
+        float *state_out = a.states_out + (a.column_out(s) * a.n_ch + c) * (d - 1);
         for (int64_t k = 0; k + 1 < d; ++k)
             for (int64_t l = 0; l < n; ++l) state_out[l * (d - 1) + k] = window[k][l];
     }
@@ -55,8 +55,8 @@ inline void ssm_conv_channel_wide(const ssm_conv_task &a, int64_t c) {
     const int64_t d = a.d_conv;
     const float *w = a.weight + c * a.weight_row;
     for (int64_t s = 0; s < a.n_seqs; ++s) {
-        float *window = a.states_out + (s * a.n_ch + c) * (d - 1);
-        const float *state_in = a.states_in + (s * a.n_ch + c) * (d - 1);
+        float *window = a.states_out + (a.column_out(s) * a.n_ch + c) * (d - 1);
+        const float *state_in = a.states_in + (a.column_in(s) * a.n_ch + c) * (d - 1);
         for (int64_t k = 0; k + 1 < d; ++k) window[k] = state_in[k];
         for (int64_t i = a.seq_begin[s]; i < a.seq_begin[s + 1]; ++i) {
             const int64_t t = a.seq_tokens[i];
