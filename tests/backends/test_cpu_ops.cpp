@@ -224,6 +224,32 @@ TEST(CpuOps, GluOnHalvesOfAFusedTensor) {
         }
 }
 
+// A decode step's glu (fewer rows than threads) is shared out by values: the same bits with any thread
+// count, a row length that is not a multiple of the pieces included.
+TEST(CpuOps, GluOfFewerRowsThanThreadsHasTheSameBitsOnAnyThreadCount) {
+    for (int64_t rows : {1, 3})
+        for (glu_kind kind : {glu_kind::swiglu, glu_kind::geglu, glu_kind::swiglu_oai}) {
+            SCOPED_TRACE(std::to_string(rows) + " rows, kind " + std::to_string(int(kind)));
+            auto ctx = data_context();
+            tensor *gate = ctx->new_tensor(dtype::f32, {5001, rows});
+            tensor *up = ctx->new_tensor(dtype::f32, {5001, rows});
+            fill_uniform(*gate, 8, -9.0f, 9.0f);
+            fill_uniform(*up, 9, -9.0f, 9.0f);
+            tensor *out = kind == glu_kind::swiglu_oai ? swiglu_oai(*ctx, gate, up, 1.702f, 7.0f)
+                                                       : glu(*ctx, gate, up, kind);
+            std::vector<float> first;
+            for (int threads : {1, 2, 3, 8}) {
+                graph g;
+                build_forward_expand(g, out);
+                cpu_backend backend(threads);
+                ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+                const std::vector<float> got = values_of(*out);
+                if (first.empty()) first = got;
+                EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0) << threads;
+            }
+        }
+}
+
 // gpt-oss's clamped swiglu: gates and ups on both sides of the limit, strided halves of one tensor;
 // every ISA build of the row gives the scalar build's bits.
 TEST(CpuOps, SwigluOaiClampsAndMatchesTheReference) {

@@ -78,6 +78,25 @@ void glu_op(const compute_params &p, tensor &dst, Row row) {
     const tensor &gate = *dst.src[0];
     const tensor &up = *dst.src[1];
     const int64_t ne0 = dst.ne[0];
+    // Fewer rows than threads (a decode step's one row): each f32 row's values are shared out too, in
+    // pieces of 64, so that no thread computes a whole row while the others wait at the barrier. Every
+    // value is computed alone, so the bits are those of the whole row.
+    const bool f32_rows = gate.type == dtype::f32 && up.type == dtype::f32 && dst.type == dtype::f32 &&
+                          gate.nb[0] == sizeof(float) && up.nb[0] == sizeof(float) &&
+                          dst.nb[0] == sizeof(float);
+    if (dst.nrows() < p.nth && f32_rows) {
+        constexpr int64_t piece = 64;
+        const index_range mine = split_range((ne0 + piece - 1) / piece, p.ith, p.nth);
+        const int64_t c0 = std::min(ne0, mine.begin * piece), c1 = std::min(ne0, mine.end * piece);
+        for (int64_t r = 0; r < dst.nrows() && c0 < c1; ++r) {
+            int64_t i1 = 0, i2 = 0, i3 = 0;
+            unravel_row(r, dst.ne, i1, i2, i3);
+            row(reinterpret_cast<const float *>(row_at(gate, i1, i2, i3)) + c0,
+                reinterpret_cast<const float *>(row_at(up, i1, i2, i3)) + c0,
+                reinterpret_cast<float *>(row_at(dst, i1, i2, i3)) + c0, c1 - c0);
+        }
+        return;
+    }
     float *scratch = thread_scratch(p, row_scratch_rows * ne0);
     for_each_result_row(p, dst, scratch + 2 * ne0, [&](int64_t i1, int64_t i2, int64_t i3, float *out) {
         const float *g = row_as_f32(gate.type, row_at(gate, i1, i2, i3), gate.nb[0], ne0, scratch);
