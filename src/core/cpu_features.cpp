@@ -42,7 +42,10 @@ cpu_features detect() {
             f.avx512vl = (b >> 31) & 1;
             f.avx512vnni = (c >> 11) & 1;
         }
-        if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && ((a >> 4) & 1);
+        if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+            f.avxvnni = f.avx2 && ((a >> 4) & 1);
+            f.avx512bf16 = f.avx512f && ((a >> 5) & 1);
+        }
     }
 #endif
     return f;
@@ -63,7 +66,7 @@ std::atomic<int> g_limit{limit_from_environment()};
 const cpu_features g_detected = detect();
 const cpu_features g_avxvnni_part = [] {
     cpu_features f = g_detected;
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
     return f;
 }();
 const cpu_features g_avx2_part = [] {

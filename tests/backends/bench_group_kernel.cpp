@@ -2,14 +2,15 @@
 // multiply-adds (one vpdpbusd's worth) for a weight type, a row count and column counts, with the
 // weights and activations in cache unless the rows say otherwise. A tool for kernel work (the model
 // benchmarks move ±10-30% with this machine's memory bandwidth; this measures the arithmetic);
-// every result is also checked bit for bit against the scalar kernel. Not a test: ctest runs it
-// once, briefly, to keep it building and agreeing.
+// every result is also checked bit for bit against the scalar kernel. Times are this thread's CPU
+// time (clock and kernels alike), so other processes sharing the cores slow neither side of the
+// ratio. Not a test: ctest runs it once, briefly, to keep it building and agreeing.
 //
 //   bench_group_kernel [--types q8_0,q4_0] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <string_view>
@@ -36,16 +37,23 @@ std::vector<std::string> split(std::string_view list) {
     return out;
 }
 
+// Seconds of CPU time this thread has run.
+double thread_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
 // The clock of this core, from a chain of dependent adds (one a cycle on every x86 core since the
 // P6); elsewhere 0 (then only GMAC/s are printed).
 double measured_ghz() {
 #if defined(__x86_64__)
     uint64_t x = 0;
     const int64_t n = 200000000;
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = thread_seconds();
     for (int64_t i = 0; i < n; ++i)
         asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = thread_seconds() - t0;
     return 4.0 * double(n) / s / 1e9;
 #else
     return 0.0;
@@ -96,12 +104,12 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
         return 0;
     }
     int64_t reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = thread_seconds();
     double seconds = 0;
     do {
         all_groups(kernel, out.data());
         ++reps;
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        seconds = thread_seconds() - t0;
     } while (seconds * 1000.0 < ms);
     const double macs = double(reps) * double(rows) * double(k) * double(n);
     const double per_64 = ghz > 0 ? seconds * ghz * 1e9 / (macs / 64.0) : 0.0;

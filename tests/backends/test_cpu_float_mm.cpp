@@ -148,10 +148,15 @@ TEST(CpuFloatMm, GroupedWeightsAreExactAcrossIsasAndBatches) {
         auto ctx = data_context();
         EXPECT_FALSE(cpu::can_group_float(*ctx->new_tensor(dtype::f32, {64, 32})));
     }
+    {
+        // bf16 groups hold value pairs: an odd k keeps its rows
+        auto ctx = data_context();
+        EXPECT_FALSE(cpu::can_group_float(*ctx->new_tensor(dtype::bf16, {77, 32})));
+    }
     for (dtype t : {dtype::f16, dtype::bf16}) {
         SCOPED_TRACE(type_name(t));
         auto ctx = data_context();
-        const int64_t k = 77, m = 48, n = 37;
+        const int64_t k = t == dtype::bf16 ? 78 : 77, m = 48, n = 37;
         tensor *a = ctx->new_tensor(t, {k, m});
         const auto w = random_weights(t, m, k, a->nb[1], 5);
         std::vector<char> grouped(w.size());
@@ -171,7 +176,10 @@ TEST(CpuFloatMm, GroupedWeightsAreExactAcrossIsasAndBatches) {
                     std::memcpy(&h, w.data() + size_t(r) * a->nb[1] + size_t(i) * 2, 2);
                     wv = t == dtype::f16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
                 }
-                s += double(wv) * at(*b, i, c);
+                // bf16 products take the activations rounded to bf16 (float_mm.h)
+                const float xv =
+                    t == dtype::bf16 ? bf16_to_fp32(cpu::round_to_bf16(at(*b, i, c))) : at(*b, i, c);
+                s += double(wv) * xv;
             }
             return s;
         };
@@ -195,6 +203,76 @@ TEST(CpuFloatMm, GroupedWeightsAreExactAcrossIsasAndBatches) {
             limit_to_avx2(false);
             EXPECT_EQ(values_of(*again), batched) << (level == 0 ? "scalar" : "avx2") << " differs";
         }
+    }
+}
+
+}  // namespace
+
+namespace {
+
+// The bf16 pair products (float_mm.h) on values that reach every corner of vdpbf16ps's definition —
+// exponents over a wide range, subnormal weights and activations, sums that fall below the smallest
+// normal — give the same bits on every ISA (AVX-512 BF16's instruction, two FMAs under MXCSR's
+// flush-to-zero, the scalar oracle), and the AVX2 rounding of activations equals the scalar one.
+TEST(CpuFloatMm, Bf16PairProductsAreExactAcrossIsas) {
+    std::mt19937 rng(11);
+    auto wide_float = [&](int min_exp, int max_exp) {
+        const float mantissa = std::uniform_real_distribution<float>(-1, 1)(rng);
+        return std::ldexp(mantissa, std::uniform_int_distribution<int>(min_exp, max_exp)(rng));
+    };
+    {
+        std::vector<float> x(4099);
+        for (size_t i = 0; i < x.size(); ++i) {
+            const uint32_t bits = rng();
+            std::memcpy(&x[i], &bits, 4);  // every bit pattern: NaNs, infinities, subnormals
+            if (i % 3 == 0) x[i] = wide_float(-140, 20);
+        }
+        for (int64_t k : {int64_t(2), int64_t(16), int64_t(30), int64_t(4098)}) {
+            std::vector<uint32_t> want(static_cast<size_t>(k / 2)), got(static_cast<size_t>(k / 2));
+            cpu::round_to_bf16_pairs_scalar(x.data(), k, want.data());
+            if (!cpu::simd_level_supported(cpu::simd_level::avx2)) continue;
+            cpu::round_to_bf16_pairs_avx2(x.data(), k, got.data());
+            EXPECT_EQ(got, want) << "k " << k;
+        }
+    }
+    const int64_t k = 96, kp = k / 2, m = 64, width = cpu::float_panel_width;
+    std::vector<uint16_t> w(static_cast<size_t>(m * k));
+    for (size_t i = 0; i < w.size(); ++i)
+        w[i] = i % 17 == 0                ? uint16_t(rng() & 0x807F)  // subnormal
+               : (i / size_t(k)) % 3 == 0 ? cpu::round_to_bf16(wide_float(-70, -58))
+                                          : cpu::round_to_bf16(wide_float(-20, 10));
+    auto ctx = data_context();
+    tensor *a = ctx->new_tensor(dtype::bf16, {k, m});
+    ASSERT_TRUE(cpu::can_group_float(*a));
+    std::vector<uint16_t> grouped(w.size());
+    cpu::group_float_tensor(*a, w.data(), grouped.data());
+    const size_t group_bytes = size_t(k) * cpu::float_group_rows * 2;
+    for (int64_t n : {int64_t(1), int64_t(5), int64_t(24), int64_t(37)}) {
+        SCOPED_TRACE("columns " + std::to_string(n));
+        const int64_t pw = n == 1 ? 1 : width, n_panels = (n + pw - 1) / pw;
+        std::vector<uint32_t> panels(size_t(n_panels * pw * kp));
+        for (int64_t c = 0; c < n; ++c) {
+            std::vector<float> column(static_cast<size_t>(k));
+            for (auto &v : column) v = c % 2 == 0 ? wide_float(-80, -60) : wide_float(-20, 10);
+            std::vector<uint32_t> pairs(static_cast<size_t>(kp));
+            cpu::round_to_bf16_pairs_scalar(column.data(), k, pairs.data());
+            for (int64_t j = 0; j < kp; ++j) panels[cpu::panel_index(j, c, kp, pw)] = pairs[size_t(j)];
+        }
+        const auto *x = reinterpret_cast<const float *>(panels.data());
+        std::vector<float> want(size_t(n * m));
+        cpu::float_groups_scalar(dtype::bf16, reinterpret_cast<const char *>(grouped.data()), group_bytes,
+                                 m / cpu::float_group_rows, k, x, pw, n, want.data(), size_t(m));
+        int flushed = 0;
+        for (float v : want) flushed += v == 0.0f;
+        for (auto isa : {cpu::simd_level::avx2, cpu::simd_level::avx512}) {
+            if (!cpu::simd_level_supported(isa)) continue;
+            std::vector<float> got(want.size(), -1.0f);
+            cpu::float_groups_at(isa)(dtype::bf16, reinterpret_cast<const char *>(grouped.data()),
+                                      group_bytes, m / cpu::float_group_rows, k, x, pw, n, got.data(),
+                                      size_t(m));
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "isa " << int(isa);
+        }
+        EXPECT_GT(flushed, 0) << "no sum fell below the smallest normal: the flush is untested";
     }
 }
 

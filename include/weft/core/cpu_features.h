@@ -11,7 +11,8 @@ struct cpu_features {
     bool avx512bw = false;
     bool avx512vl = false;
     bool avx512vnni = false;
-    bool avxvnni = false;  // AVX-VNNI: vpdpbusd on ymm with a VEX encoding (no AVX-512 needed)
+    bool avx512bf16 = false;  // vdpbf16ps: two bf16 products per f32 lane (bf16 weights' products)
+    bool avxvnni = false;     // AVX-VNNI: vpdpbusd on ymm with a VEX encoding (no AVX-512 needed)
 };
 
 // The detected features, with everything turned off when the environment variable

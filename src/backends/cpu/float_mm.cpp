@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 
 #include "backends/cpu/canonical_math.h"
 #include "weft/core/fp16.h"
@@ -59,7 +60,8 @@ bool can_group_float(const tensor &t) {
     // their tree), so an f32 model, the one checked against the reference, matches it bit for bit;
     // f16 and bf16, the types people run, take the faster grouped order.
     return is_float_weight(t.type) && t.type != dtype::f32 && t.ne[3] == 1 &&
-           t.ne[1] % float_group_rows == 0 && t.is_contiguous() && !t.is_view() && t.extra == nullptr;
+           t.ne[1] % float_group_rows == 0 && (!takes_bf16_pairs(t.type) || t.ne[0] % 2 == 0) &&
+           t.is_contiguous() && !t.is_view() && t.extra == nullptr;
 }
 
 bool is_grouped_float(const tensor &t) {
@@ -82,15 +84,82 @@ void group_float_tensor(tensor &t, const void *src, void *dst) {
                 for (int64_t i = 0; i < k; ++i) col[i * float_group_rows] = row[i];
             }
     };
-    if (elt == 2)
+    if (takes_bf16_pairs(t.type)) {
+        // value pairs (float_mm.h): the 32-bit word of pair j of row r at (j * 16 + r) * 2, the
+        // subnormal weights made zero (vdpbf16ps takes them as zero)
+        const auto *src_e = reinterpret_cast<const uint16_t *>(in);
+        auto *dst_e = reinterpret_cast<uint16_t *>(out);
+        for (int64_t g = 0; g < t.nrows() / float_group_rows; ++g)
+            for (int64_t r = 0; r < float_group_rows; ++r) {
+                const uint16_t *row = src_e + (g * float_group_rows + r) * k;
+                uint16_t *to = dst_e + g * k * float_group_rows + 2 * r;
+                for (int64_t i = 0; i < k; ++i) {
+                    const uint16_t w = row[i];
+                    to[(i / 2) * 2 * float_group_rows + i % 2] =
+                        (w & 0x7f80u) == 0 ? uint16_t(w & 0x8000u) : w;
+                }
+            }
+    } else if (elt == 2) {
         regroup(uint16_t{});
-    else
+    } else {
         regroup(uint32_t{});
+    }
     t.extra = const_cast<int *>(&float_group_marker);
+}
+
+namespace {
+
+// vdpbf16ps's flush of a result below the smallest normal (float_mm.h)
+float flush_subnormal(float v) {
+    return std::fabs(v) < std::numeric_limits<float>::min() ? std::copysign(0.0f, v) : v;
+}
+
+float low_bf16(uint32_t pair) {
+    return bf16_to_fp32(uint16_t(pair & 0xFFFFu));
+}
+float high_bf16(uint32_t pair) {
+    return bf16_to_fp32(uint16_t(pair >> 16));
+}
+
+void bf16_groups_scalar(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                        const uint32_t *pairs, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    const int64_t kp = k / 2;
+    for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t c = 0; c < n_cols; ++c)
+            for (int64_t r = 0; r < float_group_rows; ++r) {
+                const char *w = groups + size_t(g) * group_stride + size_t(r) * sizeof(uint32_t);
+                float acc = 0.0f;
+                for (int64_t j = 0; j < kp; ++j) {
+                    uint32_t wp;
+                    std::memcpy(&wp, w + size_t(j) * float_group_rows * sizeof(uint32_t), sizeof wp);
+                    const uint32_t xp = pairs[panel_index(j, c, kp, width)];
+                    acc = flush_subnormal(std::fma(high_bf16(wp), high_bf16(xp), acc));
+                    acc = flush_subnormal(std::fma(low_bf16(wp), low_bf16(xp), acc));
+                }
+                dst[size_t(c) * dst_stride + size_t(g * float_group_rows + r)] = acc;
+            }
+}
+
+}  // namespace
+
+void round_to_bf16_pairs_scalar(const float *x, int64_t k, uint32_t *pairs) {
+    for (int64_t j = 0; j < k / 2; ++j)
+        pairs[j] = uint32_t(round_to_bf16(x[2 * j])) | uint32_t(round_to_bf16(x[2 * j + 1])) << 16;
+}
+
+round_pairs_fn round_to_bf16_pairs_at(simd_level level) {
+    return level == simd_level::scalar ? round_to_bf16_pairs_scalar : round_to_bf16_pairs_avx2;
+}
+
+round_pairs_fn best_round_to_bf16_pairs() {
+    return best_of({round_to_bf16_pairs_scalar, round_to_bf16_pairs_avx2});
 }
 
 void float_groups_scalar(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
                          const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    if (takes_bf16_pairs(wtype))
+        return bf16_groups_scalar(groups, group_stride, n_groups, k, reinterpret_cast<const uint32_t *>(x),
+                                  width, n_cols, dst, dst_stride);
     const size_t elt = type_traits(wtype).type_size;
     for (int64_t g = 0; g < n_groups; ++g)
         for (int64_t c = 0; c < n_cols; ++c)

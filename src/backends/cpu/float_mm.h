@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "backends/cpu/simd_level.h"
+#include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 #include "weft/core/type.h"
 
@@ -41,8 +42,39 @@ float_tile_fn best_float_tile();  // scalar under WEFT_FORCE_SCALAR
 // acc = fma(w_i, x_i, acc) for i = 0, 1, ..., k - 1 — no horizontal sums at all.
 constexpr int64_t float_group_rows = 16;
 
-// f16 / bf16 (f32 keeps the tiles' order, see float_mm.cpp), contiguous, rows in 16s; 2-D, or a
-// stack of matrices [k, m, n] (as interleaved.h)
+// --- bf16 weights: two products per lane, the order of AVX-512 BF16's vdpbf16ps ---
+// Grouped bf16 weights (k even) lie in value pairs: pair j (values 2j, 2j + 1) of row r of group g is
+// the 32-bit word at bf16 index g * k * 16 + (j * 16 + r) * 2, value 2j in its low half. The
+// activations are rounded to bf16 (round_to_bf16) and take the panels as pairs: pair j of column c
+// (the same word layout) where value j of an f32 column would be, panel_index(j, c, k / 2, width) —
+// the `x` of float_group_fn then holds these words. Canonical order of a bf16 product (every ISA,
+// tile, batch): acc = 0; for each pair j: acc = flush(acc + w[2j+1] x[2j+1]), then
+// acc = flush(acc + w[2j] x[2j]) — each product exact in f32 (8-bit mantissas), each sum rounded to
+// nearest even, flush() taking a result below the smallest normal to zero with its sign; subnormal
+// weights and activations count as zero (the weights are flushed when grouped, the activations when
+// rounded). That is vdpbf16ps's definition, so on CPUs with it one instruction does two values of
+// 16 rows, twice the f32 FMA rate; elsewhere two FMAs per pair under MXCSR's flush-to-zero give the
+// same bits. The reference engine also rounds the activations of bf16 weights to bf16.
+constexpr bool takes_bf16_pairs(dtype wtype) {
+    return wtype == dtype::bf16;
+}
+// f32 to bf16: subnormals to zero with their sign, then round to nearest even (NaN stays a quiet NaN).
+inline uint16_t round_to_bf16(float f) {
+    const uint32_t w = fp32_to_bits(f);
+    if ((w & 0x7f800000u) == 0) return uint16_t((w >> 16) & 0x8000u);
+    return fp32_to_bf16(f);
+}
+// k (even) floats as k / 2 pairs of round_to_bf16 values (value 2j in the low half of word j); every
+// build writes the same bits.
+using round_pairs_fn = void (*)(const float *x, int64_t k, uint32_t *pairs);
+void round_to_bf16_pairs_scalar(const float *x, int64_t k, uint32_t *pairs);
+void round_to_bf16_pairs_avx2(const float *x, int64_t k, uint32_t *pairs);
+round_pairs_fn round_to_bf16_pairs_at(simd_level level);
+round_pairs_fn best_round_to_bf16_pairs();
+
+// f16 / bf16 (f32 keeps the tiles' order, see float_mm.cpp), contiguous, rows in 16s (bf16: and k
+// even — an odd k keeps its rows and the tiles' order); 2-D, or a stack of matrices [k, m, n] (as
+// interleaved.h)
 bool can_group_float(const tensor &t);
 bool is_grouped_float(const tensor &t);
 // Writes t's data (plain layout, at src) regrouped to dst (t.nbytes() bytes) and marks t (t.extra).
@@ -68,7 +100,8 @@ pack_panel_fn best_pack_panel();
 
 // Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
 // against n_cols columns in panels (x at the first column's panel; that column a multiple of
-// the panel width): result (r, c) at dst[c * dst_stride + r].
+// the panel width; for bf16 weights the panels of bf16 pairs above): result (r, c) at
+// dst[c * dst_stride + r].
 using float_group_fn = void (*)(dtype wtype, const char *groups, size_t group_stride, int64_t n_groups,
                                 int64_t k, const float *x, int64_t width, int64_t n_cols, float *dst,
                                 size_t dst_stride);

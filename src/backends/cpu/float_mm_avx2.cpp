@@ -124,9 +124,57 @@ void group_columns(const char *group, int64_t k, const float *panel, int64_t wid
     }
 }
 
+// --- bf16 weights in value pairs (float_mm.h): two FMAs a pair, as vdpbf16ps computes it ------------
+
+// MXCSR's flush-to-zero for the scope: results below the smallest normal become zero, as vdpbf16ps
+// flushes them (the subnormal inputs are zero already, see float_mm.h).
+class flush_to_zero_scope {
+  public:
+    flush_to_zero_scope() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | _MM_FLUSH_ZERO_ON); }
+    ~flush_to_zero_scope() { _mm_setcsr(saved_); }
+    flush_to_zero_scope(const flush_to_zero_scope &) = delete;
+    flush_to_zero_scope &operator=(const flush_to_zero_scope &) = delete;
+
+  private:
+    unsigned saved_;
+};
+
+template <int C>
+void bf16_group_columns(const char *group, int64_t k, const uint32_t *panel, int64_t width, float *dst,
+                        size_t dst_stride) {
+    const __m256i high_half = _mm256_set1_epi32(int(0xFFFF0000u));
+    for (int half = 0; half < 2; ++half) {
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < k / 2; ++j) {
+            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
+                group + (size_t(j) * 16 + 8 * size_t(half)) * sizeof(uint32_t)));
+            const __m256 w_odd = _mm256_castsi256_ps(_mm256_and_si256(w, high_half));
+            const __m256 w_even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+            for (int c = 0; c < C; ++c) {
+                const __m256i xp = _mm256_set1_epi32(int(panel[j * width + c]));
+                acc[c] = _mm256_fmadd_ps(w_odd, _mm256_castsi256_ps(_mm256_and_si256(xp, high_half)), acc[c]);
+                acc[c] = _mm256_fmadd_ps(w_even, _mm256_castsi256_ps(_mm256_slli_epi32(xp, 16)), acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + size_t(c) * dst_stride + 8 * half, acc[c]);
+    }
+}
+
 template <dtype W>
 void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, const float *x, int64_t width,
             int64_t n_cols, float *dst, size_t dst_stride) {
+    if constexpr (takes_bf16_pairs(W)) {
+        const flush_to_zero_scope flush;
+        const auto *pairs = reinterpret_cast<const uint32_t *>(x);
+        for (int64_t g = 0; g < n_groups; ++g)
+            for_column_tiles<8>(n_cols, [&](auto cols, int64_t c) {
+                bf16_group_columns<decltype(cols)::value>(g0 + size_t(g) * group_stride, k,
+                                                          pairs + panel_index(0, c, k / 2, width), width,
+                                                          dst + size_t(c) * dst_stride + 16 * g, dst_stride);
+            });
+        return;
+    }
     for (int64_t g = 0; g < n_groups; ++g)
         for_column_tiles<8>(n_cols, [&](auto cols, int64_t c) {
             group_columns<W, decltype(cols)::value>(g0 + size_t(g) * group_stride, k,
@@ -175,6 +223,32 @@ void pack_panel_avx2(const float *const *columns, int64_t n, int64_t k, int64_t 
         for (int64_t j = n8; j < n; ++j)
             for (int64_t i = i0; i < i1; ++i) panel[i * width + j] = columns[j][i];
     }
+}
+
+void round_to_bf16_pairs_avx2(const float *x, int64_t k, uint32_t *pairs) {
+    // round_to_bf16 on 8 values at a time: the NaNs quiet, the subnormals zero, the rest rounded to
+    // nearest even; then the upper halves of two vectors packed as 8 pairs
+    const __m256i exponent = _mm256_set1_epi32(0x7f800000), magnitude = _mm256_set1_epi32(0x7fffffff);
+    const __m256i sign = _mm256_set1_epi32(int(0x80000000u)), one = _mm256_set1_epi32(1);
+    const __m256i half_ulp = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x00400000);
+    auto round8 = [&](const float *v) {  // bf16 bits in the upper half of each 32-bit lane
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(v));
+        const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, magnitude), exponent);
+        const __m256i is_subnormal =
+            _mm256_cmpeq_epi32(_mm256_and_si256(w, exponent), _mm256_setzero_si256());
+        const __m256i rounded =
+            _mm256_add_epi32(w, _mm256_add_epi32(half_ulp, _mm256_and_si256(_mm256_srli_epi32(w, 16), one)));
+        __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(w, quiet), is_nan);
+        r = _mm256_blendv_epi8(r, _mm256_and_si256(w, sign), is_subnormal);
+        return _mm256_srli_epi32(r, 16);
+    };
+    int64_t j = 0;
+    for (; 2 * j + 16 <= k; j += 8) {
+        // packus takes 128-bit lanes in turn: values 0-3, 8-11, 4-7, 12-15, put back in order
+        const __m256i packed = _mm256_packus_epi32(round8(x + 2 * j), round8(x + 2 * j + 8));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(pairs + j), _mm256_permute4x64_epi64(packed, 0xD8));
+    }
+    round_to_bf16_pairs_scalar(x + 2 * j, k - 2 * j, pairs + j);
 }
 
 void float_groups_avx2(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,

@@ -1,9 +1,11 @@
 // src/backends/cpu/float_mm_avx512.cpp — float tiles with AVX-512: one zmm of 16 lanes per output
-// element, 4 weight rows x 6 columns per step. Bit-identical to float_tile_scalar (float_mm.h).
+// element, 4 weight rows x 6 columns per step; grouped f16 weights with FMAs, grouped bf16 weights with
+// AVX-512 BF16's vdpbf16ps. Bit-identical to the scalar kernels (float_mm.h).
 #include <immintrin.h>
 
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
+#include "weft/core/cpu_features.h"
 
 namespace weft::cpu {
 
@@ -103,11 +105,9 @@ void rows(const char *a, size_t a_stride, int64_t n_rows, const float *x, size_t
 // The 16 rows' value i of a group.
 template <dtype W>
 __m512 load_group_values(const char *p) {
+    static_assert(!takes_bf16_pairs(W), "bf16 groups hold value pairs (bf16_groups)");
     if constexpr (W == dtype::f16) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-    } else if constexpr (W == dtype::bf16) {
-        const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     } else {
         return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
     }
@@ -164,6 +164,82 @@ void groups_column_tiles(const char *group, size_t group_stride, int64_t k, cons
     });
 }
 
+// --- bf16 weights in value pairs (float_mm.h): vdpbf16ps, two values of 16 rows an instruction ------
+// (compiled for AVX-512 BF16 here only: the build's other code runs on AVX-512 CPUs without it)
+
+#define WEFT_AVX512BF16 __attribute__((target("avx512bf16")))
+
+WEFT_AVX512BF16 inline __m512bh bf16_pairs_at(const void *p) {
+    return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+}
+
+// One column against G groups (decode): G independent chains, G streams.
+template <int G>
+WEFT_AVX512BF16 void bf16_groups_one_column(const char *groups, size_t group_stride, int64_t kp,
+                                            const uint32_t *x, float *dst) {
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < kp; ++j) {
+        const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(x[j])));
+        for (int g = 0; g < G; ++g)
+            acc[g] = _mm512_dpbf16_ps(acc[g],
+                                      bf16_pairs_at(groups + size_t(g) * group_stride + size_t(j) * 64), xv);
+    }
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(dst + 16 * g, acc[g]);
+}
+
+// G groups against C columns, as groups_columns below with a pair of values per step.
+template <int G, int C>
+WEFT_AVX512BF16 void bf16_groups_columns(const char *group, size_t group_stride, int64_t kp,
+                                         const uint32_t *panel, int64_t width, float *dst,
+                                         size_t dst_stride) {
+    __m512 acc[G][C];
+    for (int g = 0; g < G; ++g)
+        for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < kp; ++j) {
+        __m512bh w[G];
+        for (int g = 0; g < G; ++g) w[g] = bf16_pairs_at(group + size_t(g) * group_stride + size_t(j) * 64);
+        for (int c = 0; c < C; ++c) {
+            const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(panel[j * width + c])));
+            for (int g = 0; g < G; ++g) acc[g][c] = _mm512_dpbf16_ps(acc[g][c], w[g], xv);
+        }
+    }
+    for (int g = 0; g < G; ++g)
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + size_t(c) * dst_stride + 16 * g, acc[g][c]);
+}
+
+template <int G, int C_max>
+WEFT_AVX512BF16 void bf16_groups_column_tiles(const char *group, size_t group_stride, int64_t kp,
+                                              const uint32_t *x, int64_t width, int64_t n_cols, float *dst,
+                                              size_t dst_stride) {
+    for_column_tiles<C_max>(n_cols, [&](auto cols, int64_t c) WEFT_AVX512BF16 {
+        bf16_groups_columns<G, decltype(cols)::value>(group, group_stride, kp,
+                                                      x + panel_index(0, c, kp, width), width,
+                                                      dst + size_t(c) * dst_stride, dst_stride);
+    });
+}
+
+WEFT_AVX512BF16 void bf16_groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
+                                 const uint32_t *x, int64_t width, int64_t n_cols, float *dst,
+                                 size_t dst_stride) {
+    const int64_t kp = k / 2;
+    if (n_cols == 1) {
+        int64_t g = 0;
+        for (; g + 4 <= n_groups; g += 4)
+            bf16_groups_one_column<4>(g0 + size_t(g) * group_stride, group_stride, kp, x, dst + 16 * g);
+        for (; g < n_groups; ++g)
+            bf16_groups_one_column<1>(g0 + size_t(g) * group_stride, group_stride, kp, x, dst + 16 * g);
+        return;
+    }
+    int64_t g = 0;
+    for (; g + 2 <= n_groups; g += 2)
+        bf16_groups_column_tiles<2, 12>(g0 + size_t(g) * group_stride, group_stride, kp, x, width, n_cols,
+                                        dst + 16 * g, dst_stride);
+    for (; g < n_groups; ++g)
+        bf16_groups_column_tiles<1, 24>(g0 + size_t(g) * group_stride, group_stride, kp, x, width, n_cols,
+                                        dst + 16 * g, dst_stride);
+}
+
 template <dtype W>
 void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, const float *x, int64_t width,
             int64_t n_cols, float *dst, size_t dst_stride) {
@@ -188,9 +264,16 @@ void groups(const char *g0, size_t group_stride, int64_t n_groups, int64_t k, co
 
 void float_groups_avx512(dtype wtype, const char *g0, size_t group_stride, int64_t n_groups, int64_t k,
                          const float *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
-    with_float_weight_type(wtype, [&](auto w) {
-        groups<decltype(w)::value>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
-    });
+    if (takes_bf16_pairs(wtype)) {
+        // without AVX-512 BF16 the AVX2 kernel's two FMAs a pair: the same bits
+        if (!host_cpu_features().avx512bf16)
+            return float_groups_avx2(wtype, g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+        return bf16_groups(g0, group_stride, n_groups, k, reinterpret_cast<const uint32_t *>(x), width,
+                           n_cols, dst, dst_stride);
+    }
+    if (wtype == dtype::f16)
+        return groups<dtype::f16>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
+    groups<dtype::f32>(g0, group_stride, n_groups, k, x, width, n_cols, dst, dst_stride);
 }
 
 void float_tile_avx512(dtype wtype, const char *a, size_t a_stride, int64_t n_rows, const float *x,

@@ -238,13 +238,60 @@ bool b_rows_used_in_place(const tensor &b) {
     return b.type == dtype::f32 && b.is_contiguous() && b.nrows() == 1;
 }
 
+// bf16 weights: the panels of bf16 pairs (float_mm.h), then per thread the pairs of a panel's columns
+// and one column in f32 (when b is not plain f32 rows).
+size_t pair_panels_bytes(const tensor &b) {
+    const int64_t panels = (b.nrows() + float_panel_width - 1) / float_panel_width;
+    return pad_to_cache_line(size_t(panels * float_panel_width * (b.ne[0] / 2)) * sizeof(uint32_t));
+}
+size_t pair_scratch_bytes(const tensor &b) {
+    return pad_to_cache_line(size_t(float_panel_width * (b.ne[0] / 2)) * sizeof(uint32_t)) +
+           pad_to_cache_line(size_t(b.ne[0]) * sizeof(float));
+}
+
 size_t work_size_grouped_float(const tensor &dst, int n_threads) {
     const tensor &b = *dst.src[1];
+    if (takes_bf16_pairs(dst.src[0]->type))
+        return pair_panels_bytes(b) + size_t(n_threads) * pair_scratch_bytes(b);
     const int64_t panels = (b.nrows() + float_panel_width - 1) / float_panel_width;
     size_t bytes = 0;
     if (!b_rows_used_in_place(b))
         bytes += pad_to_cache_line(size_t(panels * float_panel_width * b.ne[0]) * sizeof(float));
     return bytes;
+}
+
+// Writes b's columns of panels [ps.begin, ps.end) as panels of bf16 pairs (float_mm.h): each column
+// rounded to pairs (into `scratch` when the panel has several columns), then transposed into the panel
+// with the f32 pack (a copy of 32-bit words).
+void pack_pair_panels(const tensor &b, int64_t k, int64_t width, index_range ps, uint32_t *panels,
+                      char *scratch) {
+    const int64_t n_cols = b.nrows(), kp = k / 2;
+    const bool plain_f32 = b.type == dtype::f32 && b.nb[0] == sizeof(float);
+    const round_pairs_fn round_pairs = best_round_to_bf16_pairs();
+    const pack_panel_fn pack = best_pack_panel();
+    auto *column_pairs = reinterpret_cast<uint32_t *>(scratch);
+    auto *column_f32 = reinterpret_cast<float *>(
+        scratch + pad_to_cache_line(size_t(float_panel_width * kp) * sizeof(uint32_t)));
+    const float *columns[float_panel_width];
+    for (int64_t panel = ps.begin; panel < ps.end; ++panel) {
+        const int64_t c0 = panel * width, n = std::min(width, n_cols - c0);
+        uint32_t *to = panels + panel_index(0, c0, kp, width);
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t i1, i2, i3;
+            unravel_row(c0 + j, b.ne, i1, i2, i3);
+            const char *src = row_at(b, i1, i2, i3);
+            const float *x = reinterpret_cast<const float *>(src);
+            if (!plain_f32) {
+                for (int64_t i = 0; i < k; ++i)
+                    column_f32[i] = load_element(b.type, src + size_t(i) * b.nb[0]);
+                x = column_f32;
+            }
+            uint32_t *pairs = width == 1 ? to : column_pairs + j * kp;
+            round_pairs(x, k, pairs);
+            columns[j] = reinterpret_cast<const float *>(pairs);
+        }
+        if (width > 1) pack(columns, n, kp, width, reinterpret_cast<float *>(to));
+    }
 }
 
 // Writes b's columns of panels [ps.begin, ps.end) into the panel layout: plain f32 columns with the
@@ -287,7 +334,22 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const chunk_dispenser chunks(p, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
-    if (!b_rows_used_in_place(b)) {
+    if (takes_bf16_pairs(a.type)) {
+        auto *scratch =
+            reinterpret_cast<char *>(p.wdata + pair_panels_bytes(b) + size_t(p.ith) * pair_scratch_bytes(b));
+        if (n_cols == 1) {
+            // one column (decode): every thread rounds it into its own scratch, so no barrier
+            auto *own = reinterpret_cast<uint32_t *>(scratch);
+            pack_pair_panels(b, k, 1, index_range{0, 1}, own, scratch);
+            x = reinterpret_cast<const float *>(own);
+        } else {
+            auto *panels = reinterpret_cast<uint32_t *>(p.wdata);
+            pack_pair_panels(b, k, width, split_range((n_cols + width - 1) / width, p.ith, p.nth), panels,
+                             scratch);
+            x = reinterpret_cast<const float *>(panels);
+            p.barrier();
+        }
+    } else if (!b_rows_used_in_place(b)) {
         auto *panels = reinterpret_cast<float *>(p.wdata);
         pack_panels(b, k, width, split_range((n_cols + width - 1) / width, p.ith, p.nth), panels);
         x = panels;
@@ -295,6 +357,7 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     }
 
     const float_group_fn kernel = best_float_groups();
+    const int64_t panel_k = takes_bf16_pairs(a.type) ? k / 2 : k;  // words per panel column
     const size_t group_bytes = size_t(k) * float_group_rows * type_traits(a.type).type_size;
     const auto *weights = static_cast<const char *>(a.data);
     auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
@@ -304,7 +367,7 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
         const int64_t g_count = std::min(n_groups, g_begin + groups_per_chunk) - g_begin;
         for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
             kernel(a.type, weights + size_t(g_begin) * group_bytes, group_bytes, g_count, k,
-                   x + panel_index(0, c0, k, width), width, std::min(pass, n_cols - c0),
+                   x + panel_index(0, c0, panel_k, width), width, std::min(pass, n_cols - c0),
                    out + c0 * m + g_begin * float_group_rows, size_t(m));
     }
 }
