@@ -183,8 +183,8 @@ def reference_snapshot():
     try:
         with open(os.path.join(os.path.dirname(os.path.abspath(a.reference)), 'README.md')) as f:
             for line in f:
-                if ' as of ' in line:
-                    return line.strip()
+                if ' as of ' in line:  # the date only: the sentence goes on over the next lines
+                    return 'snapshot as of ' + line.split(' as of ', 1)[1].split(',')[0].strip()
     except OSError:
         pass
     return ''
@@ -250,7 +250,7 @@ if a.dry_run:
 size = {t: os.path.getsize(model_of(t)) / 2**30 for t in types}
 print('reference: %s, version %s' % (a.reference, version))
 if reference_snapshot():
-    print('reference README: ' + reference_snapshot())
+    print('reference README.md: ' + reference_snapshot())
 print('weft: %s at %s' % (weft, weft_commit()))
 print('machine: %s, %d logical CPUs, %d threads; load average %s before, %s after' %
       (cpu_model(), os.cpu_count() or 0, a.threads, load_before, load_average()))
