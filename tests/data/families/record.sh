@@ -15,12 +15,9 @@ weft="$build/weft"
 reference=${REFERENCE:-../shared/bench/reference-2026}
 out=tests/data/families
 prompt="Once upon a time"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-# The reference's shared libraries by their versioned names (tests/common/reference-libs.sh).
+# A temporary $work with the reference's shared libraries, removed on exit.
 source tests/common/reference-libs.sh
-reference_libs "$work" "$reference"
+reference_workspace "$reference"
 
 record() {
     local name=$1

@@ -13,13 +13,9 @@ reference=${REFERENCE:-../shared/bench/reference-2026}
 out=tests/data/rerank
 synth_args="--arch bert --reranker --embd 64 --layers 2 --heads 4 --ff 128 --vocab 512 --ctx 128"
 port=${PORT:-18977}
-work=$(mktemp -d)
-server=""
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-
-# The reference's shared libraries by their versioned names (tests/common/reference-libs.sh).
+# A temporary $work with the reference's shared libraries, cleaned up (and $server_pid stopped) on exit.
 source tests/common/reference-libs.sh
-reference_libs "$work" "$reference"
+reference_workspace "$reference"
 
 request='{"query": "what is a cat", "documents": ["a cat is an animal", "The sky is blue!", "cats and dogs", "", "zebra quokka xylophone, 42 times: a long and winding sentence about nothing in particular", "what is a cat"]}'
 
@@ -28,16 +24,16 @@ for type in F32 Q8_0; do
     # shellcheck disable=SC2086
     "$weft" synth "$model" $synth_args --type "${type,,}" >/dev/null
     "$reference/llama-server" --reranking -m "$model" --port "$port" -t 2 --no-webui >"$work/server.log" 2>&1 &
-    server=$!
+    server_pid=$!
     for _ in $(seq 100); do
         curl -sf "localhost:$port/health" >/dev/null 2>&1 && break
         sleep 0.1
     done
     curl -sf "localhost:$port/v1/rerank" -d "$request" >"$work/answer.json" ||
         { tail -5 "$work/server.log"; echo "rerank failed for $type" >&2; exit 1; }
-    kill "$server"
-    wait "$server" 2>/dev/null || true
-    server=""
+    kill "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
     python3 - "$work/answer.json" "$out/reranker-$type.json" "$synth_args" "$request" <<'PY'
 import json, sys
 answer = json.load(open(sys.argv[1]))

@@ -15,17 +15,9 @@ build=${1:?usage: record.sh BUILD_DIR}
 reference=${REFERENCE:-../shared/bench/reference-2026}
 here=tests/server/infill
 port=${PORT:-18951}
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# shellcheck source=../../common/reference-libs.sh
-. tests/common/reference-libs.sh
-reference_libs "$work" "$reference"
+# A temporary $work with the reference's shared libraries, cleaned up (and $server_pid stopped) on exit.
+source tests/common/reference-libs.sh
+reference_workspace "$reference"
 
 model="$work/fim.gguf"
 "$build/weft" synth "$model" --arch qwen2 --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 400 \

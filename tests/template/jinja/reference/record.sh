@@ -28,17 +28,9 @@ reference=${REFERENCE:-../shared/bench/reference-2026}
 here=tests/template/jinja/reference
 templates=tests/template/jinja/templates
 port=${PORT:-18947}
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# The reference's shared libraries by their versioned names (tests/common/reference-libs.sh).
+# A temporary $work with the reference's shared libraries, cleaned up (and $server_pid stopped) on exit.
 source tests/common/reference-libs.sh
-reference_libs "$work" "$reference"
+reference_workspace "$reference"
 
 model="$work/model.gguf"
 "$weft" synth "$model" --arch llama --embd 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 --vocab 300 --seed 7 >/dev/null
