@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 
+#include "weft/backends/cpu.h"
 #include "weft/command.h"
 #include "weft/core/allocator.h"
 #include "weft/core/error.h"
@@ -34,7 +36,8 @@ struct graph_options {
     int64_t n_tokens = 8;
     std::string split;  // --split-layers: the placement of that many ranks, and rank `rank`'s graph
     int rank = 0;
-    device_options devices;  // -m: --device / -ngl, the blocks offloaded to a GPU
+    device_options devices;              // -m: --device / -ngl, the blocks offloaded to a GPU
+    std::vector<int> partition_threads;  // --partition: report the CPU's split at these thread counts
 };
 
 constexpr size_t planner_alignment = 64;
@@ -115,6 +118,52 @@ void report_placement_runs(const graph &g, const inference_context::graph_report
     }
 }
 
+// --partition: for each thread count, per op, how evenly the CPU kernels' own partition functions
+// share each node out (cpu_backend::partition_report): the busiest thread's work over the mean.
+// `worst` is the most uneven node; `step` weighs the nodes by their work (the sum of the busiest
+// threads' shares over the sum of the means: how much longer the op's nodes take than an even
+// split would, all threads equally fast). Serial nodes (thread 0 alone) are counted apart.
+void report_partition(const graph &g, const std::vector<int> &thread_counts) {
+    std::cout << "\npartition of the step's nodes (the kernels' own split, all threads equally fast;\n"
+                 "imbalance = busiest thread's work / mean; serial: computed by thread 0 alone):\n";
+    std::printf("%8s  %-16s %6s %7s %11s %10s %12s\n", "threads", "op", "nodes", "serial", "worst", "step",
+                "not modelled");
+    for (const int nth : thread_counts) {
+        struct op_sum {
+            int nodes = 0, serial = 0, unmodelled = 0;
+            double worst = 1, busiest = 0, mean = 0;
+        };
+        std::map<std::string, op_sum> ops;
+        for (const cpu_node_partition &r : cpu_backend::partition_report(g, nth)) {
+            op_sum &o = ops[std::string(op_name(r.node->op)) +
+                            (r.n_products > 1 ? " x" + std::to_string(r.n_products) : "")];
+            ++o.nodes;
+            if (r.alone) {
+                ++o.serial;
+                continue;
+            }
+            if (!r.modelled) {
+                ++o.unmodelled;
+                continue;
+            }
+            double total = 0, most = 0;
+            for (const double w : r.work) {
+                total += w;
+                most = std::max(most, w);
+            }
+            if (total <= 0) continue;
+            const double mean = total / double(nth);
+            o.worst = std::max(o.worst, most / mean);
+            o.busiest += most;
+            o.mean += mean;
+        }
+        for (const auto &[name, o] : ops)
+            std::printf("%8d  %-16s %6d %7d %11.3f %10.3f %12d\n", nth, name.c_str(), o.nodes, o.serial,
+                        o.worst, o.mean > 0 ? o.busiest / o.mean : 1.0, o.unmodelled);
+    }
+    std::cout.flush();
+}
+
 // -m MODEL: the graph of one decode step of --tokens tokens, built as decode would build it (KV
 // cache views, mask, output row) but not computed.
 int graph_model(graph_options &opt) {
@@ -151,6 +200,11 @@ int graph_model(graph_options &opt) {
     inference_context ctx(*m, ip);
     std::cout << "model: " << m->describe() << "\none decode step of " << opt.n_tokens
               << " tokens, KV cache of " << ctx.n_ctx() << " cells\n\n";
+    if (!opt.partition_threads.empty()) {
+        ctx.visit_step_graph(int32_t(opt.n_tokens),
+                             [&](const graph &g) { report_partition(g, opt.partition_threads); });
+        return 0;
+    }
     ctx.visit_step_graph(int32_t(opt.n_tokens), [&](const graph &g) { report_graph(g, opt); });
     if (m->offload_device()) {
         const inference_context::graph_report r = ctx.describe_graph(int32_t(opt.n_tokens));
@@ -187,6 +241,11 @@ int graph_main(int argc, char **argv) {
     app.add_option("--tokens", opt.n_tokens, "tokens in the step (--demo and -m)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+    app.add_option("--partition", opt.partition_threads,
+                   "-m: instead of the graph, how evenly the CPU kernels share each op's nodes out among "
+                   "these thread counts (e.g. 1,2,4,8,16,32,64), from the kernels' own partition functions")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 4096));
     add_device_options(app, opt.devices);
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
 

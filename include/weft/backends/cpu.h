@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "weft/core/backend.h"
 
@@ -46,8 +47,26 @@ void cpu_set_gelu_table(bool on);
 // before it looks a device up.
 void register_cpu_device();
 
+// How the CPU kernels share out one node of a graph (cpu_backend::partition_report).
+struct cpu_node_partition {
+    const tensor *node = nullptr;  // the node (products computed together: the first of them)
+    int n_products = 1;            // products computed as this one node (a layer's q, k and v)
+    bool alone = false;            // few elements: thread 0 computes it alone, the others go on
+    bool modelled = true;          // false: the kernel's split is not in the report (work is empty)
+    // Each thread's share, in the op's own unit (weight rows x columns for products, values
+    // written for row-wise ops): the same partition functions the kernels call, all threads equally
+    // fast (the dispensers' helping and the scheduler are not in it).
+    std::vector<double> work;
+};
+
 class cpu_backend : public backend {
   public:
+    // How n_threads threads would share out every node of g that computes (views and leafs are
+    // left out), in graph order, as graph_compute plans and splits them: which nodes run alone,
+    // which products run together, and each thread's share of the rest. Needs no memory: g may be
+    // a graph that was only built (the products' results are taken as the planner lays them out).
+    static std::vector<cpu_node_partition> partition_report(const graph &g, int n_threads);
+
     explicit cpu_backend(int n_threads = 1);
     ~cpu_backend() override;
 

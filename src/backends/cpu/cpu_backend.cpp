@@ -48,7 +48,9 @@ struct cpu_backend::impl {
     void reserve_work(size_t bytes);
     void poll_abort(size_t node_index);
     void check_graph(const graph &g) const;
-    void plan_nodes(const graph &g);
+    void plan_nodes(const graph &g) { plan_graph(g, pool.size(), plan, shared_nodes); }
+    static void plan_graph(const graph &g, int n_threads, std::vector<node_plan> &plan,
+                           std::vector<tensor *> &shared_nodes);
     void add_profile(const graph &g, size_t begin, size_t end);
     compute_status run_nodes(graph &g, size_t begin, size_t end);
     void compute_nodes(int ith, graph &g, size_t begin, size_t end);
@@ -121,7 +123,8 @@ void cpu_backend::impl::poll_abort(size_t node_index) {
 // run of them has one barrier, at its end (the other threads skip to it); products of the same
 // activations, consecutive in the graph, are computed as one node (one quantization, one barrier).
 // Neither changes a value: each element is computed as it would be by any thread count.
-void cpu_backend::impl::plan_nodes(const graph &g) {
+void cpu_backend::impl::plan_graph(const graph &g, int n_threads, std::vector<node_plan> &plan,
+                                   std::vector<tensor *> &shared_nodes) {
     plan.assign(g.nodes.size(), node_plan{});
     shared_nodes.clear();
     size_t last = g.nodes.size();  // the last node computed (not a view), if any
@@ -130,7 +133,7 @@ void cpu_backend::impl::plan_nodes(const graph &g) {
         const cpu::op_kernel &k = cpu::kernel_of(node.op);
         if (!k.compute) continue;
         node_plan &np = plan[i];
-        np.alone = pool.size() > 1 && k.may_run_alone && cpu::elements_written(node) <= cpu::few_elements;
+        np.alone = n_threads > 1 && k.may_run_alone && cpu::elements_written(node) <= cpu::few_elements;
         if (last < g.nodes.size() && plan[last].alone && np.alone) plan[last].barrier_after = false;
         last = i;
     }
@@ -201,7 +204,7 @@ void cpu_backend::impl::compute_nodes(int ith, graph &g, size_t begin, size_t en
         if (timed && (ith == 0 || !np.alone)) busy_ns[i * size_t(p.nth) + size_t(ith)] = ns_since();
         if (ith == 0 && abort_callback) poll_abort(i);
         // a stop is looked at only after a barrier: every thread leaves the walk at the same node
-        if (np.barrier_after) pool.barrier();
+        if (np.barrier_after) pool.barrier(ith);
         if (timed && ith == 0) wall_ns[i] = ns_since();
         if (np.barrier_after && control.should_stop(i)) break;
     }
@@ -286,6 +289,33 @@ compute_status cpu_backend::graph_compute(graph &g, const eval_callback &cb) {
         begin = i + 1;
     }
     return compute_status::ok;
+}
+
+std::vector<cpu_node_partition> cpu_backend::partition_report(const graph &g, int n_threads) {
+    check_thread_count(n_threads);
+    std::vector<impl::node_plan> plan;
+    std::vector<tensor *> shared_nodes;
+    impl::plan_graph(g, n_threads, plan, shared_nodes);
+    std::vector<cpu_node_partition> report;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        tensor &node = *g.nodes[i];
+        const impl::node_plan &np = plan[i];
+        if (!cpu::kernel_of(node.op).compute || np.shared == 0) continue;
+        cpu_node_partition r;
+        r.node = &node;
+        r.n_products = np.shared;
+        r.alone = np.alone;
+        r.work.assign(size_t(n_threads), 0.0);
+        if (np.alone)
+            r.work[0] = double(cpu::elements_written(node));
+        else if (np.shared > 1)
+            cpu::mul_mat_thread_work(&shared_nodes[np.first_shared], np.shared, n_threads, r.work);
+        else
+            r.modelled = cpu::node_thread_work(node, n_threads, r.work);
+        if (!r.modelled) r.work.clear();
+        report.push_back(std::move(r));
+    }
+    return report;
 }
 
 void cpu_backend::set_n_threads(int n) {

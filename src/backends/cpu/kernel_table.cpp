@@ -8,7 +8,7 @@
 namespace weft::cpu {
 
 void compute_params::barrier() const {
-    if (pool) pool->barrier();
+    if (pool) pool->barrier(ith);
 }
 
 namespace {

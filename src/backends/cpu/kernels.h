@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <span>
 #include <string>
 
+#include "backends/cpu/partition.h"
 #include "weft/core/error.h"
 #include "weft/core/tensor.h"
 
@@ -96,17 +98,6 @@ inline int64_t elements_written(const tensor &node) {
 // The kernel entry of an op (a table sized by op_kind::count).
 const op_kernel &kernel_of(op_kind op);
 
-// [begin, end) of n items for thread ith of nth, in contiguous blocks.
-struct index_range {
-    int64_t begin;
-    int64_t end;
-};
-inline index_range split_range(int64_t n, int ith, int nth) {
-    const int64_t per_thread = (n + nth - 1) / nth;
-    const int64_t begin = std::min(n, per_thread * ith);
-    return {begin, std::min(n, begin + per_thread)};
-}
-
 // Work memory per thread is padded to a cache line so threads never share one.
 constexpr size_t cache_line = 64;
 inline size_t pad_to_cache_line(size_t bytes) {
@@ -171,9 +162,6 @@ class chunk_dispenser {
     int n_threads_;
     int64_t n_chunks_;
 };
-
-// Groups of 16 weight rows handed out per chunk: a few, so no thread idles long at the end.
-constexpr int64_t groups_per_chunk = 4;
 
 // The float scratch of thread ith when each thread gets floats_per_thread floats of wdata.
 inline float *thread_scratch(const compute_params &p, int64_t floats_per_thread) {
@@ -286,6 +274,14 @@ bool shares_activations(const tensor &first, const tensor &next);
 // activations, one dispenser of chunks over all their rows (compute_mul_mat's own path for one
 // product with interleaved weights, n = 1).
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts);
+// The work (weight rows x columns) each of nth threads gets in the products dsts[0 .. n) computed as
+// one node, from the partition the kernels use, all threads equally fast: work[0, nth).
+void mul_mat_thread_work(tensor *const *dsts, int n_dsts, int nth, std::span<double> work);
+
+// partition_report.cpp: the work each of nth threads gets in one node computed by all of them
+// (mul_mat_thread_work for products), into work[0, nth); false where the kernel's split is not
+// modelled (attention, mul_mat_id, the recurrent ops: work left as it was).
+bool node_thread_work(const tensor &node, int nth, std::span<double> work);
 
 // ops_copy.cpp
 void compute_get_rows(const compute_params &p, tensor &dst);

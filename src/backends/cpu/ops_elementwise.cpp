@@ -85,9 +85,8 @@ void glu_op(const compute_params &p, tensor &dst, Row row) {
                           gate.nb[0] == sizeof(float) && up.nb[0] == sizeof(float) &&
                           dst.nb[0] == sizeof(float);
     if (dst.nrows() < p.nth && f32_rows) {
-        constexpr int64_t piece = 64;
-        const index_range mine = split_range((ne0 + piece - 1) / piece, p.ith, p.nth);
-        const int64_t c0 = std::min(ne0, mine.begin * piece), c1 = std::min(ne0, mine.end * piece);
+        const index_range mine = split_row_values(ne0, p.ith, p.nth);
+        const int64_t c0 = mine.begin, c1 = mine.end;
         for (int64_t r = 0; r < dst.nrows() && c0 < c1; ++r) {
             int64_t i1 = 0, i2 = 0, i3 = 0;
             unravel_row(r, dst.ne, i1, i2, i3);

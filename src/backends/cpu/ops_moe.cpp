@@ -207,8 +207,10 @@ void compute_mul_mat_id_few_pairs(const compute_params &p, tensor &dst) {
     for (int64_t e = 0; e < n_expert; ++e)
         if (start[e + 1] > start[e]) used[n_used_experts++] = e;
     const int64_t n_groups = m / interleave_rows;
+    const chunk_plan plan = plan_equal_chunks(n_groups, n_used_experts, p.nth);
+    const int64_t groups_per_chunk = plan.groups_per_chunk;
     const int64_t chunks_per_expert = (n_groups + groups_per_chunk - 1) / groups_per_chunk;
-    const chunk_dispenser chunks(p, n_used_experts * chunks_per_expert);
+    const chunk_dispenser chunks(p, plan.n_chunks);
     const q8_rows act = make_q8_rows(qs, d, sum, k, format);
     const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {

@@ -29,6 +29,23 @@ int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+// The tiles of the row-kernel path: halved from 16 x 16 until every thread has a few.
+struct row_tiles {
+    int64_t rows_a, rows_b;  // rows of a and of b per tile
+    int64_t n_a, n_b;        // tiles along a's rows and along b's
+};
+row_tiles plan_row_tiles(int64_t m, int64_t b_rows, int nth) {
+    int64_t rows_a = max_tile_rows_a, rows_b = max_tile_rows_b;
+    const int64_t wanted_tiles = min_tiles_per_thread * nth;
+    while (ceil_div(m, rows_a) * ceil_div(b_rows, rows_b) < wanted_tiles && (rows_a > 1 || rows_b > 1)) {
+        if (rows_a >= rows_b && rows_a > 1)
+            rows_a /= 2;
+        else
+            rows_b /= 2;
+    }
+    return {rows_a, rows_b, ceil_div(m, rows_a), ceil_div(b_rows, rows_b)};
+}
+
 // b can be read where it lies: already of the vec_dot type, with contiguous rows.
 bool activations_used_in_place(const tensor &b, dtype vec_dot_type) {
     return b.type == vec_dot_type && b.nb[0] == type_traits(b.type).type_size;
@@ -101,17 +118,21 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     const interleaved_work w(k, n_cols, format, p.nth);
     WEFT_ASSERT(w.total(p.nth) <= p.wsize);
     const int64_t n_d = k / values_per_scale(format), n_sums = k / values_per_sum(format);
-    // product j's chunks are [first_chunk[j], first_chunk[j + 1])
-    int64_t first_chunk[max_shared_products + 1] = {0};
+    // product j's chunks are [first_chunk[j], first_chunk[j + 1]), of plan.groups_per_chunk groups
     const interleaved_layout *layouts[max_shared_products] = {};
+    int64_t groups[max_shared_products] = {};
     for (int j = 0; j < n_dsts; ++j) {
         layouts[j] = interleaved_layout_of(*dsts[j]->src[0]);
         WEFT_ASSERT(layouts[j] && dsts[j]->src[1] == &b && dsts[j]->src[0]->ne[0] == k &&
                     activation_format(*layouts[j], kernel) == format);
-        const int64_t n_groups = dsts[j]->src[0]->ne[1] / interleave_rows;
-        first_chunk[j + 1] = first_chunk[j] + (n_groups + groups_per_chunk - 1) / groups_per_chunk;
+        groups[j] = dsts[j]->src[0]->ne[1] / interleave_rows;
     }
-    const chunk_dispenser chunks(p, first_chunk[n_dsts]);
+    const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_dsts)), p.nth);
+    const int64_t groups_per_chunk = plan.groups_per_chunk;
+    int64_t first_chunk[max_shared_products + 1] = {0};
+    for (int j = 0; j < n_dsts; ++j)
+        first_chunk[j + 1] = first_chunk[j] + (groups[j] + groups_per_chunk - 1) / groups_per_chunk;
+    const chunk_dispenser chunks(p, plan.n_chunks);
     const bool private_copies = n_cols <= few_columns;
     std::byte *mine = p.wdata + w.threads + size_t(p.ith) * w.thread_bytes;
     std::byte *q8_base = private_copies ? mine : p.wdata;
@@ -331,7 +352,10 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
     const tensor &b = *dst.src[1];  // [k, n, B2, B3]
     const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
     const int64_t n_groups = m / float_group_rows;
-    const chunk_dispenser chunks(p, (n_groups + groups_per_chunk - 1) / groups_per_chunk);
+    const int64_t groups[] = {n_groups};
+    const chunk_plan plan = plan_chunks(groups, p.nth);
+    const int64_t groups_per_chunk = plan.groups_per_chunk;
+    const chunk_dispenser chunks(p, plan.n_chunks);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
     if (takes_bf16_pairs(a.type)) {
@@ -428,20 +452,11 @@ void compute_mul_mat(const compute_params &p, tensor &dst) {
     // q8_0 at the AVX2 level and above, several columns: register tiles with the row kernel's operations
     // (same bits); one column (decode) streams rows through the row kernel, which is faster there
     const bool q8_0_tiles = vec_dot == vec_dot_q8_0_avx2 && dst.nb[0] == sizeof(float) && b_rows > 1;
-    int64_t tile_rows_a = max_tile_rows_a, tile_rows_b = max_tile_rows_b;
-    const int64_t wanted_tiles = min_tiles_per_thread * p.nth;
-    while (ceil_div(m, tile_rows_a) * ceil_div(b_rows, tile_rows_b) < wanted_tiles &&
-           (tile_rows_a > 1 || tile_rows_b > 1)) {
-        if (tile_rows_a >= tile_rows_b && tile_rows_a > 1)
-            tile_rows_a /= 2;
-        else
-            tile_rows_b /= 2;
-    }
-    const int64_t n_tiles_a = ceil_div(m, tile_rows_a);
-    const int64_t n_tiles_b = ceil_div(b_rows, tile_rows_b);
+    const row_tiles plan = plan_row_tiles(m, b_rows, p.nth);
+    const int64_t tile_rows_a = plan.rows_a, tile_rows_b = plan.rows_b, n_tiles_a = plan.n_a;
     // each thread one contiguous range of tiles (rows of a in order): a decode streams its share of
     // the weights from one place (tiles dealt in turn restarted the prefetchers at every tile)
-    const index_range tiles = split_range(n_tiles_a * n_tiles_b, p.ith, p.nth);
+    const index_range tiles = split_range(plan.n_a * plan.n_b, p.ith, p.nth);
     for (int64_t tile = tiles.begin; tile < tiles.end; ++tile) {
         const int64_t a_begin = (tile % n_tiles_a) * tile_rows_a;
         const int64_t a_end = std::min(m, a_begin + tile_rows_a);
@@ -488,8 +503,10 @@ bool shares_activations(const tensor &first, const tensor &next) {
         first.src[0]->ne[0] != next.src[0]->ne[0])
         return false;
     // each writes only its own result (a result the planner gave the memory of the other, or of the
-    // activations, would be written while they are read)
+    // activations, would be written while they are read); a graph not yet given memory (the partition
+    // report's) is taken as the planner lays it out for a step: results apart
     auto overlap = [](const tensor &x, const tensor &y) {
+        if (x.data == nullptr || y.data == nullptr) return false;
         const auto *x0 = static_cast<const std::byte *>(x.data), *y0 = static_cast<const std::byte *>(y.data);
         return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
     };
@@ -524,6 +541,46 @@ size_t work_size_mul_mat(const tensor &dst, int n_threads) {
     const dtype vec_dot_type = row_traits_of(a.type).vec_dot_type;
     if (activations_used_in_place(b, vec_dot_type)) return 0;
     return converted_bytes(b, vec_dot_type) + scratch_size(b.ne[0], n_threads);
+}
+
+void mul_mat_thread_work(tensor *const *dsts, int n_dsts, int nth, std::span<double> work) {
+    std::fill(work.begin(), work.end(), 0.0);
+    const tensor &dst = *dsts[0];
+    const tensor &a = *dst.src[0];
+    const tensor &b = *dst.src[1];
+    const double cols = double(b.nrows());
+    if (interleaved_layout_of(a) || is_grouped_float(a)) {
+        const int64_t rows_per_group = interleaved_layout_of(a) ? interleave_rows : float_group_rows;
+        int64_t groups[max_shared_products] = {};
+        for (int j = 0; j < n_dsts; ++j) groups[j] = dsts[j]->src[0]->ne[1] / rows_per_group;
+        chunk_shares(std::span(groups, size_t(n_dsts)), nth, work);
+        for (double &w : work) w *= double(rows_per_group) * cols;
+        return;
+    }
+    const int64_t m = a.ne[1];
+    if (is_float_weight(a.type) && dst.nb[0] == sizeof(float) && dst.nb[1] % sizeof(float) == 0) {
+        // tasks from one counter: equally fast threads take them in turn
+        const int64_t n = b.ne[1], row_tasks = ceil_div(m, float_task_rows),
+                      col_tasks = ceil_div(n, float_task_cols);
+        const int64_t n_tasks = b.ne[2] * b.ne[3] * row_tasks * col_tasks;
+        for (int64_t t = 0; t < n_tasks; ++t) {
+            const int64_t rt = t % row_tasks, ct = (t / row_tasks) % col_tasks;
+            work[size_t(t % nth)] += double(std::min(float_task_rows, m - rt * float_task_rows)) *
+                                     double(std::min(float_task_cols, n - ct * float_task_cols));
+        }
+        return;
+    }
+    const int64_t b_rows = b.nrows();
+    const row_tiles plan = plan_row_tiles(m, b_rows, nth);
+    for (int t = 0; t < nth; ++t) {
+        const index_range tiles = split_range(plan.n_a * plan.n_b, t, nth);
+        for (int64_t tile = tiles.begin; tile < tiles.end; ++tile) {
+            const int64_t a_begin = (tile % plan.n_a) * plan.rows_a,
+                          b_begin = (tile / plan.n_a) * plan.rows_b;
+            work[size_t(t)] += double(std::min(m, a_begin + plan.rows_a) - a_begin) *
+                               double(std::min(b_rows, b_begin + plan.rows_b) - b_begin);
+        }
+    }
 }
 
 }  // namespace weft::cpu

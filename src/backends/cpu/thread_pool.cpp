@@ -23,6 +23,34 @@ constexpr int barrier_spins = 4000;
 thread_pool::thread_pool(int n_threads) : n_active_(n_threads) {
     WEFT_ASSERT(n_threads >= 1);
     start_workers(n_threads);
+    plan_barrier(n_threads);
+}
+
+int thread_pool::barrier_nodes(int n_threads) {
+    int nodes = 0;
+    for (int level = n_threads; level > 1 || nodes == 0;
+         level = (level + barrier_fan_in - 1) / barrier_fan_in)
+        nodes += (level + barrier_fan_in - 1) / barrier_fan_in;
+    return nodes;
+}
+
+// Level by level: `arrivals` things (threads, then nodes of the level below) in groups of fan-in.
+void thread_pool::plan_barrier(int n_threads) {
+    std::vector<barrier_node> tree(size_t(barrier_nodes(n_threads)));
+    int below_first = 0, level_first = 0;
+    for (int arrivals = n_threads, first_level = 1;; first_level = 0) {
+        const int nodes = (arrivals + barrier_fan_in - 1) / barrier_fan_in;
+        for (int i = 0; i < nodes; ++i)
+            tree[size_t(level_first + i)].expected = std::min(barrier_fan_in, arrivals - i * barrier_fan_in);
+        if (!first_level)
+            for (int i = 0; i < arrivals; ++i)
+                tree[size_t(below_first + i)].parent = level_first + i / barrier_fan_in;
+        if (nodes == 1) break;
+        below_first = level_first;
+        level_first += nodes;
+        arrivals = nodes;
+    }
+    barrier_tree_ = std::move(tree);
 }
 
 thread_pool::~thread_pool() {
@@ -37,6 +65,7 @@ thread_pool::~thread_pool() {
 void thread_pool::resize(int n_threads) {
     WEFT_ASSERT(n_threads >= 1);
     if (n_threads > int(workers_.size()) + 1) start_workers(n_threads);
+    if (n_threads != n_active_) plan_barrier(n_threads);
     n_active_ = n_threads;
 }
 
@@ -88,14 +117,23 @@ void thread_pool::run(const std::function<void(int)> &job) {
     job_ = nullptr;
 }
 
-void thread_pool::barrier() {
+void thread_pool::barrier(int ith) {
     if (n_active_ == 1) return;
     const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
-    if (barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) == n_active_ - 1) {
-        barrier_arrived_.store(0, std::memory_order_relaxed);
-        barrier_phase_.fetch_add(1, std::memory_order_release);
-        barrier_phase_.notify_all();
-        return;
+    // climb while this thread is the last at its node (acq_rel: the last one sees every write made
+    // before the others arrived, and passes them up)
+    int node = ith / barrier_fan_in;
+    for (;;) {
+        barrier_node &at = barrier_tree_[size_t(node)];
+        if (at.arrived.fetch_add(1, std::memory_order_acq_rel) != at.expected - 1) break;
+        // nobody arrives here again before the phase moves on: reset for the next barrier
+        at.arrived.store(0, std::memory_order_relaxed);
+        if (at.parent < 0) {
+            barrier_phase_.fetch_add(1, std::memory_order_release);
+            barrier_phase_.notify_all();
+            return;
+        }
+        node = at.parent;
     }
     for (int spins = 0; spins < barrier_spins; ++spins) {
         if (barrier_phase_.load(std::memory_order_acquire) != phase) return;
