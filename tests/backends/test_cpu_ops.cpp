@@ -329,6 +329,39 @@ TEST(CpuOps, RmsNormAndNorm) {
         }
 }
 
+// rms_norm and l2_norm of contiguous f32 rows sum 8 rows side by side; every row's result must be
+// the reference engine's formula bit for bit (its squares summed in double, element by element), for
+// 8-row blocks and the rows left over, with any thread count.
+TEST(CpuOps, NormsOfRowsSideBySideEqualTheSequentialSumBitForBit) {
+    auto ctx = data_context();
+    const int64_t n = 301, rows = 21;
+    tensor *a = ctx->new_tensor(dtype::f32, {n, rows});
+    fill_uniform(*a, 11, -3.0f, 3.0f);
+    const float eps = 1e-6f;
+    auto sum_sq = [&](int64_t r) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float x = float(at(*a, i, r));
+            s += double(x * x);
+        }
+        return s;
+    };
+    expect_matches_reference(
+        rms_norm(*ctx, a, eps),
+        [&](int64_t i0, int64_t i1, int64_t, int64_t) {
+            const float scale = 1.0f / std::sqrt(float(sum_sq(i1) / double(n)) + eps);
+            return double(float(at(*a, i0, i1)) * scale);
+        },
+        0.0);
+    expect_matches_reference(
+        l2_norm(*ctx, a, eps),
+        [&](int64_t i0, int64_t i1, int64_t, int64_t) {
+            const float scale = 1.0f / std::max(std::sqrt(float(sum_sq(i1))), eps);
+            return double(float(at(*a, i0, i1)) * scale);
+        },
+        0.0);
+}
+
 // l2_norm's eps bounds the divisor: a row of zeros stays zeros, a tiny row is scaled by 1 / eps.
 TEST(CpuOps, L2NormOfTinyRowsDividesByEps) {
     auto ctx = data_context();
