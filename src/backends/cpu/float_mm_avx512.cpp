@@ -188,6 +188,12 @@ WEFT_AVX512BF16 void bf16_groups_one_column(const char *groups, size_t group_str
     for (int g = 0; g < G; ++g) _mm512_storeu_ps(dst + 16 * g, acc[g]);
 }
 
+// Pairs of a tile's columns asked for this many panel rows ahead: the tile reads C words of each
+// `width`-word row, a stride the hardware prefetcher follows too late; 32 rows ahead took the 2 x 12
+// tile from 0.62 to 0.56 cycles per vdpbf16ps on Zen 5 (k 2048 and 5632, weights and panels in L2,
+// thread CPU time; the peak is 0.5), prefetching the weights too gained nothing more.
+constexpr int64_t panel_prefetch_rows = 32;
+
 // G groups against C columns, as groups_columns below with a pair of values per step.
 template <int G, int C>
 WEFT_AVX512BF16 void bf16_groups_columns(const char *group, size_t group_stride, int64_t kp,
@@ -197,6 +203,11 @@ WEFT_AVX512BF16 void bf16_groups_columns(const char *group, size_t group_stride,
     for (int g = 0; g < G; ++g)
         for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < kp; ++j) {
+        // a hint only: past the panel's end it reads nothing and cannot fault
+        const auto *ahead = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(panel + j * width) +
+                                                           size_t(panel_prefetch_rows * width) * 4);
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        if constexpr (C > 1) _mm_prefetch(ahead + (C - 1) * sizeof(uint32_t), _MM_HINT_T0);
         __m512bh w[G];
         for (int g = 0; g < G; ++g) w[g] = bf16_pairs_at(group + size_t(g) * group_stride + size_t(j) * 64);
         for (int c = 0; c < C; ++c) {
