@@ -24,6 +24,7 @@
 #include "weft/device_options.h"
 #include "weft/file_arguments.h"
 #include "weft/model/model.h"
+#include "weft/numa_options.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/kv_cache.h"
@@ -128,7 +129,10 @@ int bench_main(int argc, char **argv) {
     weft::tool::add_rank_options(app, ranks);
     weft::tool::device_options devices;
     weft::tool::add_device_options(app, devices);
+    std::string numa;
+    weft::tool::add_numa_option(app, numa);
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+    weft::tool::apply_numa_option(numa, n_threads);
     if (n_prompt == 0 && n_gen == 0) throw weft::error("nothing to measure: both -p and -n are 0");
 
     auto t_load = clock_type::now();

@@ -24,6 +24,7 @@
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
+#include "weft/numa_options.h"
 #include "weft/runtime/context.h"
 #include "weft/sampling/sampling.h"
 #include "weft/sampling_options.h"
@@ -360,6 +361,8 @@ int chat_main(int argc, char **argv) {
         ->check(weft::tool::input_file());
     add_cache_type_options(app, opt.cache_types);
     add_device_options(app, opt.devices);
+    std::string numa;
+    add_numa_option(app, numa);
     app.add_option("--reasoning-format", opt.reasoning_format,
                    "none: the reply as generated; deepseek / auto: thoughts shown apart on stderr; "
                    "deepseek-legacy: apart, and the answer keeps them with their tags")
@@ -367,6 +370,7 @@ int chat_main(int argc, char **argv) {
         ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
     app.add_flag("-v,--verbose", opt.verbose, "log model, template, seed and per-turn cache reuse to stderr");
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+    apply_numa_option(numa, opt.n_threads);
 
     tool::finish_sampling_options(opt.sampling);
     opt.sampling.params.grammar = resolve_grammar(constrain);

@@ -20,6 +20,7 @@
 #include "weft/grammar_options.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
+#include "weft/numa_options.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
 #include "weft/runtime/kv_cache.h"
@@ -81,6 +82,8 @@ int run_main(int argc, char **argv) {
     weft::tool::lora_options loras;
     weft::tool::add_lora_options(app, loras);
     weft::tool::add_device_options(app, devices);
+    std::string numa;
+    weft::tool::add_numa_option(app, numa);
     app.add_flag("--list-devices", list_devices,
                  "print the devices weft can compute on, and exit (as `weft devices`)");
     app.add_option("--keep", n_keep,
@@ -105,6 +108,7 @@ int run_main(int argc, char **argv) {
     weft::tool::vision_options vision;
     weft::tool::add_vision_options(app, vision);
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+    weft::tool::apply_numa_option(numa, n_threads);
     if (list_devices) {
         weft::tool::print_device_table();
         return 0;

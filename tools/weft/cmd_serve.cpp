@@ -22,6 +22,7 @@
 #include "weft/file_arguments.h"
 #include "weft/lora_options.h"
 #include "weft/model/model.h"
+#include "weft/numa_options.h"
 #include "weft/ranks.h"
 #include "weft/runtime/context.h"
 #include "weft/server/openai_server.h"
@@ -190,6 +191,8 @@ int serve_main(int argc, char **argv) {
         "of the tokens after the request's n_keep and going on");
     add_cache_type_options(app, opt.cache_types);
     add_device_options(app, opt.devices);
+    std::string numa;
+    add_numa_option(app, numa);
     add_speculative_options(app, opt.speculative);
     add_lora_options(app, opt.loras);
     add_rank_options(app, opt.ranks);
@@ -198,6 +201,7 @@ int serve_main(int argc, char **argv) {
                    "image_url parts with data: URIs")
         ->check(weft::tool::input_file());
     if (const auto status = weft::tool::parse_arguments(app, argc, argv)) return *status;
+    apply_numa_option(numa, opt.http.n_threads);
     opt.http.reasoning = *reasoning_format_from_name(reasoning_format_text);  // checked by IsMember
     // under mpirun, ranks > 0 serve no HTTP: they hold their blocks and follow rank 0's engine
     if (rank() > 0) {

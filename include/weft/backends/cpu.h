@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "weft/core/backend.h"
@@ -42,6 +43,17 @@ double cpu_read_bandwidth(int n_threads, size_t bytes = size_t(1) << 30, int pas
 // input within an ulp of an f16 rounding boundary would otherwise step by a whole f16 ulp). Process-wide;
 // set it before computing.
 void cpu_set_gelu_table(bool on);
+
+// Machines of several NUMA nodes (the reference's --numa): distribute spreads the threads over
+// every node in contiguous blocks, isolate keeps them on the node the process runs on, numactl
+// spreads them over the nodes of the CPUs the process was started with (numactl --cpunodebind ...).
+// Threads are pinned to their node's CPUs, and the weights repacked afterwards (cpu_repack_weights)
+// are first touched, page by page, by a thread of the node whose threads compute those rows (at
+// n_threads threads). With one node (or no NUMA information) nothing changes.
+enum class numa_strategy { disabled, distribute, isolate, numactl };
+// Process-wide; call it before loading the model. Returns what it did, in one line (the nodes
+// found, the threads of each).
+std::string cpu_set_numa(numa_strategy strategy, int n_threads);
 
 // Registers the "CPU" device (weft/core/device.h) once; later calls do nothing. The runtime calls it
 // before it looks a device up.

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/numa.h"
 #include "backends/cpu/row_kernels.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/cpu_features.h"
@@ -701,6 +702,19 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
     }
     std::sort(jobs.begin(), jobs.end(),
               [](const auto &a, const auto &b) { return a.first->nbytes() > b.first->nbytes(); });
+    // under --numa, each node's share of every matrix's rows placed on that node first (numa.h)
+    if (cpu::current_numa().places_memory()) {
+        std::vector<cpu::first_touch_job> touch;
+        for (const auto &[t, offset] : jobs) {
+            const int64_t groups = t->ne[1] / cpu::interleave_rows;
+            if (t->ne[2] != 1 || t->ne[3] != 1 || groups == 0)
+                continue;  // stacks of experts: where they fall
+            const size_t bytes =
+                cpu::can_interleave(*t) ? cpu::interleaved_size(*t) : cpu::grouped_float_size(*t);
+            touch.push_back({reinterpret_cast<std::byte *>(base + offset), groups, bytes / size_t(groups)});
+        }
+        cpu::first_touch(touch, cpu::current_numa());
+    }
     std::atomic<size_t> next{0};
     auto work = [&] {
         for (size_t j = next.fetch_add(1); j < jobs.size(); j = next.fetch_add(1)) {

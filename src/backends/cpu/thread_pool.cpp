@@ -1,6 +1,7 @@
 // src/backends/cpu/thread_pool.cpp — worker lifecycle, run dispatch and the barrier (spin, then sleep).
 #include "backends/cpu/thread_pool.h"
 
+#include "backends/cpu/numa.h"
 #include "weft/core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -80,6 +81,7 @@ void thread_pool::start_workers(int up_to) {
 // seen_generation: the generation at the worker's start (read by the starting thread, so a run()
 // issued before the worker is scheduled is not missed).
 void thread_pool::worker_main(int ith, uint64_t seen_generation) {
+    pin_thread_to_node(ith);
     for (;;) {
         const std::function<void(int)> *job = nullptr;
         {
@@ -99,6 +101,12 @@ void thread_pool::worker_main(int ith, uint64_t seen_generation) {
 }
 
 void thread_pool::run(const std::function<void(int)> &job) {
+    // the caller is thread 0: on its node under --numa (once per calling thread)
+    thread_local bool caller_pinned = false;
+    if (!caller_pinned && !current_numa().nodes.empty()) {
+        pin_thread_to_node(0);
+        caller_pinned = true;
+    }
     if (n_active_ == 1) {
         job(0);
         return;
