@@ -272,6 +272,16 @@ std::vector<float> run(tensor *out, int threads = 2) {
     return values_of(*out);
 }
 
+// The scalar build (on 1 thread) and the AVX2 build (on 2) give `expected`'s bits.
+void expect_scalar_and_avx2_give(tensor *out, const std::vector<float> &expected) {
+    force_scalar(true);
+    EXPECT_EQ(run(out, 1), expected) << "the scalar build differs";
+    force_scalar(false);
+    limit_to_avx2(true);
+    EXPECT_EQ(run(out, 2), expected) << "the AVX2 build differs";
+    limit_to_avx2(false);
+}
+
 TEST(CpuAttention, MatchesSoftmaxReferenceOnOddShapes) {
     for (int64_t head : {40, 64, 128}) {
         SCOPED_TRACE("head " + std::to_string(head));
@@ -442,12 +452,7 @@ TEST(CpuAttention, SinksMatchTheReferenceOnEveryCacheTypeAndBuild) {
                 c.out, [&](int64_t d, int64_t h, int64_t t, int64_t) { return reference(c, d, h, t); }, 1e-6);
             const std::vector<float> expected = canonical(c, &pos);
             EXPECT_EQ(std::memcmp(best.data(), expected.data(), expected.size() * sizeof(float)), 0);
-            force_scalar(true);
-            EXPECT_EQ(run(c.out, 1), best) << "the scalar build differs";
-            force_scalar(false);
-            limit_to_avx2(true);
-            EXPECT_EQ(run(c.out, 2), best) << "the AVX2 build differs";
-            limit_to_avx2(false);
+            expect_scalar_and_avx2_give(c.out, best);
             // a sink far above every score takes nearly all the weight: the output nears zero
             set_sinks(*ctx, c, std::vector<float>(6, 60.0f), positions);
             for (float x : run(c.out)) EXPECT_LT(std::fabs(x), 1e-12f);
@@ -522,12 +527,7 @@ TEST(CpuAttention, EveryBuildFollowsTheCanonicalOrder) {
         const std::vector<float> expected = canonical(c, with_positions ? &pos : nullptr);
         const std::vector<float> best = run(c.out, 3);
         EXPECT_EQ(std::memcmp(best.data(), expected.data(), expected.size() * sizeof(float)), 0);
-        force_scalar(true);
-        EXPECT_EQ(run(c.out, 1), best) << "the scalar build differs";
-        force_scalar(false);
-        limit_to_avx2(true);
-        EXPECT_EQ(run(c.out, 2), best) << "the AVX2 build differs";
-        limit_to_avx2(false);
+        expect_scalar_and_avx2_give(c.out, best);
         // and close to the exact softmax
         for (int64_t t = 0; t < vr.n_tokens; ++t)
             for (int64_t h = 0; h < 4; ++h)
@@ -568,6 +568,64 @@ TEST(CpuAttention, OneTokenOverALongCacheHasTheSameBitsOnAnyThreadCount) {
             const std::vector<float> got = run(c.out, threads);
             EXPECT_EQ(std::memcmp(got.data(), expected.data(), expected.size() * sizeof(float)), 0)
                 << threads << " threads";
+        }
+    }
+}
+
+// A prompt after a filled cache (prefill at depth) goes through the slots in tiles, its tokens' query
+// rows together: the canonical order's bits for groups of 1, 4 and 8 query heads per KV head, cell
+// counts and windows that are not multiples of the tiles, f16 and q8_0 caches, a head of 40 values,
+// sinks; the same bits on 1 to 7 threads (the blocks shrink with more threads), in the scalar and
+// AVX2 builds, and with the prompt split in two batches (each batch's tokens, alone, get the same bits).
+TEST(CpuAttention, PrefillAtDepthHasTheCanonicalBitsOnAnyThreadCountAndSplit) {
+    struct variant {
+        const char *name;
+        int64_t head, n_head, n_tokens, depth, window;  // window 0: causal only
+        dtype type;
+        bool sinks;
+    };
+    const variant variants[] = {
+        {"group 8, f16", 64, 16, 70, 1100, 0, dtype::f16, false},
+        {"group 4, q8_0, sinks", 64, 8, 37, 1300, 0, dtype::q8_0, true},
+        {"group 1, head 40, window", 40, 2, 45, 1200, 700, dtype::f16, false},
+        {"group 8, window, q8_0", 64, 16, 21, 1500, 1030, dtype::q8_0, false},
+    };
+    for (const variant &vr : variants) {
+        SCOPED_TRACE(vr.name);
+        auto ctx = data_context(size_t(256) << 20);
+        const int64_t n_kv = vr.depth + vr.n_tokens;
+        attention_case c =
+            make_case(*ctx, vr.head, vr.head, vr.n_tokens, vr.n_head, 2, n_kv, 53, 0.0f, vr.type, vr.type);
+        auto *m = static_cast<float *>(c.mask->data);
+        for (int64_t t = 0; t < vr.n_tokens; ++t)
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const int64_t at_pos = vr.depth + t;
+                const bool seen = j <= at_pos && (vr.window == 0 || at_pos - j < vr.window);
+                m[t * n_kv + j] = seen ? (j % 7 == 0 ? -0.5f : 0.0f) : hidden;
+            }
+        if (vr.sinks) {
+            std::vector<float> sink_values(size_t(vr.n_head));
+            for (int64_t h = 0; h < vr.n_head; ++h) sink_values[size_t(h)] = float(h % 3) - 1.0f;
+            set_sinks(*ctx, c, sink_values);
+        }
+        const std::vector<float> expected = canonical(c, nullptr);
+        for (int threads = 1; threads <= 7; ++threads) {
+            const std::vector<float> got = run(c.out, threads);
+            EXPECT_EQ(std::memcmp(got.data(), expected.data(), expected.size() * sizeof(float)), 0)
+                << threads << " threads";
+        }
+        expect_scalar_and_avx2_give(c.out, expected);
+        // the prompt in two batches, split off the tiles' and blocks' boundaries
+        const int64_t split = vr.n_tokens / 3 + 1, row = vr.head * vr.n_head;
+        for (auto [t0, n] : {std::pair{int64_t(0), split}, std::pair{split, vr.n_tokens - split}}) {
+            tensor *q =
+                view_3d(*ctx, c.q, vr.head, n, vr.n_head, c.q->nb[1], c.q->nb[2], size_t(t0) * c.q->nb[1]);
+            tensor *mask = view_2d(*ctx, c.mask, n_kv, n, c.mask->nb[1], size_t(t0) * c.mask->nb[1]);
+            tensor *sinks = c.out->src[5];
+            const std::vector<float> part =
+                run(attention(*ctx, q, c.k, c.v, mask, 0.125f, 0.0f, nullptr, sinks), 2);
+            EXPECT_EQ(std::memcmp(part.data(), &expected[size_t(t0 * row)], part.size() * sizeof(float)), 0)
+                << "tokens from " << t0;
         }
     }
 }

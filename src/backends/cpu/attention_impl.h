@@ -26,6 +26,19 @@
 // with the block's integer sum exact (qk a q4_0 nibble less 8), dk_b and dq_b the scales widened from f16.
 // Otherwise a bf16 or block-quantized (q8_0, q4_0 ...) K or V is widened to floats by its type's own
 // to_float and q and p stay f32: the same values in every ISA build, as one shared function widens them.
+//
+// How it runs (never what it computes): a task is a block of tokens of one KV head. The cells its
+// tokens see are slotted once for all of them where they can be (their union), K and V widened and
+// transposed once into kcols / vcols. A prompt after a filled cache (more than
+// attention_untiled_slots slots) then goes through them flash-attention style but in the order above:
+// the query rows of up to attention_tile_rows (tokens x the KV head's query heads, 8 tokens of 8 heads
+// for a 1.1B) take their scores a tile of attention_tile_slots slots at a time, every row over a tile
+// while its 64 KB of K sit in L2; each row's softmax over its whole scores (the max first, as the order
+// wants); then the weighted sums tile by tile, each (row, value)'s 16 lanes carried from one tile to
+// the next in memory (a.lanes) and put through the lane tree after the row's last tile. The fma are
+// those of one pass over all the slots, chunk after chunk, so the bits do not depend on the tiles, the
+// rows that share them, the block or the thread count. Shorter prompts (and at depth 0) go token by
+// token, the scores of a pass of 4 query heads in L1; one token reads K and V from the cache rows.
 #pragma once
 
 #include <algorithm>
@@ -49,6 +62,20 @@ constexpr int64_t attention_lanes = 16;
 constexpr int64_t attention_block_tokens = 64;
 // Empty slots a token's cells may leave before their slots become their ranks (see above).
 constexpr int64_t attention_slack = 64;
+// A block's tokens that see the same slots go through them together, this many query rows (tokens x
+// the query heads of the KV head) at a time, and the slots in tiles of attention_tile_slots: each K
+// and V tile, converted once per block, serves every row while it sits in L1/L2 (see
+// run_attention_task).
+constexpr int64_t attention_tile_rows = 64;
+constexpr int64_t attention_tile_slots = 256;
+// Slots up to which a block's tokens go through them one by one, each token's scores in L1 (at these
+// lengths K and V stay in L2 anyway).
+constexpr int64_t attention_untiled_slots = 1024;
+
+// The tokens of a block that go through the slots together (group: query heads per KV head).
+inline int64_t attention_tile_tokens(int64_t group) {
+    return std::max<int64_t>(1, attention_tile_rows / group);
+}
 
 inline int64_t round_up_16(int64_t n) {
     return (n + attention_lanes - 1) / attention_lanes * attention_lanes;
@@ -71,10 +98,11 @@ struct attention_task {
     // scratch (max_slots = attention_max_slots(n_kv)):
     float *kcols;        // K transposed: value d of slot s at kcols[d * max_slots + s] (head_k rows)
     float *vcols;        // V transposed, the same way (head_v rows)
-    float *dots;         // max_slots per head of a pass: its scores, then its weights
+    float *dots;         // max_slots per query row (attention_scratch_rows): its scores, then its weights
+    float *lanes;        // head_v * 16 per query row: the weighted sums' lanes, carried across tiles
     float *shown;        // max_slots: the token's mask value of each slot (-INF: hidden or empty)
     float *chunk_sum;    // max_slots / 16 + 16: the lane tree of each chunk of 16 weights
-    float *qround;       // head_k per head of a pass: q, rounded to f16 for an f16 K, or its q8_query
+    float *qround;       // head_k per query row: q, rounded to f16 for an f16 K, or its q8_query
                          // (q8_query_bytes(head_k) <= 4 * head_k bytes) for a K in integers
     float *row;          // head_k + head_v floats: one widened row
     int32_t *order;      // n_kv: cells in slot order
@@ -130,6 +158,14 @@ inline size_t q8_query_bytes(int64_t head_k) {
     return (nb * sizeof(block_q8_0) + 3) / 4 * 4 + nb * (sizeof(float) + sizeof(int32_t));
 }
 
+// The q8_query laid out in `memory` (q8_query_bytes(head_k) bytes, 4-aligned).
+inline q8_query q8_query_at(void *memory, int64_t head_k) {
+    const int64_t nb = head_k / qk8_0;
+    auto *d = reinterpret_cast<float *>(static_cast<char *>(memory) +
+                                        (size_t(nb) * sizeof(block_q8_0) + 3) / 4 * 4);
+    return {static_cast<const block_q8_0 *>(memory), d, reinterpret_cast<const int32_t *>(d + nb)};
+}
+
 // Quantizes q (head_k floats) into `memory` (q8_query_bytes(head_k) bytes, 4-aligned).
 inline q8_query quantize_query(const float *q, int64_t head_k, void *memory) {
     const int64_t nb = head_k / qk8_0;
@@ -152,6 +188,13 @@ namespace {
 // Query heads computed together, so each K and V value read serves all of them.
 constexpr int attention_heads_per_pass = 4;
 
+// The query rows a task's scratch holds (scores, queries, the weighted sums' accumulators): those of
+// the tokens that go through the slots together, and at least a pass's.
+inline int64_t attention_scratch_rows(int64_t n_tokens, int64_t group) {
+    return std::max<int64_t>(attention_heads_per_pass,
+                             std::min(n_tokens, attention_tile_tokens(group)) * group);
+}
+
 // The loops the ISA builds write with intrinsics (the same operations, element by element), for
 // nh <= attention_heads_per_pass heads:
 //   convert(src, type, n, out)       widens a K or V row to floats
@@ -161,7 +204,14 @@ constexpr int attention_heads_per_pass = 4;
 //   weighted(p, nh, vcols, stride, slots, head_v, out)
 //                                    out[h][d] = tree16 over lanes l of the serial fma over the
 //                                    chunks c of p[h][16c + l] * vcols[d * stride + 16c + l]
+//   weighted_tile(p, nh, vcols, stride, slots, head_v, lanes, from_zero, out)
+//                                    weighted over a tile of the slots, its lanes carried from tile
+//                                    to tile: lane l of (h, d), at lanes[(h * head_v + d) * 16 + l],
+//                                    starts from zero (from_zero) or from there, takes the fma of the
+//                                    tile's chunks, then goes back there or, where out is given (the
+//                                    last tile), through the tree to out[h][d]
 //   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
+//   lane_max(x, n, lanes)            lanes[l] = the std::max, from -INF, of x[16c + l] over the chunks
 //   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
 //   dots_rows(q, nh, k, row_bytes, type, cells, head_k, slots, out)
 //                                    dots from the K rows themselves (cell c's at k + c * row_bytes;
@@ -211,20 +261,34 @@ struct attention_loops_plain {
                 }
             }
     }
-    static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
-                         int64_t head_v, float *const *out) {
+    static void weighted_tile(const float *const *p, int nh, const float *vcols, int64_t stride,
+                              int64_t slots, int64_t head_v, float *lanes, bool from_zero,
+                              float *const *out) {
         for (int h = 0; h < nh; ++h)
             for (int64_t d = 0; d < head_v; ++d) {
-                float lanes[attention_lanes] = {};
+                float own[attention_lanes] = {};
+                float *acc = out ? own : lanes + (h * head_v + d) * attention_lanes;
+                if (out && !from_zero)
+                    std::memcpy(own, lanes + (h * head_v + d) * attention_lanes, sizeof own);
+                if (!out && from_zero) std::fill(acc, acc + attention_lanes, 0.0f);
                 const float *v = vcols + d * stride;
                 for (int64_t c = 0; c < slots; c += attention_lanes)
                     for (int l = 0; l < attention_lanes; ++l)
-                        lanes[l] = std::fma(p[h][c + l], v[c + l], lanes[l]);
-                out[h][d] = sum_lanes_16(lanes);
+                        acc[l] = std::fma(p[h][c + l], v[c + l], acc[l]);
+                if (out) out[h][d] = sum_lanes_16(acc);
             }
+    }
+    static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
+                         int64_t head_v, float *const *out) {
+        weighted_tile(p, nh, vcols, stride, slots, head_v, nullptr, true, out);
     }
     static void chunk_sums(const float *x, int64_t n, float *out) {
         for (int64_t c = 0; c < n / attention_lanes; ++c) out[c] = sum_lanes_16(x + c * attention_lanes);
+    }
+    static void lane_max(const float *x, int64_t n, float *lanes) {
+        std::fill(lanes, lanes + attention_lanes, -std::numeric_limits<float>::infinity());
+        for (int64_t s = 0; s < n; s += attention_lanes)
+            for (int l = 0; l < attention_lanes; ++l) lanes[l] = std::max(lanes[l], x[s + l]);
     }
     static void round_f16(float *x, int64_t n) {
         for (int64_t i = 0; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
@@ -355,15 +419,16 @@ inline int64_t assign_slots(const int32_t *order, const int64_t *pos, int64_t n,
 
 // Query heads [h0, h0 + nh) of token t as the scores take them (into a.qround): rounded to f16 for an
 // f16 K (qs), or quantized to q8_0 for a K in integers (q8s).
+// (`into`: where, head_k floats a head; a.qround unless given)
 template <class Loops>
-void prepare_queries(const attention_task &a, int64_t t, int64_t h0, int nh, const float **qs,
-                     q8_query *q8s) {
+void prepare_queries(const attention_task &a, int64_t t, int64_t h0, int nh, const float **qs, q8_query *q8s,
+                     float *into = nullptr) {
     const tensor &q = *a.q, &k = *a.k;
     const int64_t head_k = k.ne[0];
     for (int i = 0; i < nh; ++i) {
         const auto *qh = reinterpret_cast<const float *>(static_cast<const char *>(q.data) +
                                                          t * int64_t(q.nb[1]) + (h0 + i) * int64_t(q.nb[2]));
-        float *rounded = a.qround + i * head_k;
+        float *rounded = (into ? into : a.qround) + i * head_k;
         if (k_in_integers(k)) {
             q8s[i] = quantize_query(qh, head_k, rounded);
             continue;
@@ -386,9 +451,7 @@ void softmax_of_scores(const attention_task &a, int64_t h, float *x, int64_t n) 
     else
         for (int64_t s = 0; s < n; ++s) x[s] = x[s] * a.scale + a.shown[s];
     float lane_max[attention_lanes];  // max is exact in any order: 16 lanes, vectorized
-    std::fill(lane_max, lane_max + attention_lanes, hidden);
-    for (int64_t s = 0; s < n; s += attention_lanes)
-        for (int l = 0; l < attention_lanes; ++l) lane_max[l] = std::max(lane_max[l], x[s + l]);
+    Loops::lane_max(x, n, lane_max);
     for (float m_l : lane_max) max = std::max(max, m_l);
     if (a.sinks) max = std::max(max, a.sinks[h]);
     for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
@@ -515,6 +578,88 @@ void run_attention_task(const attention_task &a) {
         }
     };
 
+    // Tokens toks[0, nt) (of the block: lo_of, hi_of by t - a.t0) over the union's filled slots,
+    // together: their query rows (row i * group + j: token i, query head j of the KV head) go through
+    // the slots a tile at a time, the scores of every row, then each row's softmax, then the weighted
+    // sums of every row tile by tile, their lanes carried across the tiles in a.lanes. The same
+    // operations in the same order as attend's, so the same bits; each K and V tile is read from
+    // the cache for all the rows while it sits there, instead of once per token and pass.
+    auto attend_tiled = [&](const int64_t *toks, int64_t nt, const int64_t *lo_of, const int64_t *hi_of) {
+        const int64_t lanes_per_row = head_v * attention_lanes;
+        // over the passes of token i's heads: fn(first row, heads)
+        auto passes = [&](int64_t i, auto fn) {
+            for (int64_t j = 0; j < group; j += attention_heads_per_pass)
+                fn(i * group + j, int(std::min<int64_t>(attention_heads_per_pass, group - j)));
+        };
+        int64_t end = 0;
+        for (int64_t i = 0; i < nt; ++i) end = std::max(end, hi_of[toks[i] - a.t0]);
+        // over the tiles and the tokens that see slots in them: fn(i, r0, r1, lo, hi)
+        auto by_tiles = [&](auto fn) {
+            for (int64_t s_a = 0; s_a < end; s_a += attention_tile_slots)
+                for (int64_t i = 0; i < nt; ++i) {
+                    const int64_t lo = lo_of[toks[i] - a.t0], hi = hi_of[toks[i] - a.t0];
+                    const int64_t r0 = std::max(lo, s_a), r1 = std::min(hi, s_a + attention_tile_slots);
+                    if (r0 < r1) fn(i, r0, r1, lo, hi);
+                }
+        };
+        for (int64_t i = 0; i < nt; ++i) {
+            const int64_t t = toks[i];
+            float *out = static_cast<float *>(a.dst->data) + (t * n_head + a.g * group) * head_v;
+            if (hi_of[t - a.t0] <= lo_of[t - a.t0]) {  // nothing visible
+                std::fill(out, out + group * head_v, 0.0f);
+                continue;
+            }
+            passes(i, [&](int64_t r, int nh) {
+                const float *qs[attention_heads_per_pass];
+                q8_query q8s[attention_heads_per_pass];
+                prepare_queries<Loops>(a, t, a.g * group + r - i * group, nh, qs, q8s, a.qround + r * head_k);
+            });
+        }
+        // 1. the scores
+        by_tiles([&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t) {
+            passes(i, [&](int64_t r, int nh) {
+                const float *qs[attention_heads_per_pass];
+                q8_query q8s[attention_heads_per_pass];
+                float *xs[attention_heads_per_pass];
+                for (int j = 0; j < nh; ++j) {
+                    xs[j] = a.dots + (r + j) * a.max_slots + (r0 - lo);
+                    qs[j] = a.qround + (r + j) * head_k;
+                    if (k_ints) q8s[j] = q8_query_at(a.qround + (r + j) * head_k, head_k);
+                }
+                if (k_ints)
+                    Loops::dots_int(q8s, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + r0, head_k,
+                                    r1 - r0, xs);
+                else
+                    Loops::dots(qs, nh, a.kcols + r0, a.max_slots, head_k, r1 - r0, xs);
+            });
+        });
+        // 2. each row's softmax
+        for (int64_t i = 0; i < nt; ++i) {
+            const int64_t lo = lo_of[toks[i] - a.t0], hi = hi_of[toks[i] - a.t0];
+            const float *m = mask_row(toks[i]);
+            for (int64_t s = lo; s < hi; ++s) {
+                const int32_t c = a.slot_cell[s];
+                a.shown[s - lo] = c >= 0 ? m[c] : hidden;
+            }
+            for (int64_t j = 0; j < group && lo < hi; ++j)
+                softmax_of_scores<Loops>(a, a.g * group + j, a.dots + (i * group + j) * a.max_slots, hi - lo);
+        }
+        // 3. the weighted sums: the lanes from zero in a token's first tile, through the tree in its last
+        by_tiles([&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
+            passes(i, [&](int64_t r, int nh) {
+                const float *ps[attention_heads_per_pass];
+                float *outs[attention_heads_per_pass];
+                for (int j = 0; j < nh; ++j) {
+                    ps[j] = a.dots + (r + j) * a.max_slots + (r0 - lo);
+                    outs[j] = static_cast<float *>(a.dst->data) +
+                              (toks[i] * n_head + a.g * group + r - i * group + j) * head_v;
+                }
+                Loops::weighted_tile(ps, nh, a.vcols + r0, a.max_slots, r1 - r0, head_v,
+                                     a.lanes + r * lanes_per_row, r0 == lo, r1 == hi ? outs : nullptr);
+            });
+        });
+    };
+
     // a token's own cells (the cells it sees, sorted and slotted for it alone)
     auto attend_alone = [&](int64_t t, int64_t needed) {
         const int64_t slots = slot_token(a, mask_row(t), needed);
@@ -585,11 +730,25 @@ void run_attention_task(const attention_task &a) {
         hi_of[t - a.t0] = hi;
         own[t - a.t0] = chunks * attention_lanes <= n + attention_slack;
     }
-    const bool direct_k = k_ints || (can_direct_k && a.t1 - a.t0 == 1),
-               direct_v = can_direct_v && a.t1 - a.t0 == 1;
-    fill_slots(slots, direct_k, direct_v);
-    for (int64_t t = a.t0; t < a.t1; ++t)
-        if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], direct_k, direct_v);
+    if (a.t1 - a.t0 == 1) {  // one token: K and V read from the rows where the build can
+        fill_slots(slots, can_direct_k, can_direct_v);
+        if (own[0]) attend(a.t0, lo_of[0], hi_of[0], can_direct_k, can_direct_v);
+    } else if (slots <= attention_untiled_slots) {
+        fill_slots(slots, k_ints, false);
+        for (int64_t t = a.t0; t < a.t1; ++t)
+            if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], k_ints, false);
+    } else {
+        fill_slots(slots, k_ints, false);
+        int64_t tile[attention_block_tokens], n_tile = 0;
+        const int64_t tile_tokens = attention_tile_tokens(group);
+        for (int64_t t = a.t0; t < a.t1; ++t) {
+            if (own[t - a.t0]) tile[n_tile++] = t;
+            if (n_tile == tile_tokens || (n_tile > 0 && t + 1 == a.t1)) {
+                attend_tiled(tile, n_tile, lo_of, hi_of);
+                n_tile = 0;
+            }
+        }
+    }
     // the rare token whose cells lie far apart within the union: by itself (refills the slots)
     for (int64_t t = a.t0; t < a.t1; ++t)
         if (!own[t - a.t0]) attend_alone(t, needed);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "backends/cpu/attention_impl.h"
@@ -148,6 +149,16 @@ struct simd_attention_loops {
         }
     }
 
+    static void lane_max(const float *x, int64_t n, float *lanes) {
+        if constexpr (w != attention_lanes) {
+            return attention_loops_plain::lane_max(x, n, lanes);
+        } else {
+            vec m = V::set1(-std::numeric_limits<float>::infinity());
+            for (int64_t s = 0; s < n; s += attention_lanes) m = V::max(V::load(x + s), m);
+            V::store(lanes, m);
+        }
+    }
+
     static void round_f16(float *x, int64_t n) {
         int64_t i = 0;
         for (; i + w <= n; i += w) V::store(x + i, V::round_f16(V::load(x + i)));
@@ -213,40 +224,70 @@ struct simd_attention_loops {
             });
     }
 
-    // NH heads x 16 / NH values of the head at a time: accumulator i = (head i / per, value i % per)
-    // over the chunks (its lanes the canonical lanes), then one lane tree for all 16 (reduce16):
-    // each V value read serves NH heads.
-    template <int NH>
-    [[gnu::noinline]] static void weighted_nh(const float *const *p, const float *vcols, int64_t stride,
-                                              int64_t slots, int64_t head_v, float *const *out) {
+    // NH heads x ND values of the head at a time (ND = 16 / NH, then 1 for the rest): accumulator
+    // (head h, value dd), its lanes the canonical lanes, over the chunks, from zero or from `lanes`,
+    // then back to `lanes` or through one lane tree for all 16 (reduce16) to out: each V value read
+    // serves NH heads, and the accumulators stay in registers.
+    template <int NH, bool from_zero, bool to_out>
+    [[gnu::noinline]] static void weighted_tile_nh(const float *const *p, const float *vcols, int64_t stride,
+                                                   int64_t slots, int64_t head_v, float *lanes,
+                                                   float *const *out) {
         constexpr int per = attention_lanes / NH;
-        for (int64_t d0 = 0; d0 < head_v; d0 += per) {
-            const int nd = int(std::min<int64_t>(per, head_v - d0));
+        auto values = [&](int64_t d0, auto nd) {
+            constexpr int ND = decltype(nd)::value;
+            auto at = [&](int h, int dd) { return lanes + (h * head_v + d0 + dd) * attention_lanes; };
             vec acc[attention_lanes];
-            for (auto &x : acc) x = V::zero();
+            for (int i = 0; i < attention_lanes; ++i)
+                acc[i] = from_zero || i >= NH * ND ? V::zero() : V::load(at(i / ND, i % ND));
             const float *v = vcols + d0 * stride;
             for (int64_t c = 0; c < slots; c += attention_lanes) {
                 vec pv[NH];
                 for (int h = 0; h < NH; ++h) pv[h] = V::load(p[h] + c);
-                for (int dd = 0; dd < per; ++dd) {
-                    if (dd >= nd) break;
+                for (int dd = 0; dd < ND; ++dd) {
                     const vec vv = V::load(v + dd * stride + c);
-                    for (int h = 0; h < NH; ++h) acc[h * per + dd] = V::fma(pv[h], vv, acc[h * per + dd]);
+                    for (int h = 0; h < NH; ++h) acc[h * ND + dd] = V::fma(pv[h], vv, acc[h * ND + dd]);
                 }
             }
-            float sums[attention_lanes];
-            V::store(sums, V::reduce16(acc));
-            for (int h = 0; h < NH; ++h) std::memcpy(out[h] + d0, sums + h * per, size_t(nd) * sizeof(float));
-        }
+            if constexpr (to_out) {
+                float sums[attention_lanes];
+                V::store(sums, V::reduce16(acc));
+                for (int h = 0; h < NH; ++h)
+                    for (int dd = 0; dd < ND; ++dd) out[h][d0 + dd] = sums[h * ND + dd];
+            } else {
+                for (int i = 0; i < NH * ND; ++i) V::store(at(i / ND, i % ND), acc[i]);
+            }
+        };
+        int64_t d0 = 0;
+        for (; d0 + per <= head_v; d0 += per) values(d0, std::integral_constant<int, per>{});
+        for (; d0 < head_v; ++d0) values(d0, std::integral_constant<int, 1>{});
+    }
+
+    static void weighted_tile(const float *const *p, int nh, const float *vcols, int64_t stride,
+                              int64_t slots, int64_t head_v, float *lanes, bool from_zero,
+                              float *const *out) {
+        by_head_groups_or_plain(
+            nh,
+            [&] {
+                attention_loops_plain::weighted_tile(p, nh, vcols, stride, slots, head_v, lanes, from_zero,
+                                                     out);
+            },
+            [&](auto n, int h) {
+                constexpr int NH = decltype(n)::value;
+                float *own = lanes ? lanes + h * head_v * attention_lanes : nullptr;
+                if (from_zero && out)
+                    weighted_tile_nh<NH, true, true>(p + h, vcols, stride, slots, head_v, own, out + h);
+                else if (from_zero)
+                    weighted_tile_nh<NH, true, false>(p + h, vcols, stride, slots, head_v, own, nullptr);
+                else if (out)
+                    weighted_tile_nh<NH, false, true>(p + h, vcols, stride, slots, head_v, own, out + h);
+                else
+                    weighted_tile_nh<NH, false, false>(p + h, vcols, stride, slots, head_v, own, nullptr);
+            });
     }
 
     static void weighted(const float *const *p, int nh, const float *vcols, int64_t stride, int64_t slots,
                          int64_t head_v, float *const *out) {
-        by_head_groups_or_plain(
-            nh, [&] { attention_loops_plain::weighted(p, nh, vcols, stride, slots, head_v, out); },
-            [&](auto n, int h) {
-                weighted_nh<decltype(n)::value>(p + h, vcols, stride, slots, head_v, out + h);
-            });
+        weighted_tile(p, nh, vcols, stride, slots, head_v, nullptr, true, out);
     }
 
     // NH heads x 16 / NH slots at a time from the K rows (of type T, widened in registers):

@@ -17,23 +17,24 @@ namespace weft::cpu {
 namespace {
 
 struct attention_scratch {
-    size_t kcols = 0, vcols = 0, dots = 0, shown = 0, chunk_sum = 0, qround = 0, row = 0, order = 0,
-           cell_pos = 0, slot_cell = 0, per_thread = 0;
+    size_t kcols = 0, vcols = 0, dots = 0, lanes = 0, shown = 0, chunk_sum = 0, qround = 0, row = 0,
+           order = 0, cell_pos = 0, slot_cell = 0, per_thread = 0;
     size_t split_scores = 0;  // the bytes of attention_split::scores, after every thread's scratch
     int64_t max_slots = 0;
     explicit attention_scratch(const tensor &dst) {
         const tensor &k = *dst.src[1], &v = *dst.src[2];
         const size_t n_kv = size_t(k.ne[1]), head_k = size_t(k.ne[0]), head_v = size_t(v.ne[0]);
-        const size_t heads = attention_heads_per_pass;
+        const size_t rows = size_t(attention_scratch_rows(dst.src[0]->ne[1], dst.src[0]->ne[2] / k.ne[2]));
         max_slots = attention_max_slots(int64_t(n_kv));
         const size_t slots = size_t(max_slots);
         kcols = 0;
         vcols = kcols + pad_to_cache_line(head_k * slots * sizeof(float));
         dots = vcols + pad_to_cache_line(head_v * slots * sizeof(float));
-        shown = dots + pad_to_cache_line(heads * slots * sizeof(float));
+        lanes = dots + pad_to_cache_line(rows * slots * sizeof(float));
+        shown = lanes + pad_to_cache_line(rows * head_v * attention_lanes * sizeof(float));
         chunk_sum = shown + pad_to_cache_line(slots * sizeof(float));
         qround = chunk_sum + pad_to_cache_line((slots / 16 + 16) * sizeof(float));
-        row = qround + pad_to_cache_line(heads * head_k * sizeof(float));
+        row = qround + pad_to_cache_line(rows * head_k * sizeof(float));
         order = row + pad_to_cache_line((head_k + head_v) * sizeof(float));
         cell_pos = order + pad_to_cache_line(n_kv * sizeof(int32_t));
         slot_cell = cell_pos + pad_to_cache_line(n_kv * sizeof(int64_t));
@@ -53,6 +54,30 @@ task_fn best_task_fn() {
 split_fn best_split_fn() {
     return best_of({attention_token_split_scalar, attention_token_split_avx2, attention_token_split_avx512});
 }
+
+// How the tokens of a batch go out to the threads: tasks of (block of tokens, KV head), taken in turn
+// from a shared counter. Blocks of 64 tokens (one conversion of the KV head's rows serves them all),
+// smaller (to 16) while that leaves fewer than 4 tasks a thread; the last blocks first, as a causal
+// mask gives them the most cells, so that the short ones fill in at the end. A token's result does not
+// depend on its block (attention_impl.h), so neither does it on the thread count.
+class attention_tasks {
+  public:
+    attention_tasks(int64_t n_tokens, int64_t n_head_kv, int nth)
+        : n_tokens_(n_tokens), n_head_kv_(n_head_kv) {
+        while (block_ > 16 && blocks() * n_head_kv < 4 * int64_t(nth)) block_ /= 2;
+    }
+    int64_t count() const { return blocks() * n_head_kv_; }
+    // task i: tokens [t0, t1) of KV head g
+    void get(int64_t i, int64_t &t0, int64_t &t1, int64_t &g) const {
+        g = i % n_head_kv_;
+        t0 = (blocks() - 1 - i / n_head_kv_) * block_;
+        t1 = std::min(n_tokens_, t0 + block_);
+    }
+
+  private:
+    int64_t blocks() const { return (n_tokens_ + block_ - 1) / block_; }
+    int64_t n_tokens_, n_head_kv_, block_ = attention_block_tokens;
+};
 
 // Cells from which one token's attention is shared by all the threads (run_attention_token_split)
 // rather than handed out by KV head: below it, its two extra barriers cost more than they save.
@@ -91,6 +116,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
     task.kcols = reinterpret_cast<float *>(mine + layout.kcols);
     task.vcols = reinterpret_cast<float *>(mine + layout.vcols);
     task.dots = reinterpret_cast<float *>(mine + layout.dots);
+    task.lanes = reinterpret_cast<float *>(mine + layout.lanes);
     task.shown = reinterpret_cast<float *>(mine + layout.shown);
     task.chunk_sum = reinterpret_cast<float *>(mine + layout.chunk_sum);
     task.shown = reinterpret_cast<float *>(mine + layout.shown);
@@ -112,11 +138,9 @@ void compute_attention(const compute_params &p, tensor &dst) {
         if (best_split_fn()(task, split)) return;
     }
     const task_fn run = best_task_fn();
-    const int64_t blocks = (n_tokens + attention_block_tokens - 1) / attention_block_tokens;
-    for (int64_t t = next_task->fetch_add(1); t < blocks * n_head_kv; t = next_task->fetch_add(1)) {
-        task.g = t % n_head_kv;
-        task.t0 = (t / n_head_kv) * attention_block_tokens;
-        task.t1 = std::min(n_tokens, task.t0 + attention_block_tokens);
+    const attention_tasks tasks(n_tokens, n_head_kv, p.nth);
+    for (int64_t t = next_task->fetch_add(1); t < tasks.count(); t = next_task->fetch_add(1)) {
+        tasks.get(t, task.t0, task.t1, task.g);
         run(task);
     }
 }

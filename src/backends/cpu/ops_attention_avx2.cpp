@@ -18,6 +18,8 @@ struct ymm {
     static type zero() { return _mm256_setzero_ps(); }
     static type add(type a, type b) { return _mm256_add_ps(a, b); }
     static type mul(type a, type b) { return _mm256_mul_ps(a, b); }
+    // b where a is not above it (NaN a or b, equal values): std::max(b, a)
+    static type max(type a, type b) { return _mm256_max_ps(a, b); }
     static type round_f16(type x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));

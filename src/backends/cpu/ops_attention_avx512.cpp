@@ -19,6 +19,8 @@ struct zmm {
     static type zero() { return _mm512_setzero_ps(); }
     static type add(type a, type b) { return _mm512_add_ps(a, b); }
     static type mul(type a, type b) { return _mm512_mul_ps(a, b); }
+    // b where a is not above it (NaN a or b, equal values): std::max(b, a)
+    static type max(type a, type b) { return _mm512_max_ps(a, b); }
     static type round_f16(type x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
     static type widen_fp16(const char *p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
