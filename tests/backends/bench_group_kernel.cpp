@@ -4,9 +4,11 @@
 // benchmarks move ±10-30% with this machine's memory bandwidth; this measures the arithmetic);
 // every result is also checked bit for bit against the scalar kernel. Times are this thread's CPU
 // time (clock and kernels alike), so other processes sharing the cores slow neither side of the
-// ratio. Not a test: ctest runs it once, briefly, to keep it building and agreeing.
+// ratio. Not a test: ctest runs it once, briefly, to keep it building and agreeing. bf16 runs the
+// float groups' vdpbf16ps kernel (float_mm.h) instead, on activations rounded and packed into
+// panels as mul_mat packs them, called as mul_mat calls it (4 groups over 48-column passes).
 //
-//   bench_group_kernel [--types q8_0,q4_0] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
+//   bench_group_kernel [--types q8_0,q4_0,bf16] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,9 +18,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/simd_level.h"
 #include "backends/interleaved_testing.h"
+#include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 #include "weft/core/type.h"
 #include "weft/quant/quant.h"
@@ -58,6 +62,90 @@ double measured_ghz() {
 #else
     return 0.0;
 #endif
+}
+
+// Prints a row of the table: `macs` multiply-adds in `seconds` of this thread.
+void print_row(dtype type, int64_t k, int64_t rows, int64_t n, double macs, double seconds, double ghz) {
+    const double per_64 = ghz > 0 ? seconds * ghz * 1e9 / (macs / 64.0) : 0.0;
+    std::printf("| %s | %lld | %lld | %lld | %.2f | %.1f |\n", type_name(type), static_cast<long long>(k),
+                static_cast<long long>(rows), static_cast<long long>(n), per_64, macs / seconds / 1e9);
+}
+
+// Calls all(out) until `ms` of this thread's time have passed; returns the seconds and the calls.
+template <class All>
+double time_calls(double ms, All all, int64_t &calls) {
+    calls = 0;
+    const double t0 = thread_seconds();
+    double seconds = 0;
+    do {
+        all();
+        ++calls;
+        seconds = thread_seconds() - t0;
+    } while (seconds * 1000.0 < ms);
+    return seconds;
+}
+
+// bf16: the grouped weights' kernel (float_mm.h) over a [k, rows] matrix against n columns rounded
+// to bf16 pairs in panels; 0 when the results differ from the scalar kernel's.
+int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
+    std::mt19937 rng(uint32_t(rows * 131 + n));
+    std::normal_distribution<float> normal;
+    tensor a{};
+    a.type = dtype::bf16;
+    a.ne[0] = k;
+    a.ne[1] = rows;
+    a.ne[2] = a.ne[3] = 1;
+    a.nb[0] = sizeof(bf16_t);
+    a.nb[1] = size_t(k) * sizeof(bf16_t);
+    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
+    std::vector<bf16_t> plain(size_t(k * rows));
+    for (auto &v : plain) v = fp32_to_bf16(normal(rng));
+    std::vector<uint8_t> grouped(a.nbytes());
+    cpu::group_float_tensor(a, plain.data(), grouped.data());
+    // the columns as mul_mat packs them: each rounded to pairs, then transposed into its panel (a
+    // single column is its own panel of width 1)
+    const int64_t width = n == 1 ? 1 : cpu::float_panel_width, kp = k / 2, panels = (n + width - 1) / width;
+    std::vector<float> columns(size_t(k * n));
+    for (auto &v : columns) v = normal(rng);
+    std::vector<uint32_t> panel_words(size_t(panels * width * kp)), column_pairs(size_t(width * kp));
+    const cpu::round_pairs_fn round_pairs = cpu::best_round_to_bf16_pairs();
+    const cpu::pack_panel_fn pack = cpu::best_pack_panel();
+    for (int64_t p = 0; p < panels; ++p) {
+        const int64_t c0 = p * width, in_panel = std::min(width, n - c0);
+        const float *pairs[cpu::float_panel_width];
+        for (int64_t j = 0; j < in_panel; ++j) {
+            round_pairs(columns.data() + (c0 + j) * k, k, column_pairs.data() + j * kp);
+            pairs[j] = reinterpret_cast<const float *>(column_pairs.data() + j * kp);
+        }
+        pack(pairs, in_panel, kp, width,
+             reinterpret_cast<float *>(panel_words.data() + cpu::panel_index(0, c0, kp, width)));
+    }
+    const auto *x = reinterpret_cast<const float *>(panel_words.data());
+    const size_t group_bytes = size_t(k) * cpu::float_group_rows * sizeof(bf16_t);
+    const int64_t groups = rows / cpu::float_group_rows;
+    constexpr int64_t groups_per_call = 4, pass = 2 * cpu::float_panel_width;
+    std::vector<float> out(size_t(rows * n)), want(size_t(rows * n));
+    auto all_groups = [&](cpu::float_group_fn f, float *to) {
+        for (int64_t g = 0; g < groups; g += groups_per_call)
+            for (int64_t c0 = 0; c0 < n; c0 += pass)
+                f(dtype::bf16, reinterpret_cast<const char *>(grouped.data()) + size_t(g) * group_bytes,
+                  group_bytes, std::min(groups_per_call, groups - g), k,
+                  x + cpu::panel_index(0, c0, kp, width), width, std::min(pass, n - c0),
+                  to + c0 * rows + g * cpu::float_group_rows, size_t(rows));
+    };
+    all_groups(cpu::float_groups_scalar, want.data());
+    const cpu::float_group_fn kernel = cpu::best_float_groups();
+    all_groups(kernel, out.data());
+    if (std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) != 0) {
+        std::fprintf(stderr, "bf16, %lld columns: the SIMD kernel differs from the scalar one\n",
+                     static_cast<long long>(n));
+        return 0;
+    }
+    int64_t calls = 0;
+    const double seconds = time_calls(
+        ms, [&] { all_groups(kernel, out.data()); }, calls);
+    print_row(dtype::bf16, k, rows, n, double(calls) * double(rows) * double(k) * double(n), seconds, ghz);
+    return 1;
 }
 
 // Times the best kernel over every group of a [k, rows] matrix of `type` against n columns; 0 when
@@ -103,18 +191,10 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
                      type_name(type), static_cast<long long>(n));
         return 0;
     }
-    int64_t reps = 0;
-    const double t0 = thread_seconds();
-    double seconds = 0;
-    do {
-        all_groups(kernel, out.data());
-        ++reps;
-        seconds = thread_seconds() - t0;
-    } while (seconds * 1000.0 < ms);
-    const double macs = double(reps) * double(rows) * double(k) * double(n);
-    const double per_64 = ghz > 0 ? seconds * ghz * 1e9 / (macs / 64.0) : 0.0;
-    std::printf("| %s | %lld | %lld | %lld | %.2f | %.1f |\n", type_name(type), static_cast<long long>(k),
-                static_cast<long long>(rows), static_cast<long long>(n), per_64, macs / seconds / 1e9);
+    int64_t calls = 0;
+    const double seconds = time_calls(
+        ms, [&] { all_groups(kernel, out.data()); }, calls);
+    print_row(type, k, rows, n, double(calls) * double(rows) * double(k) * double(n), seconds, ghz);
     return 1;
 }
 
@@ -166,7 +246,9 @@ int main(int argc, char **argv) {
                 std::fprintf(stderr, "bad column count %s\n", c.c_str());
                 return 2;
             }
-            if (run(*type, k, rows, n, ms, ghz) == 0) ++failures;
+            const int ok = *type == weft::dtype::bf16 ? run_bf16_groups(k, rows, n, ms, ghz)
+                                                      : run(*type, k, rows, n, ms, ghz);
+            if (ok == 0) ++failures;
         }
     }
     return failures == 0 ? 0 : 1;
