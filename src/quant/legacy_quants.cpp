@@ -267,24 +267,19 @@ void to_float_q8_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-// In the reference engine's order (its x86 kernels): eight lanes, lane l the products of elements
-// 4l .. 4l + 3 of each block, added to the lane by one fma per block with the product of the two
-// scales; then the lanes pairwise, l + (l + 4), then those of l and l + 2, then the two left.
+// One exact integer sum per block, added by one fma with the product of the two scales, in block
+// order: the order of every 32-value product (backends/cpu/interleaved.h), so the repacked products
+// equal these bit for bit.
 void vec_dot_q8_0_ref(int64_t n, float *s, const void *vx, const void *vy) {
     const auto *x = static_cast<const block_q8_0 *>(vx);
     const auto *y = static_cast<const block_q8_0 *>(vy);
-    float lane[8] = {};
+    float acc = 0;
     for (int64_t i = 0; i < n / qk8_0; ++i) {
-        const float d = fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
-        for (int l = 0; l < 8; ++l) {
-            int sumi = 0;
-            for (int j = 4 * l; j < 4 * l + 4; ++j) sumi += x[i].qs[j] * y[i].qs[j];
-            lane[l] = std::fma(d, float(sumi), lane[l]);
-        }
+        int32_t sumi = 0;
+        for (int j = 0; j < qk8_0; ++j) sumi += x[i].qs[j] * y[i].qs[j];
+        acc = std::fma(float(sumi), fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), acc);
     }
-    const float a0 = lane[0] + lane[4], a1 = lane[1] + lane[5], a2 = lane[2] + lane[6],
-                a3 = lane[3] + lane[7];
-    *s = (a0 + a2) + (a1 + a3);
+    *s = acc;
 }
 
 // ---- q8_1: q8_0 plus the scaled sum of the quants.

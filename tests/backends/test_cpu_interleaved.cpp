@@ -54,12 +54,10 @@ std::shared_ptr<std::vector<uint8_t>> interleave_in_place(tensor &a) {
     return memory;
 }
 
-// n columns of k values quantized as the products of `type` want them (q8_0: its signed values, the
-// AVX2 kernel's format; the scalar kernel takes either).
+// n columns of k values quantized as the products of `type` want them.
 test::quantized_columns quantize_columns(dtype type, int64_t k, int64_t n, uint32_t seed) {
-    const cpu::q8_format format = type_traits(type).block_size == 256 ? cpu::q8_format::q8_k
-                                  : type == dtype::q8_0               ? cpu::q8_format::q8_0_signed_values
-                                                                      : cpu::q8_format::q8_0_block_sums;
+    const cpu::q8_format format =
+        type_traits(type).block_size == 256 ? cpu::q8_format::q8_k : cpu::q8_format::q8_0_block_sums;
     return test::quantize_columns(format, k, n, seed);
 }
 
@@ -181,29 +179,26 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD kernel of the interleaved layout";
 }
 
-// q8_0's two activation formats (the signed values; the values + 128) hold the
-// same values, so every kernel gives the same bits from either: the scalar kernel from both, the VNNI
-// ones (AVX-512 and AVX-VNNI take the offset values) and AVX2's (the signed values) equal to them. Weights
-// include the extreme quants.
-TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
+// q8_0's weights at the ends of their range (-128 only a foreign quantizer writes): every kernel, the
+// VNNI ones (the stored quant + 128 unsigned, the activation sums taking the offset off) and AVX2's
+// (the signed quants by the sign trick), gives the scalar kernel's bits, for 1 to 8 columns.
+TEST(CpuInterleaved, Q8_0ExtremeQuantsGiveTheSameBitsAtEveryLevel) {
     const int64_t k = 512, m = 32;
     auto ctx = data_context();
     std::vector<uint8_t> plain;
     std::vector<float> w;
     tensor *a = make_matrix(*ctx, dtype::q8_0, k, m, 31, plain, w);
-    // a few quants at the ends of the range (-128 only a foreign quantizer writes; the dot is exact)
     auto *blocks = reinterpret_cast<block_q8_0 *>(plain.data());
     blocks[0].qs[0] = -128;
     blocks[0].qs[1] = 127;
     blocks[3].qs[5] = -127;
+    for (int i = 0; i < 32; ++i) blocks[5].qs[i] = -128;  // a whole block at the bottom, and one at the top
+    for (int i = 0; i < 32; ++i) blocks[6].qs[i] = 127;
     std::memcpy(a->data, plain.data(), plain.size());
     const auto repacked = interleave_in_place(*a);
     const auto &layout = *cpu::interleaved_layout_of(*a);
     const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
-    const auto signed_values = test::quantize_columns(cpu::q8_format::q8_0_signed_values, k, 9, 3);
-    const auto offset = test::quantize_columns(cpu::q8_format::q8_0_offset_values, k, 9, 3);
-    for (int64_t i = 0; i < int64_t(offset.qs.size()); ++i)
-        ASSERT_EQ(int(uint8_t(offset.qs[size_t(i)])), int(signed_values.qs[size_t(i)]) + 128) << i;
+    const auto columns = test::quantize_columns(cpu::q8_format::q8_0_block_sums, k, 9, 3);
     auto run = [&](cpu::group_kernel_fn kernel, const cpu::q8_rows &rows, int64_t n) {
         std::vector<float> out(size_t(m * n), -1.0f);
         for (int64_t g = 0; g < m / 16; ++g)
@@ -213,16 +208,15 @@ TEST(CpuInterleaved, Q8_0ActivationFormatsGiveTheSameBits) {
     };
     for (int64_t n = 1; n <= 8; ++n) {
         SCOPED_TRACE(std::to_string(n) + " columns");
-        const std::vector<float> want = run(cpu::group_kernel_scalar, signed_values.rows, n);
-        EXPECT_EQ(run(cpu::group_kernel_scalar, offset.rows, n), want);
+        const std::vector<float> want = run(cpu::group_kernel_scalar, columns.rows, n);
         if (cpu::simd_level_supported(cpu::simd_level::avx512_vnni)) {
-            EXPECT_EQ(run(cpu::group_kernel_avx512vnni, offset.rows, n), want);
+            EXPECT_EQ(run(cpu::group_kernel_avx512vnni, columns.rows, n), want);
         }
         if (cpu::simd_level_supported(cpu::simd_level::avx2)) {
-            EXPECT_EQ(run(cpu::group_kernel_avx2, signed_values.rows, n), want);
+            EXPECT_EQ(run(cpu::group_kernel_avx2, columns.rows, n), want);
         }
         if (cpu::simd_level_supported(cpu::simd_level::avx2) && host_cpu_features().avxvnni) {
-            EXPECT_EQ(run(cpu::group_kernel_avxvnni, offset.rows, n), want);
+            EXPECT_EQ(run(cpu::group_kernel_avxvnni, columns.rows, n), want);
         }
     }
 }
@@ -344,8 +338,7 @@ TEST(CpuInterleaved, ActivationsQuantizeAsTheReference) {
     for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = 3e30f * float(i % 5 - 2);
     for (int64_t i = 96; i < 128; ++i) x[size_t(i)] = float(i - 110) + 0.5f;  // scale 1: ties to round
     x[127] = 127.0f;
-    for (cpu::q8_format format : {cpu::q8_format::q8_0_signed_values, cpu::q8_format::q8_0_offset_values,
-                                  cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
+    for (cpu::q8_format format : {cpu::q8_format::q8_0_block_sums, cpu::q8_format::q8_k}) {
         SCOPED_TRACE(int(format));
         auto quantized = [&](bool scalar) {
             force_scalar(scalar);
@@ -378,7 +371,7 @@ TEST(CpuInterleaved, ProductsOfOneInputComputedTogetherEqualEachAlone) {
         dtype type;
         int64_t m;
     };
-    // q4_K and q6_K take q8_K activations; q4_0 and iq4_nl q8_0 blocks with block sums; q8_0 its own
+    // q4_K and q6_K take q8_K activations; q4_0, iq4_nl and q8_0 q8_0 blocks with block sums
     const weight weights[] = {{dtype::q4_k, 80}, {dtype::q6_k, 48},   {dtype::q4_k, 16},
                               {dtype::q4_0, 64}, {dtype::iq4_nl, 32}, {dtype::q8_0, 48}};
     std::vector<tensor *> as;
@@ -405,7 +398,7 @@ TEST(CpuInterleaved, ProductsOfOneInputComputedTogetherEqualEachAlone) {
         EXPECT_TRUE(cpu::shares_activations(*products[0], *products[2]));   // q4_K, q4_K
         EXPECT_FALSE(cpu::shares_activations(*products[2], *products[3]));  // q8_K, q8_0 blocks
         EXPECT_TRUE(cpu::shares_activations(*products[3], *products[4]));   // q4_0, iq4_nl
-        EXPECT_FALSE(cpu::shares_activations(*products[4], *products[5]));  // q8_0's own format
+        EXPECT_TRUE(cpu::shares_activations(*products[4], *products[5]));   // iq4_nl, q8_0
         EXPECT_FALSE(cpu::shares_activations(*products[5], *products[6]));  // another input
         for (int threads : {1, 2, 3, 4}) {
             SCOPED_TRACE(threads);
@@ -426,9 +419,9 @@ TEST(CpuInterleaved, ProductsOfOneInputComputedTogetherEqualEachAlone) {
     }
 }
 
-// The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs
-// and the grid i-quants': one exact integer sum and one fma per block, in block order, the grid types
-// then times their unit; vec_dot_q8_0: the reference engine's eight lanes of four products) bit for bit. For
+// The codebook types' and q8_0's repacked products are the per-row kernels' (vec_dot_iq4_nl / iq4_xs,
+// vec_dot_q8_0 and the grid i-quants': one exact integer sum and one fma per block, in block order, the
+// grid types then times their unit) bit for bit. For
 // several widths, row counts in 16s and column counts (tile remainders and more than a pass of 16), at
 // whatever level the run allows (the ctest _scalar / _avx2 variants lower it: scalar kernel against
 // vec_dot_*_ref, the AVX2 builds against the AVX2 row kernels).

@@ -30,12 +30,12 @@ constexpr size_t scales_bytes = interleave_rows * sizeof(fp16_t);  // 32
 constexpr size_t slot_bytes = interleave_rows * 4;                 // 64
 
 const interleaved_layout layout_q4_0{interleaved_kind::q4_0x16, dtype::q4_0, 32,
-                                     scales_bytes + 4 * slot_bytes, 8};
+                                     block_bytes_32(interleaved_kind::q4_0x16), 8};
 // q4_1 / q5_0 / q5_1: d, the mins (q4_1, q5_1), the 4 nibble slots, the fifth-bit plane (q5_*)
 const interleaved_layout layout_q4_1{interleaved_kind::q4_1x16,
                                      dtype::q4_1,
                                      32,
-                                     2 * scales_bytes + 4 * slot_bytes,
+                                     block_bytes_32(interleaved_kind::q4_1x16),
                                      0,
                                      /*low_at*/ 2 * scales_bytes,
                                      0,
@@ -45,14 +45,14 @@ const interleaved_layout layout_q4_1{interleaved_kind::q4_1x16,
 const interleaved_layout layout_q5_0{interleaved_kind::q5_0x16,
                                      dtype::q5_0,
                                      32,
-                                     scales_bytes + 5 * slot_bytes,
+                                     block_bytes_32(interleaved_kind::q5_0x16),
                                      16,
                                      /*low_at*/ scales_bytes,
                                      /*high_at*/ scales_bytes + 4 * slot_bytes};
 const interleaved_layout layout_q5_1{interleaved_kind::q5_1x16,
                                      dtype::q5_1,
                                      32,
-                                     2 * scales_bytes + 5 * slot_bytes,
+                                     block_bytes_32(interleaved_kind::q5_1x16),
                                      0,
                                      /*low_at*/ 2 * scales_bytes,
                                      /*high_at*/ 2 * scales_bytes + 4 * slot_bytes,
@@ -60,7 +60,7 @@ const interleaved_layout layout_q5_1{interleaved_kind::q5_1x16,
                                      0,
                                      /*dmin_at*/ scales_bytes};
 const interleaved_layout layout_q8_0{interleaved_kind::q8_0x16, dtype::q8_0, 32,
-                                     scales_bytes + 8 * slot_bytes, 128};
+                                     block_bytes_32(interleaved_kind::q8_0x16), 128};
 // q2_K: d, dmin, 16 (scale | min << 4) bytes per row, 16 slots of two-bit pairs
 const interleaved_layout layout_q2_k{interleaved_kind::q2_kx16,
                                      dtype::q2_k,
@@ -139,12 +139,13 @@ constexpr interleaved_layout with_codebook(interleaved_layout l, const std::arra
 
 // iq4_nl: q4_0's layout, indices for quants
 const interleaved_layout layout_iq4_nl = with_codebook(
-    {interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32, scales_bytes + 4 * slot_bytes, 128}, iq4_levels_u8);
+    {interleaved_kind::iq4_nlx16, dtype::iq4_nl, 32, block_bytes_32(interleaved_kind::iq4_nlx16), 128},
+    iq4_levels_u8);
 // mxfp4: the 16 rows' e8m0 exponents a byte each, then q4_0's 4 slots of indices
-const interleaved_layout layout_mxfp4 =
-    with_codebook({interleaved_kind::mxfp4x16, dtype::mxfp4, 32, interleave_rows + 4 * slot_bytes, 128,
-                   /*low_at*/ interleave_rows},
-                  mxfp4_levels_u8);
+const interleaved_layout layout_mxfp4 = with_codebook(
+    {interleaved_kind::mxfp4x16, dtype::mxfp4, 32, block_bytes_32(interleaved_kind::mxfp4x16), 128,
+     /*low_at*/ interleave_rows},
+    mxfp4_levels_u8);
 // iq4_xs: 32 nibble slots (as q4_K's), 8 signed scales a byte per row, d, 32 bytes of padding (so
 // that every block starts on a cache line)
 const interleaved_layout layout_iq4_xs =
@@ -613,41 +614,11 @@ float block_dot_scalar(const interleaved_layout &l, const uint8_t *block, int r,
     return acc;
 }
 
-// Row r of a q8_0 group against one column, in the reference engine's order (interleaved.h): a
-// float lane per four-value slot, the lanes summed pairwise at the end. The integer dots take the
-// signed quants (stored - 128) against the signed activations (offset_values: stored - 128 too), and
-// so do not read the activation sums.
-float q8_0_row_scalar(const interleaved_layout &l, const uint8_t *group, int r, const int8_t *x,
-                      bool offset_values, const float *da, int64_t nb) {
-    const int32_t x_offset = offset_values ? 128 : 0;  // the values as stored: q + 128, or q
-    float lane[8] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t *block = group + size_t(b) * l.block_bytes;
-        const float scale = fp16_at(block + size_t(r) * sizeof(fp16_t)) * da[b];
-        for (int j = 0; j < 8; ++j) {
-            int32_t isum = 0;
-            for (int i = 4 * j; i < 4 * j + 4; ++i) {
-                const int32_t xi = offset_values ? int32_t(uint8_t(x[b * 32 + i])) : int32_t(x[b * 32 + i]);
-                isum += (stored_value(l, block, r, i) - l.offset) * (xi - x_offset);
-            }
-            lane[j] = std::fma(scale, float(isum), lane[j]);
-        }
-    }
-    return sum_q8_0_lanes(lane);
-}
-
 }  // namespace
 
 void group_kernel_scalar(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                          int64_t n_cols, float *dst, int64_t dst_stride) {
     const int64_t nb = a.nb(), ns = a.ns(), sums_per_block = l.block / a.sum_block;
-    if (l.kind == interleaved_kind::q8_0x16) {
-        for (int64_t c = 0; c < n_cols; ++c)
-            for (int r = 0; r < interleave_rows; ++r)
-                dst[c * dst_stride + r] = q8_0_row_scalar(l, group, r, a.qs + (c0 + c) * a.k, a.offset_values,
-                                                          a.d + (c0 + c) * nb, nb);
-        return;
-    }
     for (int64_t c = 0; c < n_cols; ++c) {
         const int64_t col = c0 + c;
         for (int r = 0; r < interleave_rows; ++r) {
@@ -744,11 +715,8 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 namespace weft::cpu {
 
 q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel) {
-    if (layout.k_quant()) return q8_format::q8_k;
-    if (layout.kind != interleaved_kind::q8_0x16) return q8_format::q8_0_block_sums;
-    return kernel == group_kernel_avx512vnni || kernel == group_kernel_avxvnni
-               ? q8_format::q8_0_offset_values
-               : q8_format::q8_0_signed_values;
+    (void)kernel;  // every kernel takes the same format
+    return layout.k_quant() ? q8_format::q8_k : q8_format::q8_0_block_sums;
 }
 
 q8_format activation_format(const interleaved_layout &layout) {
@@ -769,15 +737,12 @@ void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, fl
         // the table's quantizer (the reference one under force_scalar) has an AVX2 build that writes
         // the split arrays directly: the same values, without the blocks and a second pass over them
         if (row_traits_of(dtype::q8_0).from_float == from_float_q8_0_avx2)
-            return quantize_q8_0_split_avx2(x, k, format, qs, d, sum);
+            return quantize_q8_0_split_avx2(x, k, qs, d, sum);
         row_traits_of(dtype::q8_0).from_float(x, block_scratch, k);
         const auto *blocks = static_cast<const block_q8_0 *>(block_scratch);
         for (int64_t b = 0; b < k / interleave_block; ++b) {
             std::memcpy(qs + b * 32, blocks[b].qs, 32);
             d[b] = fp16_to_fp32(blocks[b].d);
-            if (format == q8_format::q8_0_offset_values)  // q + 128 (as a byte: q ^ 0x80)
-                for (int i = 0; i < 32; ++i) qs[b * 32 + i] = int8_t(uint8_t(blocks[b].qs[i]) ^ 0x80u);
-            if (format != q8_format::q8_0_block_sums) continue;
             int32_t s = 0;
             for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
             sum[b] = s;
@@ -797,7 +762,6 @@ q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64
     q8_rows a{qs, d, sum, k};
     a.d_block = values_per_scale(format);
     a.sum_block = values_per_sum(format);
-    a.offset_values = format == q8_format::q8_0_offset_values;
     return a;
 }
 

@@ -42,20 +42,22 @@
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), dw_b * da_b, acc)
 //   then, for q4_1 / q5_1:  acc = fma(float(xsum_b), m_b * da_b, acc)
 //   and for q2_K / q4_K / q5_K:  acc = fma(float(msum_b), -(dmin_b * da_b), acc)
-// except q8_0, which keeps the reference engine's order (its x86 vec_dot: eight lanes, lane j the
-// exact dot of elements 4j..4j+3, each lane its own float sum):
-//   lane[j] = 0; for each block b in order: lane[j] = fma(dw_b * da_b, float(isum_bj), lane[j])
-//   then acc = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7)),
-// which is also the order of its row kernels (vec_dot_q8_0_*): repacked or not, the same bits.
+// q8_0 included: until Dec 2026 it kept the reference engine's order (eight float lanes, lane j the
+// exact dot of elements 4j..4j+3, summed pairwise at the end), which cost 8 conversions and 8 fmas a
+// block and column where this costs one of each; the accuracy rule is now the reference's distance
+// from the F32 logits, which this order meets (tests/runtime/test_reference_rows.cpp,
+// test_family_reference.cpp), not its summation order. q8_0's row kernels (vec_dot_q8_0_*) take the
+// same steps: repacked or not, the same bits. Its kernels are q4_0's with the 8 slots loaded as they
+// are (the quants + 128; AVX2 takes them signed again, stored ^ 0x80, by the sign trick).
 // Here isum_b is the exact integer dot product of the block's weight values (the stored unsigned
 // quant minus the type's offset, or the codebook level of the stored index; for the K-quants the sum over
 // sub-blocks of the integer scale times the sub-block's dot product), xsum_b the sum of the block's
 // activation quants, msum_b the sum of the integer mins times the sub-blocks' activation sums, dw_b / m_b /
 // dmin_b the weight's fp16 scales widened to float (mxfp4: 2^(e - 128)) and da_b the activation scale.
 // Integer sums are exact in any order, so the kernels are free to compute them however suits the ISA; the
-// float steps are fixed. For iq4_nl, iq4_xs and mxfp4 these are also the per-row kernels' steps
-// (vec_dot_iq4_*, vec_dot_mxfp4_*: one integer sum and one fma per block, into one float sum in block
-// order), so repacking them does not change a bit; so for the grid i-quants (vec_dot_grid of
+// float steps are fixed. For q8_0, iq4_nl, iq4_xs and mxfp4 these are also the per-row kernels' steps
+// (vec_dot_q8_0_*, vec_dot_iq4_*, vec_dot_mxfp4_*: one integer sum and one fma per block, into one float sum
+// in block order), so repacking them does not change a bit; so for the grid i-quants (vec_dot_grid of
 // quant/iq_grid_quants.cpp), whose product then ends with acc times the type's unit.
 #pragma once
 
@@ -127,6 +129,15 @@ constexpr bool has_block_min(interleaved_kind k) {
     return k == interleaved_kind::q4_1x16 || k == interleaved_kind::q5_1x16;
 }
 
+// The bytes of one block of a group of a 32-value type (the layout's block_bytes): the 16 rows' scales
+// (fp16, mxfp4 a byte), their mins, the quant slots, the fifth-bit plane. Known at compile time, a
+// kernel's prefetch of a block is a few instructions, not a loop.
+constexpr size_t block_bytes_32(interleaved_kind k) {
+    const size_t rows = interleave_rows, slot = 4 * interleave_rows;
+    return (has_e8m0_scales(k) ? rows : 2 * rows) + (has_block_min(k) ? 2 * rows : 0) +
+           (k == interleaved_kind::q8_0x16 ? 8 : 4) * slot + (has_fifth_bit_plane(k) ? slot : 0);
+}
+
 // What tensor::extra points at for a repacked weight.
 struct interleaved_layout {
     interleaved_kind kind;
@@ -160,21 +171,16 @@ void interleave_tensor(tensor &t, const void *src, void *dst);
 // The plain layout of row `row` of a repacked t, as blocks (for tests and for reading back).
 void deinterleave_row(const tensor &t, int64_t row, void *dst_blocks);
 
-// How a product's activations are quantized: q8_0's values with a sum per block (q4_0 ... q5_1,
-// iq4_nl), for q8_0 weights q8_0's values alone (signed: AVX2 and the scalar kernel) or + 128 as bytes
-// (the VNNI kernels, see q8_rows), or q8_K's (the K-quants and iq4_xs).
-enum class q8_format : uint8_t { q8_0_block_sums, q8_0_signed_values, q8_0_offset_values, q8_k };
+// How a product's activations are quantized: q8_0's values with a sum per block (the 32-value types,
+// q8_0 included), or q8_K's (the K-quants, iq4_xs and the grid i-quants).
+enum class q8_format : uint8_t { q8_0_block_sums, q8_k };
 int64_t values_per_scale(q8_format f);  // 32 or 256
-// 32 or 16 (q8_0's formats have no sums: room of a block's sum left unused)
-int64_t values_per_sum(q8_format f);
+int64_t values_per_sum(q8_format f);    // 32 or 16
 
 // Activations quantized to q8 for the products, split into three arrays: the k int8 values of a
 // row (row c at qs + c * k), a float scale per d_block values and the sum of every sum_block values.
-// For the 32-value types (q4_0 ... q5_1, iq4_nl) they are q8_0's values (d_block = sum_block = 32);
-// for q8_0 the same values and no sums (its kernels take the weights signed: AVX2 by the sign trick),
-// or for the VNNI kernels the values + 128 (offset_values: bytes 1..255 for an unsigned dot against the
-// weights taken signed again, which starts at -128 times the weights' own sum); for the K-quants and
-// iq4_xs q8_K's (d_block = 256, sum_block = 16).
+// For the 32-value types (q4_0 ... q5_1, q8_0, iq4_nl, mxfp4) they are q8_0's values (d_block =
+// sum_block = 32); for the K-quants and iq4_xs q8_K's (d_block = 256, sum_block = 16).
 struct q8_rows {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
@@ -182,7 +188,6 @@ struct q8_rows {
     int64_t k = 0;  // values per row
     int64_t d_block = interleave_block;
     int64_t sum_block = interleave_block;
-    bool offset_values = false;                   // q8_0_offset_values: qs hold the values + 128 (as bytes)
     int64_t nb() const { return k / d_block; }    // scales per row
     int64_t ns() const { return k / sum_block; }  // sums per row
 };
@@ -197,9 +202,8 @@ using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t
 group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
 
-// The activation format of a layout's products for a kernel (the VNNI kernels, AVX-512 and AVX-VNNI,
-// take q8_0's offset values, AVX2 its signed values; the scalar kernel takes either), and for
-// best_group_kernel().
+// The activation format of a layout's products (every kernel takes the same one; the kernel is
+// named for the callers that choose it first).
 q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel);
 q8_format activation_format(const interleaved_layout &layout);
 
@@ -212,14 +216,6 @@ void group_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *gr
                              int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
 void group_kernel_avxvnni(const interleaved_layout &layout, const uint8_t *group, const q8_rows &a,
                           int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride);
-
-// How a q8_0 product ends (interleaved.h's order, the reference engine's hsum of its eight lanes):
-// lanes l and l + 4, then pairwise. V: float, or a vector of them (one row per lane), whose +
-// adds lane by lane.
-template <class V>
-inline V sum_q8_0_lanes(const V lane[8]) {
-    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
 
 // Calls fn(std::integral_constant<interleaved_kind, K>{}) with K = kind, so an ISA file instantiates
 // its kernels once per kind.
@@ -299,9 +295,8 @@ void quantize_q8_row(const float *x, int64_t k, q8_format format, int8_t *qs, fl
                      void *block_scratch);
 // The q8_rows view of activations quantized that way.
 q8_rows make_q8_rows(const int8_t *qs, const float *d, const int32_t *sum, int64_t k, q8_format format);
-// quantize_q8_row for the q8_0 formats with AVX2 (row_kernels_avx2.cpp): from_float_q8_0_avx2's
-// values and scales (as float) straight into the split arrays, with the format's sums (if any).
-void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_format format, int8_t *qs, float *d,
-                              int32_t *sum);
+// quantize_q8_row for q8_0_block_sums with AVX2 (row_kernels_avx2.cpp): from_float_q8_0_avx2's values
+// and scales (as float) straight into the split arrays, with the block sums.
+void quantize_q8_0_split_avx2(const float *src, int64_t n, int8_t *qs, float *d, int32_t *sum);
 
 }  // namespace weft::cpu

@@ -46,7 +46,11 @@ template <interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_block(const interleaved_layout &l, const uint8_t *block,
                                               __m512i w[8]) {
     const uint8_t *slots = block + l.low_at;
-    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (tile_q8_0)");
+    if constexpr (Kind == interleaved_kind::q8_0x16) {  // the slots hold the quants + 128 as they are
+        for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(slots + 64 * j);
+        return;
+    }
+    static_assert(is_nibble_kind(Kind) || Kind == interleaved_kind::q8_0x16);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int s = 0; s < 4; ++s) {
         const __m512i v = _mm512_loadu_si512(slots + 64 * s);
@@ -67,13 +71,28 @@ template <interleaved_kind Kind>
     }
 }
 
+// start plus the exact integer dot of a block's 8 operand vectors with the 32 activation values at
+// x, in Chains independent chains of vpdpbusd (the first one begun at start).
+template <int Chains>
+[[gnu::always_inline]] inline __m512i dot_block(const __m512i w[8], const int8_t *x, __m512i start) {
+    __m512i s[Chains];
+    for (int i = 0; i < Chains; ++i)
+        s[i] = _mm512_dpbusd_epi32(i == 0 ? start : _mm512_setzero_si512(), w[i],
+                                   _mm512_set1_epi32(load_i32(x + 4 * i)));
+    for (int j = Chains; j < 8; ++j)
+        s[j % Chains] = _mm512_dpbusd_epi32(s[j % Chains], w[j], _mm512_set1_epi32(load_i32(x + 4 * j)));
+    if constexpr (Chains == 4)
+        return _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+    return _mm512_add_epi32(s[0], s[1]);
+}
+
 // prefetch (every tile kind): whether this tile asks for the weights ahead — only the first column
 // tile of a call; the others read the same group right after it.
 template <interleaved_kind Kind, int C>
 void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
           int64_t dst_stride, bool prefetch) {
     const int32_t offset = l.offset;
-    const size_t block_bytes = l.block_bytes;
+    constexpr size_t block_bytes = block_bytes_32(Kind);
     const int64_t nb = a.nb();
     const int8_t *qs[C];
     const float *da[C];
@@ -92,19 +111,10 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
         __m512i w[8];
         load_block<Kind>(l, block, w);
         for (int c = 0; c < C; ++c) {
-            const int8_t *x = qs[c] + b * 32;
-            // two independent integer chains (exact: their order does not matter)
-            __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_set1_epi32(load_i32(x)));
-            __m512i s1 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_set1_epi32(load_i32(x + 4)));
-            s0 = _mm512_dpbusd_epi32(s0, w[2], _mm512_set1_epi32(load_i32(x + 8)));
-            s1 = _mm512_dpbusd_epi32(s1, w[3], _mm512_set1_epi32(load_i32(x + 12)));
-            s0 = _mm512_dpbusd_epi32(s0, w[4], _mm512_set1_epi32(load_i32(x + 16)));
-            s1 = _mm512_dpbusd_epi32(s1, w[5], _mm512_set1_epi32(load_i32(x + 20)));
-            s0 = _mm512_dpbusd_epi32(s0, w[6], _mm512_set1_epi32(load_i32(x + 24)));
-            s1 = _mm512_dpbusd_epi32(s1, w[7], _mm512_set1_epi32(load_i32(x + 28)));
+            // independent integer chains (exact: their order does not matter): two where the
+            // columns give the core other work, four for one column
             const __m512i isum =
-                _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(offset * sa[c][b]));
+                dot_block<(C == 1 ? 4 : 2)>(w, qs[c] + b * 32, _mm512_set1_epi32(-offset * sa[c][b]));
             const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[c][b]));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[c]);
             if constexpr (has_block_min(Kind)) {
@@ -116,52 +126,6 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
         }
     }
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, acc[c]);
-}
-
-// --- q8_0: the reference engine's order (interleaved.h), a float accumulator per four-value slot ---
-
-constexpr int max_tile_cols_q8_0 = 3;  // 8 accumulators a column: 24 of the 32 registers
-// A block of a q8_0 group: the 16 rows' fp16 scales, then 8 slots of 64 bytes (layout_q8_0). Known
-// here, the prefetch of a block is 9 instructions, not a loop.
-constexpr size_t q8_0_block_bytes = interleave_rows * 2 + 8 * 64;
-
-// The activations are the values + 128 (q8_rows::offset_values) and the weights are taken signed
-// again (stored ^ 0x80), so the unsigned dot of a slot, started at -128 times the weights' own sum,
-// ends at the signed one: that start is the same for every column, so a slot costs its columns one
-// broadcast each (no per-column correction to load). A tile issues ~5 instructions a slot and column,
-// so the prefetch of every block in every tile was a sixth of them (prefetch: see tile).
-template <int C>
-void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
-               int64_t dst_stride, bool prefetch) {
-    WEFT_ASSERT(l.block_bytes == q8_0_block_bytes && a.offset_values);
-    const int64_t nb = a.nb();
-    const __m512i flip = _mm512_set1_epi8(char(0x80));  // stored q + 128 -> q; also -128 as a byte
-    const __m512i start_bias = _mm512_set1_epi32(128 * 128 * 4);
-    __m512 lane[C][8];
-    for (int c = 0; c < C; ++c)
-        for (int j = 0; j < 8; ++j) lane[c][j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t *block = group + size_t(b) * q8_0_block_bytes;
-        if (prefetch) prefetch_block_share(block, q8_0_block_bytes, 0, 1);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block)));
-        __m512 scale[C];
-        for (int c = 0; c < C; ++c) scale[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[(c0 + c) * nb + b]));
-        const uint8_t *slots = block + l.low_at;
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-            const __m512i stored = _mm512_loadu_si512(slots + 64 * j);  // q + 128
-            // -128 x sum(q) = 65536 - 128 x sum(q + 128), per row; then the dot of x + 128 with q
-            // adds sum(x q) + 128 x sum(q): exact integers, ending at sum(x q)
-            const __m512i start = _mm512_dpbusd_epi32(start_bias, stored, flip);
-            const __m512i q = _mm512_xor_si512(stored, flip);
-            for (int c = 0; c < C; ++c) {
-                const int8_t *x = a.qs + (c0 + c) * a.k + b * 32 + 4 * j;
-                const __m512i isum = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(load_i32(x)), q);
-                lane[c][j] = _mm512_fmadd_ps(scale[c], _mm512_cvtepi32_ps(isum), lane[c][j]);
-            }
-        }
-    }
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride, sum_q8_0_lanes(lane[c]));
 }
 
 // --- K-quants: 256-value super-blocks, integer sub-block scales (see interleaved.h) ---------------
@@ -365,11 +329,6 @@ void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, 
         constexpr interleaved_kind K = decltype(kind)::value;
         if constexpr (is_k_kind(K))
             columns_k<K>(l, group, a, c0, n_cols, dst, dst_stride);
-        else if constexpr (K == interleaved_kind::q8_0x16)
-            for_column_tiles<max_tile_cols_q8_0>(n_cols, [&](auto cols, int64_t c) {
-                tile_q8_0<decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride,
-                                                 c == 0);
-            });
         else
             columns<K>(l, group, a, c0, n_cols, dst, dst_stride);
     });

@@ -26,18 +26,24 @@ __m256i broadcast_4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+// AVX2 takes the weights of the codebook types (their levels, codebook_table) and of q8_0 (stored ^
+// 0x80) signed, by the sign trick: maddubs would saturate on unsigned bytes above 127 times x.
+template <bool Vnni, interleaved_kind Kind>
+constexpr bool signed_weights() {
+    return !Vnni && (is_codebook_kind(Kind) || Kind == interleaved_kind::q8_0x16);
+}
+
 // s plus eight int32 sums of four products each: the stored unsigned weights w times signed x. VNNI
-// adds them in one instruction, AVX2 with maddubs + madd; the codebook types' w are the signed levels
-// there (codebook), taken by the sign trick, and their sums need no offset correction (uses_offset).
-// Exact either way. (q8_0 has kernels of its own: tile_q8_0.)
+// adds them in one instruction, AVX2 with maddubs + madd; where AVX2 takes w signed (signed_weights),
+// |w| times x with w's sign (pairs of at most 2 x 128 x 127: maddubs does not saturate), and the sums
+// need no offset correction (uses_offset). Exact either way.
 template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline __m256i add_dot4(__m256i s, __m256i w, __m256i x) {
-    static_assert(Kind != interleaved_kind::q8_0x16);
     if constexpr (Vnni) {
         return _mm256_dpbusd_avx_epi32(s, w, x);
     } else {
         const __m256i ones = _mm256_set1_epi16(1);
-        if constexpr (is_codebook_kind(Kind)) {
+        if constexpr (signed_weights<Vnni, Kind>()) {
             return _mm256_add_epi32(
                 s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)),
                                      ones));
@@ -48,7 +54,7 @@ template <bool Vnni, interleaved_kind Kind>
 }
 template <bool Vnni, interleaved_kind Kind>
 constexpr bool uses_offset() {
-    return Vnni || (is_nibble_kind(Kind) && !is_codebook_kind(Kind));
+    return !signed_weights<Vnni, Kind>();
 }
 
 // The codebook types' lookup table in both 128-bit lanes: the levels + 128 where the dot takes them
@@ -80,7 +86,14 @@ template <bool Vnni, interleaved_kind Kind>
 [[gnu::always_inline]] inline void load_half(const interleaved_layout &l, const uint8_t *block, int half,
                                              __m256i w[8]) {
     const uint8_t *slots = block + l.low_at + 32 * half;
-    static_assert(is_nibble_kind(Kind), "q8_0 has kernels of its own (tile_q8_0)");
+    if constexpr (Kind == interleaved_kind::q8_0x16) {  // the quants + 128, or (AVX2) the signed quants
+        const __m256i flip = _mm256_set1_epi8(char(Vnni ? 0 : 0x80));
+        for (int j = 0; j < 8; ++j)
+            w[j] =
+                _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * j)), flip);
+        return;
+    }
+    static_assert(is_nibble_kind(Kind) || Kind == interleaved_kind::q8_0x16);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int s = 0; s < 4; ++s) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * s));
@@ -106,7 +119,7 @@ template <bool Vnni, interleaved_kind Kind, int C>
 void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
           int64_t dst_stride) {
     const int64_t nb = a.nb();
-    const size_t block_bytes = l.block_bytes;
+    constexpr size_t block_bytes = block_bytes_32(Kind);
     // sums of the unsigned stored values subtract offset * sum(x)
     const int32_t correction = uses_offset<Vnni, Kind>() ? l.offset : 0;
     for (int half = 0; half < 2; ++half) {
@@ -140,77 +153,6 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
             }
         }
         for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + c * dst_stride + 8 * half, acc[c]);
-    }
-}
-
-// --- q8_0: the reference engine's order (interleaved.h), a float accumulator per four-value slot ---
-
-// Slots [J0, J0 + J) of every block of one half (8 rows) against C columns, into lane (C * J
-// accumulators: 2 columns go over the blocks in two passes of four slots, within the 16 registers);
-// the work of a slot's weights is shared by the columns.
-// - VNNI: the activations are their values + 128 (q8_rows::offset_values; see the AVX-512 build), the
-//   weights taken signed again, each slot started at -128 times their own sum.
-// - AVX2: the signed weights q = stored ^ 0x80 by the sign trick, |q| times x with q's sign (pairs of
-//   at most 2 x 128 x 127: maddubs does not saturate).
-template <bool Vnni, int C, int J0, int J>
-[[gnu::always_inline]] inline void q8_0_pass(const interleaved_layout &l, const uint8_t *group,
-                                             const q8_rows &a, int64_t c0, int half, __m256 lane[C][J]) {
-    const int64_t nb = a.nb();
-    const __m256i flip = _mm256_set1_epi8(char(0x80));  // stored q + 128 -> q; also -128 as a byte
-    const __m256i start_bias = _mm256_set1_epi32(128 * 128 * 4);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int c = 0; c < C; ++c)
-        for (int j = 0; j < J; ++j) lane[c][j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t *block = group + size_t(b) * l.block_bytes;
-        if (half == 0 && J0 == 0) prefetch_block_share(block, l.block_bytes, 0, 1);  // half 1 finds it in L2
-        const __m256 dw =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(block + 16 * half)));
-        __m256 scale[C];
-        for (int c = 0; c < C; ++c) scale[c] = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[(c0 + c) * nb + b]));
-        const uint8_t *slots = block + l.low_at + 32 * half;
-#pragma GCC unroll 8
-        for (int j = 0; j < J; ++j) {
-            const __m256i stored =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(slots + 64 * (J0 + j)));
-            const __m256i q = _mm256_xor_si256(stored, flip);
-            __m256i start, abs_q;
-            if constexpr (Vnni)
-                start = _mm256_dpbusd_avx_epi32(start_bias, stored, flip);  // -128 x sum(q)
-            else
-                abs_q = _mm256_sign_epi8(q, q);
-            for (int c = 0; c < C; ++c) {
-                const __m256i x = broadcast_4(a.qs + (c0 + c) * a.k + b * 32 + 4 * (J0 + j));
-                __m256i isum;
-                if constexpr (Vnni)
-                    isum = _mm256_dpbusd_avx_epi32(start, x, q);
-                else
-                    isum = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(x, q)), ones);
-                lane[c][j] = _mm256_fmadd_ps(scale[c], _mm256_cvtepi32_ps(isum), lane[c][j]);
-            }
-        }
-    }
-}
-
-template <bool Vnni, int C>
-void tile_q8_0(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0, float *dst,
-               int64_t dst_stride) {
-    WEFT_ASSERT(a.offset_values == Vnni);  // the activation format of this build (activation_format)
-    for (int half = 0; half < 2; ++half) {
-        __m256 lane[C][8];
-        if constexpr (C == 1) {
-            q8_0_pass<Vnni, 1, 0, 8>(l, group, a, c0, half, lane);
-        } else {
-            __m256 part[C][4];
-            q8_0_pass<Vnni, C, 0, 4>(l, group, a, c0, half, part);
-            for (int c = 0; c < C; ++c)
-                for (int j = 0; j < 4; ++j) lane[c][j] = part[c][j];
-            q8_0_pass<Vnni, C, 4, 4>(l, group, a, c0, half, part);
-            for (int c = 0; c < C; ++c)
-                for (int j = 0; j < 4; ++j) lane[c][4 + j] = part[c][j];
-        }
-        for (int c = 0; c < C; ++c)
-            _mm256_storeu_ps(dst + c * dst_stride + 8 * half, sum_q8_0_lanes(lane[c]));
     }
 }
 
@@ -412,10 +354,6 @@ void group_kernel_ymm(const interleaved_layout &l, const uint8_t *group, const q
         constexpr interleaved_kind K = decltype(kind)::value;
         if constexpr (is_k_kind(K))
             columns_k<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
-        else if constexpr (K == interleaved_kind::q8_0x16)
-            for_column_tiles<2>(n_cols, [&](auto cols, int64_t c) {
-                tile_q8_0<Vnni, decltype(cols)::value>(l, group, a, c0 + c, dst + c * dst_stride, dst_stride);
-            });
         else
             columns<Vnni, K>(l, group, a, c0, n_cols, dst, dst_stride);
     });

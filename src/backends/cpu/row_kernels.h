@@ -28,9 +28,9 @@ void vec_dot_q5_1_avx2(int64_t n, float *s, const void *x, const void *y);
 void vec_dot_q8_0_avx2(int64_t n, float *s, const void *x, const void *y);
 // q8_0 dots a tile at a time (prompts, batches of sequences): out[j][i] = dot of weight row i (a + i *
 // a_stride, k values) with activation row y[j], for i < rows and j < cols, each bit for bit
-// vec_dot_q8_0_avx2 (the reference engine's order, as the interleaved q8_0 kernels: for weights left
-// plain, e.g. rows not in 16s); a register tile reads each weight block once for several
-// columns and each activation block once for several rows.
+// vec_dot_q8_0_avx2 (one integer sum and one fma per block, as the interleaved q8_0 kernels: for
+// weights left plain, e.g. rows not in 16s); a tile reads each weight block once for several columns
+// and each activation block once for several rows.
 void dot_tile_q8_0_avx2(int64_t k, const void *a, size_t a_stride, int64_t rows, const void *const *y,
                         int64_t cols, float *const *out);
 void vec_dot_q2_k_avx2(int64_t n, float *s, const void *x, const void *y);

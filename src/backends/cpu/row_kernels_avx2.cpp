@@ -14,7 +14,6 @@
 
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/row_kernels.h"
-#include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/quant/blocks.h"
 
@@ -328,34 +327,34 @@ void vec_dot_q5_1_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     });
 }
 
+namespace {
+// One exact integer sum per block and one fma per block, in block order (vec_dot_q8_0_ref's steps).
+float dot_q8_0_block(const block_q8_0 &x, const block_q8_0 &y, float acc) {
+    return std::fma(float(hsum_i32x8(dot_i8_i8(load_32(x.qs), load_32(y.qs)))), half(x.d) * half(y.d), acc);
+}
+}  // namespace
+
 void vec_dot_q8_0_avx2(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = vec_dot_signed_32_avx2<block_q8_0>(n, vx, vy, [](const block_q8_0 &b) { return load_32(b.qs); });
+    const auto *x = static_cast<const block_q8_0 *>(vx);
+    const auto *y = static_cast<const block_q8_0 *>(vy);
+    float acc = 0;
+    for (int64_t i = 0; i < n / qk8_0; ++i) acc = dot_q8_0_block(x[i], y[i], acc);
+    *s = acc;
 }
 
 namespace {
 
-// A tile of R weight rows × C activation rows of q8_0 in registers: each dot the operations of
-// vec_dot_signed_32_avx2 for q8_0 (the same helpers), so the same bits.
+// A tile of R weight rows × C activation rows of q8_0: each dot vec_dot_q8_0_avx2's steps, so the
+// same bits; the tile shares the loads of the activations.
 template <int R, int C>
 void q8_0_tile(int64_t nb, const block_q8_0 *const *x, const block_q8_0 *const *y, float *const *out,
                int64_t i0) {
-    __m256 acc[R][C];
+    float acc[R][C] = {};
+    for (int64_t b = 0; b < nb; ++b)
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) acc[r][c] = dot_q8_0_block(x[r][b], y[c][b], acc[r][c]);
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        __m256i yq[C];
-        for (int c = 0; c < C; ++c) yq[c] = load_32(y[c][b].qs);
-        for (int r = 0; r < R; ++r) {
-            const __m256i xq = load_32(x[r][b].qs);
-            for (int c = 0; c < C; ++c) {
-                const __m256 dots = _mm256_cvtepi32_ps(dot_i8_i8(xq, yq[c]));
-                acc[r][c] =
-                    _mm256_fmadd_ps(_mm256_set1_ps(half(x[r][b].d) * half(y[c][b].d)), dots, acc[r][c]);
-            }
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) out[c][i0 + r] = hsum_f32x8(acc[r][c]);
+        for (int c = 0; c < C; ++c) out[c][i0 + r] = acc[r][c];
 }
 
 template <int R>
@@ -399,23 +398,15 @@ void from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-void quantize_q8_0_split_avx2(const float *src, int64_t n, q8_format format, int8_t *qs, float *d,
-                              int32_t *sum) {
-    WEFT_ASSERT(format != q8_format::q8_k);
+void quantize_q8_0_split_avx2(const float *src, int64_t n, int8_t *qs, float *d, int32_t *sum) {
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / qk8_0; ++i, src += qk8_0) {
         const float amax = absmax_32(src);
         d[i] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));  // the scale as a q8_0 block stores it
         const __m256i q = quantize_32_nearest(src, amax != 0.0f ? 127.0f / amax : 0.0f);
-        if (format == q8_format::q8_0_offset_values) {  // q + 128 = q ^ 0x80 for every q in [-128, 127]
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + i * qk8_0),
-                                _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80))));
-            continue;
-        }
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + i * qk8_0), q);
-        // the block's sum (q8_0_block_sums), exact: byte pairs to 16 bits, then pairs of those to 32
-        if (format == q8_format::q8_0_block_sums)
-            sum[i] = hsum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), _mm256_set1_epi16(1)));
+        // the block's sum, exact: byte pairs to 16 bits, then pairs of those to 32
+        sum[i] = hsum_i32x8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), _mm256_set1_epi16(1)));
     }
 }
 
