@@ -280,7 +280,7 @@ void mul_mat_thread_work(tensor *const *dsts, int n_dsts, int nth, std::span<dou
 
 // partition_report.cpp: the work each of nth threads gets in one node computed by all of them
 // (mul_mat_thread_work for products), into work[0, nth); false where the kernel's split is not
-// modelled (attention, mul_mat_id, the recurrent ops: work left as it was).
+// modelled (attention, mul_mat_id, add_id: work left as it was).
 bool node_thread_work(const tensor &node, int nth, std::span<double> work);
 
 // ops_copy.cpp

@@ -1,6 +1,7 @@
 // src/backends/cpu/partition_report.cpp — each thread's share of a node, from the partition functions
 // the kernels call (partition.h, the products' own in ops_mul_mat.cpp), for the partition report.
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ssm_conv.h"
 #include "weft/core/ops.h"
 
 namespace weft::cpu {
@@ -11,6 +12,11 @@ namespace {
 void rows_work(const tensor &t, int nth, std::span<double> work) {
     for (int ith = 0; ith < nth; ++ith)
         work[size_t(ith)] = double(split_range(t.nrows(), ith, nth).size()) * double(t.ne[0]);
+}
+
+// n equal units (channels, heads) split by split_range.
+void units_work(int64_t n, int nth, std::span<double> work) {
+    for (int ith = 0; ith < nth; ++ith) work[size_t(ith)] = double(split_range(n, ith, nth).size());
 }
 
 }  // namespace
@@ -62,9 +68,28 @@ bool node_thread_work(const tensor &node, int nth, std::span<double> work) {
         case op_kind::concat:
             rows_work(node, nth, work);
             return true;
+        // the recurrent ops: whole channels or heads per thread (a head's state is one thread's)
+        case op_kind::ssm_conv:  // blocks of ssm_conv_lanes channels of x
+            for (int ith = 0; ith < nth; ++ith) {
+                const int64_t n_ch = node.src[0]->ne[0];
+                const index_range blocks =
+                    split_range((n_ch + ssm_conv_lanes - 1) / ssm_conv_lanes, ith, nth);
+                work[size_t(ith)] = double(std::min(n_ch, blocks.end * ssm_conv_lanes) -
+                                           std::min(n_ch, blocks.begin * ssm_conv_lanes));
+            }
+            return true;
+        case op_kind::ssm_scan:  // channels of x
+            units_work(node.src[0]->ne[0], nth, work);
+            return true;
+        case op_kind::ssm_scan_mamba2:  // heads (of dt)
+            units_work(node.src[1]->ne[0], nth, work);
+            return true;
+        case op_kind::gated_delta_net:  // value heads (of g)
+            units_work(node.src[3]->ne[0], nth, work);
+            return true;
         default:
             // attention (its tasks are being reworked), mul_mat_id (its experts depend on the
-            // router's choice), add_id, ssm_conv, ssm_scan, ssm_scan_mamba2, gated_delta_net
+            // router's choice), add_id
             return false;
     }
 }
