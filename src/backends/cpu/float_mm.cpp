@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <string_view>
 
 #include "backends/cpu/canonical_math.h"
+#include "backends/cpu/f16_int16_mm.h"
 #include "weft/core/fp16.h"
 #include "weft/core/tensor.h"
 
@@ -65,10 +68,27 @@ bool can_group_float(const tensor &t) {
 }
 
 bool is_grouped_float(const tensor &t) {
-    return t.extra == &float_group_marker;
+    return t.extra == &float_group_marker || is_grouped_f16_int16(t);
+}
+
+bool takes_f16_int16(const tensor &t) {
+    static const bool enabled = [] {
+        const char *v = std::getenv("WEFT_F16_INT16");
+        return !(v && std::string_view(v) == "0");
+    }();
+    return enabled && can_group_f16_int16(t);
+}
+
+size_t grouped_float_size(const tensor &t) {
+    return takes_f16_int16(t) ? f16_int16_size(t) : t.nbytes();
 }
 
 void group_float_tensor(tensor &t, const void *src, void *dst) {
+    if (takes_f16_int16(t)) {
+        group_f16_int16(t, src, dst);
+        mark_f16_int16(t);
+        return;
+    }
     const size_t elt = type_traits(t.type).type_size;
     const int64_t k = t.ne[0];
     const auto *in = static_cast<const char *>(src);

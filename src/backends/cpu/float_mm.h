@@ -77,7 +77,13 @@ round_pairs_fn best_round_to_bf16_pairs();
 // interleaved.h)
 bool can_group_float(const tensor &t);
 bool is_grouped_float(const tensor &t);
-// Writes t's data (plain layout, at src) regrouped to dst (t.nbytes() bytes) and marks t (t.extra).
+// f16 weights that can (f16_int16_mm.h) take the int16 layout instead: its products run on 16-bit
+// integers (vpdpwssd), its values quantized in blocks of 32; WEFT_F16_INT16=0 keeps them in float groups.
+bool takes_f16_int16(const tensor &t);
+// The bytes of t grouped (t.nbytes(), or the int16 layout's size).
+size_t grouped_float_size(const tensor &t);
+// Writes t's data (plain layout, at src) regrouped to dst (grouped_float_size(t) bytes) and marks t
+// (t.extra).
 void group_float_tensor(tensor &t, const void *src, void *dst);
 
 // Columns in panels of `width` (1, or float_panel_width for several columns): value i of column c

@@ -654,7 +654,7 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
     auto repacked_bytes = [](const tensor *t) -> size_t {
         if (!t) return 0;
         if (cpu::can_interleave(*t)) return cpu::pad_to_cache_line(cpu::interleaved_size(*t));
-        if (cpu::can_group_float(*t)) return cpu::pad_to_cache_line(t->nbytes());
+        if (cpu::can_group_float(*t)) return cpu::pad_to_cache_line(cpu::grouped_float_size(*t));
         return 0;
     };
     size_t total = 0;

@@ -1,0 +1,201 @@
+// src/backends/cpu/f16_int16_mm.cpp — the int16 quantizer, the layout of f16 weights as int16
+// blocks, the scalar kernel (the oracle) and the run-time ISA choice (f16_int16_mm.h).
+#include "backends/cpu/f16_int16_mm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/rows.h"
+#include "weft/core/fp16.h"
+
+namespace weft::cpu {
+
+float quantize_int16_block(const float *v, uint32_t *pairs) {
+    float m = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < int16_block; ++i) {
+        finite = finite && std::isfinite(v[i]);
+        m = std::max(m, std::fabs(v[i]));
+    }
+    if (!finite || m == 0.0f) {
+        std::fill(pairs, pairs + int16_pairs, 0u);
+        return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    }
+    const float limit = float(int16_limit);
+    const float inverse = limit / m;
+    auto q = [&](float x) {
+        const float r = std::nearbyint(std::clamp(x * inverse, -limit, limit));
+        return uint32_t(uint16_t(int16_t(r)));
+    };
+    for (int64_t j = 0; j < int16_pairs; ++j) pairs[j] = q(v[2 * j]) | q(v[2 * j + 1]) << 16;
+    return m / limit;
+}
+
+bool can_group_f16_int16(const tensor &t) {
+    return t.type == dtype::f16 && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % int16_rows == 0 &&
+           t.ne[0] % int16_block == 0 && t.is_contiguous() && !t.is_view();
+}
+
+namespace {
+// What tensor::extra points at for f16 weights in this layout.
+const int f16_int16_marker = 0;
+}  // namespace
+
+void mark_f16_int16(tensor &t) {
+    t.extra = const_cast<int *>(&f16_int16_marker);
+}
+
+bool is_grouped_f16_int16(const tensor &t) {
+    return t.extra == &f16_int16_marker;
+}
+
+size_t f16_int16_size(const tensor &t) {
+    return size_t(t.ne[1] / int16_rows) * size_t(t.ne[0] / int16_block) * f16_int16_block_bytes;
+}
+
+void group_f16_int16(const tensor &t, const void *src, void *dst) {
+    const int64_t k = t.ne[0], n_blocks = k / int16_block;
+    const auto *in = static_cast<const fp16_t *>(src);
+    auto *out = static_cast<char *>(dst);
+    float values[int16_block];
+    uint32_t pairs[int16_pairs];
+    for (int64_t g = 0; g < t.ne[1] / int16_rows; ++g)
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            char *block = out + size_t(g * n_blocks + b) * f16_int16_block_bytes;
+            auto *scales = reinterpret_cast<float *>(block);
+            auto *words = reinterpret_cast<uint32_t *>(block + int16_rows * sizeof(float));
+            for (int64_t r = 0; r < int16_rows; ++r) {
+                const fp16_t *row = in + (g * int16_rows + r) * k + b * int16_block;
+                for (int64_t i = 0; i < int16_block; ++i) values[i] = fp16_to_fp32(row[i]);
+                scales[r] = quantize_int16_block(values, pairs);
+                for (int64_t j = 0; j < int16_pairs; ++j) words[j * int16_rows + r] = pairs[j];
+            }
+        }
+}
+
+void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, uint32_t *panel) {
+    uint32_t pairs[int16_pairs];
+    for (int64_t b = 0; b < k / int16_block; ++b) {
+        uint32_t *block = panel + b * int16_panel_words * width;
+        const float scale = quantize_int16_block(x + b * int16_block, pairs);
+        std::memcpy(&block[j], &scale, sizeof scale);
+        for (int64_t p = 0; p < int16_pairs; ++p) block[width * (1 + p) + j] = pairs[p];
+    }
+}
+
+void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
+    auto low = [](uint32_t w) { return int32_t(int16_t(uint16_t(w & 0xFFFFu))); };
+    auto high = [](uint32_t w) { return int32_t(int16_t(uint16_t(w >> 16))); };
+    const int64_t n_blocks = k / int16_block;
+    for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t c = 0; c < n_cols; ++c)
+            for (int64_t r = 0; r < int16_rows; ++r) {
+                const uint32_t *column = x + (c / width) * n_blocks * int16_panel_words * width + c % width;
+                float acc = 0.0f;
+                for (int64_t b = 0; b < n_blocks; ++b) {
+                    const char *block = groups + size_t(g) * group_stride + size_t(b) * f16_int16_block_bytes;
+                    float sw, sx;
+                    std::memcpy(&sw, block + size_t(r) * sizeof(float), sizeof sw);
+                    const uint32_t *xb = column + b * int16_panel_words * width;
+                    std::memcpy(&sx, xb, sizeof sx);
+                    int32_t isum = 0;
+                    for (int64_t j = 0; j < int16_pairs; ++j) {
+                        uint32_t w;
+                        std::memcpy(&w, block + int16_rows * sizeof(float) + size_t(j * int16_rows + r) * 4,
+                                    sizeof w);
+                        const uint32_t xv = xb[width * (1 + j)];
+                        isum += low(w) * low(xv) + high(w) * high(xv);
+                    }
+                    acc = std::fma(float(isum), sw * sx, acc);
+                }
+                dst[size_t(c) * dst_stride + size_t(g * int16_rows + r)] = acc;
+            }
+}
+
+int16_group_fn int16_groups_at(simd_level level) {
+    // AVX-512 without VNNI takes the AVX2 kernel (vpmaddwd + vpaddd): the same bits
+    const int16_group_fn by_level[] = {int16_groups_scalar, int16_groups_avx2, int16_groups_avx2,
+                                       int16_groups_avx512};
+    return by_level[std::min(size_t(level), std::size(by_level) - 1)];
+}
+
+int16_group_fn best_int16_groups() {
+    return best_of({int16_groups_scalar, int16_groups_avx2, int16_groups_avx2, int16_groups_avx512});
+}
+
+namespace {
+
+// Weight groups per chunk of work (who computes a chunk does not change its values).
+constexpr int64_t int16_groups_per_chunk = 4;
+
+size_t panels_bytes(const tensor &b) {
+    const int64_t n_cols = b.nrows();
+    if (n_cols == 1) return 0;
+    const int64_t panels = (n_cols + int16_panel_width - 1) / int16_panel_width;
+    return pad_to_cache_line(size_t(panels) * int16_panel_bytes(b.ne[0], int16_panel_width));
+}
+// Per thread: one column in a panel of width 1, and one column as floats.
+size_t thread_bytes(const tensor &b) {
+    return pad_to_cache_line(int16_panel_bytes(b.ne[0], 1)) +
+           pad_to_cache_line(size_t(b.ne[0]) * sizeof(float));
+}
+
+}  // namespace
+
+size_t work_size_mul_mat_f16_int16(const tensor &dst, int n_threads) {
+    const tensor &b = *dst.src[1];
+    return panels_bytes(b) + size_t(n_threads) * thread_bytes(b);
+}
+
+void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];  // [k, m] in this layout
+    const tensor &b = *dst.src[1];  // [k, n, B2, B3]
+    const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
+    std::byte *mine = p.wdata + panels_bytes(b) + size_t(p.ith) * thread_bytes(b);
+    auto *own_column = reinterpret_cast<uint32_t *>(mine);
+    auto *column_f32 = reinterpret_cast<float *>(mine + pad_to_cache_line(int16_panel_bytes(k, 1)));
+    auto quantize_column = [&](int64_t c, int64_t width, uint32_t *panel) {
+        int64_t i1, i2, i3;
+        unravel_row(c, b.ne, i1, i2, i3);
+        const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, column_f32);
+        quantize_int16_column(x, k, c % width, width, panel);
+    };
+    const int64_t width = n_cols == 1 ? 1 : int16_panel_width;
+    const size_t panel_words = int16_panel_bytes(k, width) / sizeof(uint32_t);
+    const uint32_t *x = own_column;
+    if (n_cols == 1) {
+        // one column (decode): every thread quantizes it into its own memory, so no barrier
+        quantize_column(0, 1, own_column);
+    } else {
+        auto *panels = reinterpret_cast<uint32_t *>(p.wdata);
+        const index_range ps = split_range((n_cols + width - 1) / width, p.ith, p.nth);
+        for (int64_t panel = ps.begin; panel < ps.end; ++panel)
+            for (int64_t c = panel * width; c < std::min(n_cols, (panel + 1) * width); ++c)
+                quantize_column(c, width, panels + size_t(panel) * panel_words);
+        x = panels;
+        p.barrier();
+    }
+
+    const int64_t n_groups = m / int16_rows;
+    const chunk_dispenser chunks(p, (n_groups + int16_groups_per_chunk - 1) / int16_groups_per_chunk);
+    const int16_group_fn kernel = best_int16_groups();
+    const size_t group_bytes = size_t(k / int16_block) * f16_int16_block_bytes;
+    const auto *weights = static_cast<const char *>(a.data);
+    auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
+    constexpr int64_t pass = 2 * int16_panel_width;  // columns whose panels stay in cache over a chunk
+    for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
+        const int64_t g_begin = chunk * int16_groups_per_chunk;
+        const int64_t g_count = std::min(n_groups, g_begin + int16_groups_per_chunk) - g_begin;
+        for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
+            kernel(weights + size_t(g_begin) * group_bytes, group_bytes, g_count, k,
+                   x + size_t(c0 / width) * panel_words, width, std::min(pass, n_cols - c0),
+                   out + c0 * m + g_begin * int16_rows, size_t(m));
+    }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,93 @@
+// src/backends/cpu/f16_int16_mm.h — products of f16 weights as 16-bit integers: weights and
+// activations in blocks of 32 values, each block of a row (or column) an int16 vector and one f32
+// scale, the block's 32 products summed exactly in int32 (AVX-512 VNNI's vpdpwssd: 32 int16 products
+// an instruction, twice the f32 FMA's 16; AVX2's vpmaddwd + vpaddd elsewhere).
+//
+// Quantization (weights at load, activations per product; one function, so every ISA has the same
+// values): for a block v[0..32) with m = max |v|: scale = m / 8191, q[i] = round-to-nearest-even of
+// v[i] · (8191 / m), clamped to [-8191, 8191]; an all-zero block has scale 0 and q 0; a block holding
+// an infinity or a NaN has scale NaN and q 0 (its products are NaN, as the floats' would be).
+//
+// Overflow: vpdpwssd adds two int16 × int16 products to an int32 lane without saturation. With both
+// operands within ±8191, a block's 32 products sum to at most 32 · 8191² = 2,146,959,392 < 2^31 =
+// 2,147,483,648 in magnitude, and every partial sum is smaller still: the int32 sum of a block is
+// exact whatever the order of its additions (a test checks the extreme blocks).
+//
+// Canonical order of one output element (every ISA, tile, thread count and batch): acc = 0; for each
+// block b in order: acc = fma(float(isum_b), sw_b · sx_b, acc), isum_b the exact int32 sum,
+// float() rounding to nearest even, sw_b · sx_b one f32 product. The scalar kernel is the oracle.
+//
+// Layouts. Weights (a 2-D f16 matrix, rows in 16s, k a multiple of 32), rows in groups of 16 as the
+// other grouped float weights (float_mm.h), each group k / 32 blocks of f16_int16_block_bytes: the 16
+// rows' scales (f32), then pair j = 0..15 (values 2j, 2j + 1) of the 16 rows as 32-bit words (row r
+// at word j * 16 + r, value 2j in the low half) — one vector load gives the 16 rows' pair j.
+// Activations in panels of `width` columns (as float_mm.h's panels): block b of a panel is
+// 17 · width words: the columns' scales (f32), then pair j of column c at word width · (1 + j) + c.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/simd_level.h"
+#include "weft/core/tensor.h"
+
+namespace weft::cpu {
+
+constexpr int64_t int16_block = 32;    // values per block (and per int32 sum)
+constexpr int32_t int16_limit = 8191;  // |q| <= this (the overflow bound above)
+constexpr int64_t int16_pairs = int16_block / 2;
+constexpr int64_t int16_rows = 16;  // rows of a group (float_group_rows)
+constexpr size_t f16_int16_block_bytes =
+    int16_rows * sizeof(float) + int16_pairs * int16_rows * sizeof(uint32_t);
+constexpr int64_t int16_panel_words = 1 + int16_pairs;  // words of one column in a panel's block
+
+static_assert(int64_t(int16_block) * int16_limit * int16_limit < (int64_t(1) << 31),
+              "a block's int32 sum could overflow");
+
+// 32 floats quantized as above: q written as 16 pair words (value 2j in the low half of word j);
+// returns the scale.
+float quantize_int16_block(const float *v, uint32_t *pairs);
+
+// f16 matrices that take this layout when weights are repacked at load: 2-D, contiguous, rows in
+// 16s, k a multiple of 32 (other f16 weights keep float_mm.h's groups).
+bool can_group_f16_int16(const tensor &t);
+// Marks t (t.extra) as holding this layout; whether it does.
+void mark_f16_int16(tensor &t);
+bool is_grouped_f16_int16(const tensor &t);
+// Bytes of t in this layout.
+size_t f16_int16_size(const tensor &t);
+// Writes t's data (plain f16 rows at src) in this layout to dst (f16_int16_size bytes).
+void group_f16_int16(const tensor &t, const void *src, void *dst);
+
+// Bytes of one column in a panel (all its blocks), and of a panel of `width` columns.
+inline size_t int16_panel_bytes(int64_t k, int64_t width) {
+    return size_t(k / int16_block * int16_panel_words * width) * sizeof(uint32_t);
+}
+// The width of the panels of several columns (one column alone is a panel of width 1).
+constexpr int64_t int16_panel_width = 24;
+// Column j of a panel of `width` columns from k floats x.
+void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, uint32_t *panel);
+
+// Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
+// against n_cols columns of panels of `width` (int16_panel_width, or 1 for one column alone; x at the
+// first column's panel, that column a multiple of the width): result (r, c) at dst[c * dst_stride + r].
+using int16_group_fn = void (*)(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                                const uint32_t *x, int64_t width, int64_t n_cols, float *dst,
+                                size_t dst_stride);
+void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+void int16_groups_avx2(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                       const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+void int16_groups_avx512(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
+                         const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride);
+int16_group_fn int16_groups_at(simd_level level);
+int16_group_fn best_int16_groups();  // scalar under WEFT_FORCE_SCALAR
+
+// mul_mat of weights in this layout against float activations (ops_mul_mat.cpp hands them over): the
+// work memory, and the product (the activations quantized into panels by all threads, then chunks of
+// weight groups).
+struct compute_params;
+size_t work_size_mul_mat_f16_int16(const tensor &dst, int n_threads);
+void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst);
+
+}  // namespace weft::cpu

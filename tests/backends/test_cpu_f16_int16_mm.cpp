@@ -1,0 +1,196 @@
+// tests/backends/test_cpu_f16_int16_mm.cpp — f16 weights as int16 blocks (f16_int16_mm.h): the
+// quantizer's range and special blocks, the extreme blocks that reach the overflow bound, every ISA
+// equal to the scalar oracle bit for bit, and through mul_mat a column alone equal to it in a batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "backends/cpu/f16_int16_mm.h"
+#include "backends/cpu/float_mm.h"
+#include "backends/cpu_testing.h"
+#include "weft/core/cpu_features.h"
+#include "weft/core/fp16.h"
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+int32_t value_of(const uint32_t *pairs, int64_t i) {
+    const uint32_t w = pairs[i / 2];
+    return int16_t(uint16_t(i % 2 == 0 ? w & 0xFFFFu : w >> 16));
+}
+
+// The ISA builds of the kernel this CPU runs (scalar always).
+std::vector<cpu::simd_level> levels_here() {
+    std::vector<cpu::simd_level> levels = {cpu::simd_level::scalar};
+    for (auto l : {cpu::simd_level::avx2, cpu::simd_level::avx512_vnni})
+        if (cpu::simd_level_supported(l)) levels.push_back(l);
+    return levels;
+}
+
+TEST(CpuF16Int16Mm, QuantizerKeepsTheRangeAndMarksSpecialBlocks) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0, 1);
+    float v[cpu::int16_block];
+    uint32_t pairs[cpu::int16_pairs];
+    for (int trial = 0; trial < 200; ++trial) {
+        const float magnitude = std::ldexp(1.0f, trial % 40 - 20);
+        for (float &x : v) x = dist(rng) * magnitude;
+        if (trial % 7 == 0) v[trial % cpu::int16_block] *= 1000;  // an outlier
+        const float scale = cpu::quantize_int16_block(v, pairs);
+        float m = 0;
+        for (float x : v) m = std::max(m, std::fabs(x));
+        int32_t q_max = 0;
+        for (int64_t i = 0; i < cpu::int16_block; ++i) {
+            const int32_t q = value_of(pairs, i);
+            EXPECT_LE(std::abs(q), cpu::int16_limit);
+            q_max = std::max(q_max, std::abs(q));
+            EXPECT_LE(std::fabs(double(q) * scale - v[i]), 0.501 * scale) << "value " << i;
+        }
+        EXPECT_EQ(q_max, cpu::int16_limit);
+        EXPECT_FLOAT_EQ(scale, m / float(cpu::int16_limit));
+    }
+    std::fill(std::begin(v), std::end(v), 0.0f);
+    EXPECT_EQ(cpu::quantize_int16_block(v, pairs), 0.0f);
+    for (uint32_t p : pairs) EXPECT_EQ(p, 0u);
+    for (float special : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        for (float &x : v) x = 1.0f;
+        v[5] = special;
+        EXPECT_TRUE(std::isnan(cpu::quantize_int16_block(v, pairs)));
+        for (uint32_t p : pairs) EXPECT_EQ(p, 0u);
+    }
+}
+
+// 16 rows of f16 weights (rows x k) grouped by group_f16_int16.
+std::vector<char> grouped_weights(const std::vector<fp16_t> &w, int64_t m, int64_t k) {
+    auto ctx = data_context(1 << 20);
+    tensor *t = ctx->new_tensor(dtype::f16, {k, m});
+    EXPECT_TRUE(cpu::can_group_f16_int16(*t));
+    std::vector<char> out(cpu::f16_int16_size(*t));
+    cpu::group_f16_int16(*t, w.data(), out.data());
+    return out;
+}
+
+// n columns of k floats (column c at x + c * k) as panels of `width`.
+std::vector<uint32_t> panels_of(const std::vector<float> &x, int64_t k, int64_t n, int64_t width) {
+    const int64_t panels = (n + width - 1) / width;
+    std::vector<uint32_t> out(size_t(panels) * cpu::int16_panel_bytes(k, width) / 4);
+    for (int64_t c = 0; c < n; ++c)
+        cpu::quantize_int16_column(x.data() + c * k, k, c % width, width,
+                                   out.data() + size_t(c / width) * cpu::int16_panel_bytes(k, width) / 4);
+    return out;
+}
+
+// The largest blocks the overflow bound allows (every weight and activation at ±8191): the int32 sum
+// 32 · 8191² = 2,146,959,392 is exact on every ISA, positive and negative, block after block.
+TEST(CpuF16Int16Mm, ExtremeBlocksSumExactly) {
+    const int64_t k = 64, m = 16;
+    std::vector<fp16_t> w(size_t(m * k));
+    for (int64_t r = 0; r < m; ++r)
+        for (int64_t i = 0; i < k; ++i) w[size_t(r * k + i)] = fp32_to_fp16(r % 2 == 0 ? 0.5f : -2.0f);
+    const std::vector<char> groups = grouped_weights(w, m, k);
+    std::vector<float> x(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) x[size_t(i)] = i < 32 ? 3.0f : -0.25f;  // block 0 positive, 1 negative
+    const std::vector<uint32_t> panel = panels_of(x, k, 1, 1);
+    const int32_t extreme = 32 * cpu::int16_limit * cpu::int16_limit;
+    ASSERT_EQ(extreme, 2146959392);
+    for (auto level : levels_here()) {
+        std::vector<float> got(static_cast<size_t>(m));
+        cpu::int16_groups_at(level)(groups.data(), groups.size(), 1, k, panel.data(), 1, 1, got.data(),
+                                    size_t(m));
+        for (int64_t r = 0; r < m; ++r) {
+            const float sw = (r % 2 == 0 ? 0.5f : 2.0f) / cpu::int16_limit;
+            const float sign = r % 2 == 0 ? 1.0f : -1.0f;
+            const float first = std::fma(float(extreme) * sign, sw * (3.0f / cpu::int16_limit), 0.0f);
+            const float want = std::fma(-float(extreme) * sign, sw * (0.25f / cpu::int16_limit), first);
+            EXPECT_EQ(got[size_t(r)], want) << "row " << r << " level " << int(level);
+        }
+    }
+}
+
+TEST(CpuF16Int16Mm, EveryIsaEqualsScalarBitForBit) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> dist(0, 1);
+    const int64_t k = 96, m = 80;  // 5 groups: tiles of 2 and the one left
+    std::vector<fp16_t> w(size_t(m * k));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = fp32_to_fp16(dist(rng) * (i % 37 == 0 ? 8.0f : 0.05f));
+    const std::vector<char> groups = grouped_weights(w, m, k);
+    const size_t group_stride = groups.size() / size_t(m / 16);
+    for (int64_t n : {1, 2, 5, 6, 7, 13, 24, 25, 49}) {
+        std::vector<float> x(size_t(n * k));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = dist(rng) * (i % 29 == 0 ? 20.0f : 1.0f);
+        const int64_t width = n == 1 ? 1 : 24;
+        const std::vector<uint32_t> panels = panels_of(x, k, n, width);
+        std::vector<float> want(size_t(n * m));
+        cpu::int16_groups_scalar(groups.data(), group_stride, m / 16, k, panels.data(), width, n, want.data(),
+                                 size_t(m));
+        for (auto level : levels_here()) {
+            std::vector<float> got(size_t(n * m), -1.0f);
+            cpu::int16_groups_at(level)(groups.data(), group_stride, m / 16, k, panels.data(), width, n,
+                                        got.data(), size_t(m));
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0)
+                << n << " columns, level " << int(level);
+        }
+        // close to the exact product of the f16 weights and f32 activations
+        for (int64_t c = 0; c < n; ++c) {
+            double err = 0, norm = 0;
+            for (int64_t r = 0; r < m; ++r) {
+                double s = 0;
+                for (int64_t i = 0; i < k; ++i)
+                    s += double(fp16_to_fp32(w[size_t(r * k + i)])) * x[size_t(c * k + i)];
+                err += (want[size_t(c * m + r)] - s) * (want[size_t(c * m + r)] - s);
+                norm += s * s;
+            }
+            EXPECT_LE(err / norm, 1e-6) << "column " << c;
+        }
+    }
+}
+
+// Through mul_mat, weights grouped as at load: the same bits for every thread count, ISA and batch.
+TEST(CpuF16Int16Mm, MulMatIsExactAcrossIsasAndBatches) {
+    auto ctx = data_context();
+    const int64_t k = 128, m = 48, n = 37;
+    tensor *a = ctx->new_tensor(dtype::f16, {k, m});
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0, 1);
+    std::vector<fp16_t> w(size_t(m * k));
+    for (auto &h : w) h = fp32_to_fp16(dist(rng));
+    ASSERT_TRUE(cpu::takes_f16_int16(*a));
+    std::vector<char> grouped(cpu::grouped_float_size(*a));
+    cpu::group_float_tensor(*a, w.data(), grouped.data());
+    a->data = grouped.data();
+    ASSERT_TRUE(cpu::is_grouped_float(*a) && cpu::is_grouped_f16_int16(*a));
+    tensor *b = ctx->new_tensor(dtype::f32, {k, n});
+    fill_uniform(*b, 6);
+    auto reference = [&](int64_t r, int64_t c, int64_t, int64_t) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) s += double(fp16_to_fp32(w[size_t(r * k + i)])) * at(*b, i, c);
+        return s;
+    };
+    const std::vector<float> batched = expect_matches_reference(mul_mat(*ctx, a, b), reference, 1e-6);
+    cpu_backend backend(2);
+    for (int64_t c : {int64_t(0), int64_t(17), n - 1}) {
+        tensor *alone = mul_mat(*ctx, a, view_2d(*ctx, b, k, 1, b->nb[1], size_t(c) * b->nb[1]));
+        graph g1;
+        build_forward_expand(g1, alone);
+        ASSERT_EQ(backend.graph_compute(g1, {}), compute_status::ok);
+        EXPECT_EQ(std::memcmp(alone->data, &batched[size_t(c * m)], size_t(m) * 4), 0) << "column " << c;
+    }
+    for (int level : {0, 1}) {
+        force_scalar(level == 0);
+        limit_to_avx2(level == 1);
+        tensor *again = mul_mat(*ctx, a, b);
+        graph g2;
+        build_forward_expand(g2, again);
+        ASSERT_EQ(backend.graph_compute(g2, {}), compute_status::ok);
+        force_scalar(false);
+        limit_to_avx2(false);
+        EXPECT_EQ(values_of(*again), batched) << (level == 0 ? "scalar" : "avx2") << " differs";
+    }
+}
+
+}  // namespace
