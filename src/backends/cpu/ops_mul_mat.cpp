@@ -108,13 +108,8 @@ constexpr int64_t columns_per_pass = 16;
 // Products of one activation matrix b by up to max_shared_products interleaved weights of one
 // activation format (a layer's Q, K and V; its gate and up): b is quantized once, and the chunks of
 // every product are dealt from one dispenser, product after product, with no barrier between them.
-namespace {
-void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts, int n_dsts);
-}  // namespace
-
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
     WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
-    if (is_grouped_float(*dsts[0]->src[0])) return compute_mul_mat_grouped_float(p, dsts, n_dsts);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
     // the kernel, chosen once, and the activation format it takes
     const group_kernel_fn kernel = best_group_kernel();
@@ -353,24 +348,14 @@ void pack_panels(const tensor &b, int64_t k, int64_t width, index_range ps, floa
     }
 }
 
-// Products of one activation matrix b by n_dsts grouped float weights of one type and k (one, or a
-// layer's Q, K and V, its gate and up: compute_mul_mat_shared): b is packed once, and the chunks of
-// every product are dealt from one dispenser, product after product.
-void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts, int n_dsts) {
-    const tensor &a = *dsts[0]->src[0];  // [k, m] grouped
-    const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3]
-    const int64_t k = a.ne[0], n_cols = b.nrows();
-    int64_t groups[max_shared_products] = {};
-    for (int j = 0; j < n_dsts; ++j) {
-        WEFT_ASSERT(dsts[j]->src[1] == &b && dsts[j]->src[0]->type == a.type && dsts[j]->src[0]->ne[0] == k);
-        groups[j] = dsts[j]->src[0]->ne[1] / float_group_rows;
-    }
-    const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_dsts)), p.nth);
+void compute_mul_mat_grouped_float(const compute_params &p, tensor &dst) {
+    const tensor &a = *dst.src[0];  // [k, m] grouped
+    const tensor &b = *dst.src[1];  // [k, n, B2, B3]
+    const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
+    const int64_t n_groups = m / float_group_rows;
+    const int64_t groups[] = {n_groups};
+    const chunk_plan plan = plan_chunks(groups, p.nth);
     const int64_t groups_per_chunk = plan.groups_per_chunk;
-    // product j's chunks are [first_chunk[j], first_chunk[j + 1])
-    int64_t first_chunk[max_shared_products + 1] = {0};
-    for (int j = 0; j < n_dsts; ++j)
-        first_chunk[j + 1] = first_chunk[j] + (groups[j] + groups_per_chunk - 1) / groups_per_chunk;
     const chunk_dispenser chunks(p, plan.n_chunks);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
@@ -399,16 +384,11 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts,
     const float_group_fn kernel = best_float_groups();
     const int64_t panel_k = takes_bf16_pairs(a.type) ? k / 2 : k;  // words per panel column
     const size_t group_bytes = size_t(k) * float_group_rows * type_traits(a.type).type_size;
+    const auto *weights = static_cast<const char *>(a.data);
+    auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
     constexpr int64_t pass = 2 * float_panel_width;  // columns whose panels stay in cache over a chunk
-    int j = 0;                                       // the product of the chunk
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
-        while (chunk >= first_chunk[j + 1]) ++j;
-        while (chunk < first_chunk[j]) --j;
-        const tensor &dst = *dsts[j];
-        const int64_t m = dst.src[0]->ne[1], n_groups = groups[j];
-        const auto *weights = static_cast<const char *>(dst.src[0]->data);
-        auto *out = static_cast<float *>(dst.data);  // contiguous: column c at out + c * m
-        const int64_t g_begin = (chunk - first_chunk[j]) * groups_per_chunk;
+        const int64_t g_begin = chunk * groups_per_chunk;
         const int64_t g_count = std::min(n_groups, g_begin + groups_per_chunk) - g_begin;
         for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
             kernel(a.type, weights + size_t(g_begin) * group_bytes, group_bytes, g_count, k,
@@ -421,10 +401,7 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts,
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
     if (is_grouped_f16_int16(*dst.src[0])) return compute_mul_mat_f16_int16(p, dst);
-    if (is_grouped_float(*dst.src[0])) {
-        tensor *const one[] = {&dst};
-        return compute_mul_mat_grouped_float(p, one, 1);
-    }
+    if (is_grouped_float(*dst.src[0])) return compute_mul_mat_grouped_float(p, dst);
     if (interleaved_layout_of(*dst.src[0])) {
         tensor *const one[] = {&dst};
         return compute_mul_mat_shared(p, one, 1);
@@ -524,11 +501,9 @@ bool shares_activations(const tensor &first, const tensor &next) {
         return false;
     const interleaved_layout *a = interleaved_layout_of(*first.src[0]);
     const interleaved_layout *b = interleaved_layout_of(*next.src[0]);
-    // grouped bf16 weights of one k: the panels of bf16 pairs are the same for both
-    const bool bf16_groups = is_grouped_float(*first.src[0]) && is_grouped_float(*next.src[0]) &&
-                             takes_bf16_pairs(first.src[0]->type) && takes_bf16_pairs(next.src[0]->type);
-    if (!bf16_groups && (!a || !b || activation_format(*a) != activation_format(*b))) return false;
-    if (first.src[0]->ne[0] != next.src[0]->ne[0]) return false;
+    if (!a || !b || activation_format(*a) != activation_format(*b) ||
+        first.src[0]->ne[0] != next.src[0]->ne[0])
+        return false;
     // each writes only its own result (a result the planner gave the memory of the other, or of the
     // activations, would be written while they are read); a graph not yet given memory (the partition
     // report's) is taken as the planner lays it out for a step: results apart
