@@ -276,4 +276,50 @@ TEST(CpuFloatMm, Bf16PairProductsAreExactAcrossIsas) {
     }
 }
 
+// A layer's q, k and v of grouped bf16 weights share one activation matrix: the backend computes
+// them as one node (the activations rounded and packed once, one chunk dispenser over every
+// product's groups). Each product must equal itself computed alone, bit for bit, at any thread
+// count, with one column (decode), a few, and more than two panels.
+TEST(CpuFloatMm, SharedBf16ProductsEqualEachProductAlone) {
+    auto ctx = data_context(size_t(64) << 20);
+    const int64_t k = 130;
+    std::vector<std::vector<char>> memory;
+    std::vector<tensor *> weights;
+    for (const int64_t m : {int64_t(96), int64_t(32), int64_t(16)}) {
+        tensor *a = ctx->new_tensor(dtype::bf16, {k, m});
+        const auto w = random_weights(dtype::bf16, m, k, a->nb[1], uint32_t(m));
+        memory.emplace_back(w.size());
+        ASSERT_TRUE(cpu::can_group_float(*a));
+        cpu::group_float_tensor(*a, w.data(), memory.back().data());
+        a->data = memory.back().data();
+        weights.push_back(a);
+    }
+    for (const int64_t n : {int64_t(1), int64_t(7), int64_t(53)}) {
+        tensor *b = ctx->new_tensor(dtype::f32, {k, n});
+        fill_uniform(*b, uint32_t(n));
+        std::vector<std::vector<float>> alone;
+        for (tensor *a : weights) {
+            tensor *out = mul_mat(*ctx, a, b);
+            graph g;
+            build_forward_expand(g, out);
+            cpu_backend backend(1);
+            ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+            alone.push_back(values_of(*out));
+        }
+        std::vector<tensor *> outs;
+        graph together;
+        for (tensor *a : weights) {
+            outs.push_back(mul_mat(*ctx, a, b));
+            build_forward_expand(together, outs.back());
+        }
+        for (const int nth : {1, 2, 3, 5}) {
+            cpu_backend backend(nth);
+            ASSERT_EQ(backend.graph_compute(together, {}), compute_status::ok);
+            for (size_t j = 0; j < outs.size(); ++j)
+                EXPECT_EQ(values_of(*outs[j]), alone[j])
+                    << "product " << j << ", " << n << " columns, " << nth << " threads";
+        }
+    }
+}
+
 }  // namespace
