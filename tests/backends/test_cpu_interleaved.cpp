@@ -163,7 +163,7 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
             const auto &layout = *cpu::interleaved_layout_of(*a);
             const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
             // the activations as this kernel takes them (the scalar kernel takes every format)
-            const auto q = test::quantize_columns(cpu::activation_format(layout, isa.kernel), k, 21, 12);
+            const auto q = test::quantize_columns(cpu::activation_format(layout), k, 21, 12);
             for (int64_t n = 1; n <= 19; ++n) {
                 std::vector<float> want(size_t(m * n)), got(size_t(m * n), -1.0f);
                 for (int64_t g = 0; g < m / 16; ++g) {

@@ -714,13 +714,8 @@ std::unique_ptr<backend_buffer> cpu_repack_weights(
 
 namespace weft::cpu {
 
-q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel) {
-    (void)kernel;  // every kernel takes the same format
-    return layout.k_quant() ? q8_format::q8_k : q8_format::q8_0_block_sums;
-}
-
 q8_format activation_format(const interleaved_layout &layout) {
-    return activation_format(layout, best_group_kernel());
+    return layout.k_quant() ? q8_format::q8_k : q8_format::q8_0_block_sums;
 }
 
 int64_t values_per_scale(q8_format f) {

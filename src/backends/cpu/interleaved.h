@@ -202,9 +202,7 @@ using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t
 group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
 
-// The activation format of a layout's products (every kernel takes the same one; the kernel is
-// named for the callers that choose it first).
-q8_format activation_format(const interleaved_layout &layout, group_kernel_fn kernel);
+// The activation format of a layout's products (every kernel, scalar and SIMD, takes the same one).
 q8_format activation_format(const interleaved_layout &layout);
 
 // The ISA kernels (interleaved_*.cpp).

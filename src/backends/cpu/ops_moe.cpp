@@ -173,7 +173,7 @@ void compute_mul_mat_id_few_pairs(const compute_params &p, tensor &dst) {
     const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
     const interleaved_layout &layout = *interleaved_layout_of(experts);
     const group_kernel_fn kernel = best_group_kernel();
-    const q8_format format = activation_format(layout, kernel);
+    const q8_format format = activation_format(layout);
     const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
     const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
     const few_pairs_work w(dst, format);

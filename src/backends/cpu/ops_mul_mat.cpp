@@ -116,9 +116,9 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
     if (is_grouped_float(*dsts[0]->src[0])) return compute_mul_mat_grouped_float(p, dsts, n_dsts);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
-    // the kernel, chosen once, and the activation format it takes
+    // the kernel, chosen once, and the activation format of the products
     const group_kernel_fn kernel = best_group_kernel();
-    const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]), kernel);
+    const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]));
     const int64_t k = b.ne[0];
     const int64_t n_cols = b.nrows();
     const interleaved_work w(k, n_cols, format, p.nth);
@@ -130,7 +130,7 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     for (int j = 0; j < n_dsts; ++j) {
         layouts[j] = interleaved_layout_of(*dsts[j]->src[0]);
         WEFT_ASSERT(layouts[j] && dsts[j]->src[1] == &b && dsts[j]->src[0]->ne[0] == k &&
-                    activation_format(*layouts[j], kernel) == format);
+                    activation_format(*layouts[j]) == format);
         groups[j] = dsts[j]->src[0]->ne[1] / interleave_rows;
     }
     const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_dsts)), p.nth);
