@@ -110,6 +110,23 @@ constexpr int64_t columns_per_pass = 16;
 // every product are dealt from one dispenser, product after product, with no barrier between them.
 namespace {
 void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts, int n_dsts);
+
+// The chunks of shared products of groups[j] groups each: product j's chunks are
+// [first_chunk[j], first_chunk[j + 1]), of groups_per_chunk groups (plan_chunks for the thread count).
+struct shared_chunks {
+    int64_t groups_per_chunk = 0, n_chunks = 0;
+    int64_t first_chunk[max_shared_products + 1] = {0};
+};
+
+shared_chunks plan_shared_chunks(const int64_t *groups, int n_products, int n_threads) {
+    const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_products)), n_threads);
+    shared_chunks c;
+    c.groups_per_chunk = plan.groups_per_chunk;
+    c.n_chunks = plan.n_chunks;
+    for (int j = 0; j < n_products; ++j)
+        c.first_chunk[j + 1] = c.first_chunk[j] + (groups[j] + c.groups_per_chunk - 1) / c.groups_per_chunk;
+    return c;
+}
 }  // namespace
 
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
@@ -133,11 +150,9 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
                     activation_format(*layouts[j]) == format);
         groups[j] = dsts[j]->src[0]->ne[1] / interleave_rows;
     }
-    const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_dsts)), p.nth);
+    const shared_chunks plan = plan_shared_chunks(groups, n_dsts, p.nth);
     const int64_t groups_per_chunk = plan.groups_per_chunk;
-    int64_t first_chunk[max_shared_products + 1] = {0};
-    for (int j = 0; j < n_dsts; ++j)
-        first_chunk[j + 1] = first_chunk[j] + (groups[j] + groups_per_chunk - 1) / groups_per_chunk;
+    const int64_t *first_chunk = plan.first_chunk;
     const chunk_dispenser chunks(p, plan.n_chunks);
     const bool private_copies = n_cols <= few_columns;
     std::byte *mine = p.wdata + w.threads + size_t(p.ith) * w.thread_bytes;
@@ -365,12 +380,9 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts,
         WEFT_ASSERT(dsts[j]->src[1] == &b && dsts[j]->src[0]->type == a.type && dsts[j]->src[0]->ne[0] == k);
         groups[j] = dsts[j]->src[0]->ne[1] / float_group_rows;
     }
-    const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_dsts)), p.nth);
+    const shared_chunks plan = plan_shared_chunks(groups, n_dsts, p.nth);
     const int64_t groups_per_chunk = plan.groups_per_chunk;
-    // product j's chunks are [first_chunk[j], first_chunk[j + 1])
-    int64_t first_chunk[max_shared_products + 1] = {0};
-    for (int j = 0; j < n_dsts; ++j)
-        first_chunk[j + 1] = first_chunk[j] + (groups[j] + groups_per_chunk - 1) / groups_per_chunk;
+    const int64_t *first_chunk = plan.first_chunk;
     const chunk_dispenser chunks(p, plan.n_chunks);
     const float *x = static_cast<const float *>(b.data);
     const int64_t width = n_cols == 1 ? 1 : float_panel_width;
