@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include "quant/quant_testing.h"
 #include "weft/backends/cpu.h"
 #include "weft/core/context.h"
+#include "weft/core/cpu_features.h"
 #include "weft/core/device.h"
 #include "weft/core/graph.h"
 #include "weft/core/ops.h"
@@ -139,6 +141,33 @@ inline std::vector<float> expect_matches_reference(tensor *out, const reference_
                                       << " threads, differs from the first run";
         }
     return first;
+}
+
+// A product a·b ([k, m] weights, n columns) whose batched result is `batched`: each of columns 0, 17
+// and n - 1 computed alone, and the whole product with the scalar and the AVX2 kernels, must give
+// the same bits (one order of operations per output element, whatever the batch or the ISA).
+inline void expect_same_bits_alone_and_on_every_isa(context &ctx, tensor *a, tensor *b,
+                                                    const std::vector<float> &batched) {
+    const int64_t k = a->ne[0], m = a->ne[1], n = b->ne[1];
+    cpu_backend backend(2);
+    for (int64_t c : {int64_t(0), int64_t(17), n - 1}) {
+        tensor *alone = mul_mat(ctx, a, view_2d(ctx, b, k, 1, b->nb[1], size_t(c) * b->nb[1]));
+        graph g1;
+        build_forward_expand(g1, alone);
+        ASSERT_EQ(backend.graph_compute(g1, {}), compute_status::ok);
+        EXPECT_EQ(std::memcmp(alone->data, &batched[size_t(c * m)], size_t(m) * 4), 0) << "column " << c;
+    }
+    for (int level : {0, 1}) {
+        force_scalar(level == 0);
+        limit_to_avx2(level == 1);
+        tensor *again = mul_mat(ctx, a, b);
+        graph g2;
+        build_forward_expand(g2, again);
+        ASSERT_EQ(backend.graph_compute(g2, {}), compute_status::ok);
+        force_scalar(false);
+        limit_to_avx2(false);
+        EXPECT_EQ(values_of(*again), batched) << (level == 0 ? "scalar" : "avx2") << " differs";
+    }
 }
 
 }  // namespace weft::test

@@ -172,25 +172,7 @@ TEST(CpuF16Int16Mm, MulMatIsExactAcrossIsasAndBatches) {
         return s;
     };
     const std::vector<float> batched = expect_matches_reference(mul_mat(*ctx, a, b), reference, 1e-6);
-    cpu_backend backend(2);
-    for (int64_t c : {int64_t(0), int64_t(17), n - 1}) {
-        tensor *alone = mul_mat(*ctx, a, view_2d(*ctx, b, k, 1, b->nb[1], size_t(c) * b->nb[1]));
-        graph g1;
-        build_forward_expand(g1, alone);
-        ASSERT_EQ(backend.graph_compute(g1, {}), compute_status::ok);
-        EXPECT_EQ(std::memcmp(alone->data, &batched[size_t(c * m)], size_t(m) * 4), 0) << "column " << c;
-    }
-    for (int level : {0, 1}) {
-        force_scalar(level == 0);
-        limit_to_avx2(level == 1);
-        tensor *again = mul_mat(*ctx, a, b);
-        graph g2;
-        build_forward_expand(g2, again);
-        ASSERT_EQ(backend.graph_compute(g2, {}), compute_status::ok);
-        force_scalar(false);
-        limit_to_avx2(false);
-        EXPECT_EQ(values_of(*again), batched) << (level == 0 ? "scalar" : "avx2") << " differs";
-    }
+    expect_same_bits_alone_and_on_every_isa(*ctx, a, b, batched);
 }
 
 }  // namespace
