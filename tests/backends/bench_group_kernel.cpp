@@ -6,9 +6,12 @@
 // time (clock and kernels alike), so other processes sharing the cores slow neither side of the
 // ratio. Not a test: ctest runs it once, briefly, to keep it building and agreeing. bf16 runs the
 // float groups' vdpbf16ps kernel (float_mm.h) instead, on activations rounded and packed into
-// panels as mul_mat packs them, called as mul_mat calls it (4 groups over 48-column passes).
+// panels as mul_mat packs them, called as mul_mat calls it (4 groups over 48-column passes); f16
+// runs the int16 kernel (f16_int16_mm.h) the same way, on weights repacked as at load and columns
+// quantized into panels as mul_mat quantizes them, and prints (stderr) the time of that quantization
+// against the product's.
 //
-//   bench_group_kernel [--types q8_0,q4_0,bf16] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
+//   bench_group_kernel [--types q8_0,q4_0,bf16,f16] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/f16_int16_mm.h"
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "backends/cpu/simd_level.h"
@@ -85,19 +89,46 @@ double time_calls(double ms, All all, int64_t &calls) {
     return seconds;
 }
 
+// all_groups(kernel, out) computes every result of the product into out: the scalar kernel's results
+// and the best kernel's must be the same bits (else a message and 0), then the best kernel is timed
+// and its row printed; returns its seconds per call.
+template <class Kernel, class All>
+double check_and_time(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz, Kernel scalar,
+                      Kernel best, All all_groups) {
+    std::vector<float> out(size_t(rows * n)), want(size_t(rows * n));
+    all_groups(scalar, want.data());
+    all_groups(best, out.data());
+    if (std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) != 0) {
+        std::fprintf(stderr, "%s, %lld columns: the SIMD kernel differs from the scalar one\n",
+                     type_name(type), static_cast<long long>(n));
+        return 0;
+    }
+    int64_t calls = 0;
+    const double seconds = time_calls(
+        ms, [&] { all_groups(best, out.data()); }, calls);
+    print_row(type, k, rows, n, double(calls) * double(rows) * double(k) * double(n), seconds, ghz);
+    return seconds / double(calls);
+}
+
+// A [k, rows] matrix of `type`, plain rows (no data).
+tensor plain_matrix(dtype type, int64_t k, int64_t rows) {
+    tensor a{};
+    a.type = type;
+    a.ne[0] = k;
+    a.ne[1] = rows;
+    a.ne[2] = a.ne[3] = 1;
+    a.nb[0] = type_traits(type).type_size;
+    a.nb[1] = row_size(type, k);
+    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
+    return a;
+}
+
 // bf16: the grouped weights' kernel (float_mm.h) over a [k, rows] matrix against n columns rounded
 // to bf16 pairs in panels; 0 when the results differ from the scalar kernel's.
 int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
     std::normal_distribution<float> normal;
-    tensor a{};
-    a.type = dtype::bf16;
-    a.ne[0] = k;
-    a.ne[1] = rows;
-    a.ne[2] = a.ne[3] = 1;
-    a.nb[0] = sizeof(bf16_t);
-    a.nb[1] = size_t(k) * sizeof(bf16_t);
-    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
+    tensor a = plain_matrix(dtype::bf16, k, rows);
     std::vector<bf16_t> plain(size_t(k * rows));
     for (auto &v : plain) v = fp32_to_bf16(normal(rng));
     std::vector<uint8_t> grouped(a.nbytes());
@@ -124,7 +155,6 @@ int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     const size_t group_bytes = size_t(k) * cpu::float_group_rows * sizeof(bf16_t);
     const int64_t groups = rows / cpu::float_group_rows;
     constexpr int64_t groups_per_call = 4, pass = 2 * cpu::float_panel_width;
-    std::vector<float> out(size_t(rows * n)), want(size_t(rows * n));
     auto all_groups = [&](cpu::float_group_fn f, float *to) {
         for (int64_t g = 0; g < groups; g += groups_per_call)
             for (int64_t c0 = 0; c0 < n; c0 += pass)
@@ -133,18 +163,73 @@ int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
                   x + cpu::panel_index(0, c0, kp, width), width, std::min(pass, n - c0),
                   to + c0 * rows + g * cpu::float_group_rows, size_t(rows));
     };
-    all_groups(cpu::float_groups_scalar, want.data());
-    const cpu::float_group_fn kernel = cpu::best_float_groups();
-    all_groups(kernel, out.data());
-    if (std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) != 0) {
-        std::fprintf(stderr, "bf16, %lld columns: the SIMD kernel differs from the scalar one\n",
-                     static_cast<long long>(n));
-        return 0;
-    }
-    int64_t calls = 0;
-    const double seconds = time_calls(
-        ms, [&] { all_groups(kernel, out.data()); }, calls);
-    print_row(dtype::bf16, k, rows, n, double(calls) * double(rows) * double(k) * double(n), seconds, ghz);
+    return check_and_time(dtype::bf16, k, rows, n, ms, ghz, cpu::float_group_fn(cpu::float_groups_scalar),
+                          cpu::best_float_groups(), all_groups) > 0
+               ? 1
+               : 0;
+}
+
+// f16: the int16 kernel (f16_int16_mm.h) over a [k, rows] matrix repacked as at load, against n
+// columns quantized into panels as mul_mat quantizes them; 0 when the results differ from the scalar
+// kernel's.
+int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
+    std::mt19937 rng(uint32_t(rows * 131 + n));
+    std::normal_distribution<float> normal;
+    tensor a = plain_matrix(dtype::f16, k, rows);
+    std::vector<fp16_t> plain(size_t(k * rows));
+    for (auto &v : plain) v = fp32_to_fp16(normal(rng));
+    std::vector<char> grouped(cpu::f16_int16_size(a));
+    cpu::group_f16_int16(a, plain.data(), grouped.data());
+    const int64_t width = n == 1 ? 1 : cpu::int16_panel_width, panels = (n + width - 1) / width;
+    const size_t panel_words = cpu::int16_panel_bytes(k, width) / sizeof(uint32_t);
+    std::vector<float> columns(size_t(k * n));
+    for (auto &v : columns) v = normal(rng);
+    std::vector<uint32_t> x(size_t(panels) * panel_words),
+        scratch(size_t(width) * cpu::int16_panel_bytes(k, 1) / 4);
+    const cpu::quantize_int16_fn quantize = cpu::best_quantize_int16();
+    auto quantize_all = [&] {  // as mul_mat: each column quantized, then a panel's columns transposed
+        const size_t column_words = cpu::int16_panel_bytes(k, 1) / sizeof(uint32_t);
+        const uint32_t *in_panel[cpu::int16_panel_width];
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t c0 = p * width, count = std::min(width, n - c0);
+            uint32_t *to = x.data() + size_t(p) * panel_words;
+            for (int64_t j = 0; j < count; ++j) {
+                uint32_t *column = width == 1 ? to : scratch.data() + size_t(j) * column_words;
+                quantize(columns.data() + (c0 + j) * k, k, column);
+                in_panel[j] = column;
+            }
+            if (width > 1) cpu::pack_int16_panel(in_panel, count, k, width, to);
+        }
+    };
+    quantize_all();
+    const size_t group_bytes = size_t(k / cpu::int16_block) * cpu::f16_int16_block_bytes;
+    const int64_t groups = rows / cpu::int16_rows;
+    constexpr int64_t groups_per_call = 4, pass = 2 * cpu::int16_panel_width;
+    auto all_groups = [&](cpu::int16_group_fn f, float *to) {
+        for (int64_t g = 0; g < groups; g += groups_per_call)
+            for (int64_t c0 = 0; c0 < n; c0 += pass)
+                f(grouped.data() + size_t(g) * group_bytes, group_bytes,
+                  std::min(groups_per_call, groups - g), k, x.data() + size_t(c0 / width) * panel_words,
+                  width, std::min(pass, n - c0), to + c0 * rows + g * cpu::int16_rows, size_t(rows));
+    };
+    const double product_each =
+        check_and_time(dtype::f16, k, rows, n, ms, ghz, cpu::int16_group_fn(cpu::int16_groups_scalar),
+                       cpu::best_int16_groups(), all_groups);
+    if (product_each == 0) return 0;
+    int64_t quantizations = 0;
+    constexpr int repeats = 32;  // per clock reading: the clock takes a system call here
+    const double q_seconds = time_calls(
+        ms / 4,
+        [&] {
+            for (int r = 0; r < repeats; ++r) quantize_all();
+        },
+        quantizations);
+    const double q_each = q_seconds / double(quantizations * repeats);
+    std::fprintf(stderr,
+                 "f16, k %lld, %lld columns: quantizing them %.1f us (%.2f ns a value), %.1f%% of the "
+                 "product's time\n",
+                 static_cast<long long>(k), static_cast<long long>(n), q_each * 1e6,
+                 q_each * 1e9 / double(k * n), 100.0 * q_each / product_each);
     return 1;
 }
 
@@ -152,14 +237,7 @@ int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 // the results differ from the scalar kernel's.
 int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
-    tensor a{};
-    a.type = type;
-    a.ne[0] = k;
-    a.ne[1] = rows;
-    a.ne[2] = a.ne[3] = 1;
-    a.nb[0] = type_traits(type).type_size;
-    a.nb[1] = row_size(type, k);
-    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
+    tensor a = plain_matrix(type, k, rows);
     std::vector<float> values(size_t(k * rows));
     std::normal_distribution<float> normal;
     for (auto &v : values) v = normal(rng);
@@ -178,24 +256,14 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
         test::quantize_columns(cpu::activation_format(l), k, n, uint32_t(rng()));
     const size_t group_bytes = size_t(k / l.block) * l.block_bytes;
     const int64_t groups = rows / cpu::interleave_rows;
-    std::vector<float> out(size_t(rows * n)), want(size_t(rows * n));
-    const cpu::group_kernel_fn kernel = cpu::best_group_kernel();
     auto all_groups = [&](cpu::group_kernel_fn f, float *to) {
         for (int64_t g = 0; g < groups; ++g)
             f(l, packed.data() + size_t(g) * group_bytes, x.rows, 0, n, to + g * cpu::interleave_rows, rows);
     };
-    all_groups(cpu::group_kernel_scalar, want.data());
-    all_groups(kernel, out.data());
-    if (std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) != 0) {
-        std::fprintf(stderr, "%s, %lld columns: the SIMD kernel differs from the scalar one\n",
-                     type_name(type), static_cast<long long>(n));
-        return 0;
-    }
-    int64_t calls = 0;
-    const double seconds = time_calls(
-        ms, [&] { all_groups(kernel, out.data()); }, calls);
-    print_row(type, k, rows, n, double(calls) * double(rows) * double(k) * double(n), seconds, ghz);
-    return 1;
+    return check_and_time(type, k, rows, n, ms, ghz, cpu::group_kernel_fn(cpu::group_kernel_scalar),
+                          cpu::best_group_kernel(), all_groups) > 0
+               ? 1
+               : 0;
 }
 
 }  // namespace
@@ -246,8 +314,9 @@ int main(int argc, char **argv) {
                 std::fprintf(stderr, "bad column count %s\n", c.c_str());
                 return 2;
             }
-            const int ok = *type == weft::dtype::bf16 ? run_bf16_groups(k, rows, n, ms, ghz)
-                                                      : run(*type, k, rows, n, ms, ghz);
+            const int ok = *type == weft::dtype::bf16  ? run_bf16_groups(k, rows, n, ms, ghz)
+                           : *type == weft::dtype::f16 ? run_f16_int16(k, rows, n, ms, ghz)
+                                                       : run(*type, k, rows, n, ms, ghz);
             if (ok == 0) ++failures;
         }
     }

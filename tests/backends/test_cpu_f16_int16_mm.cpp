@@ -65,6 +65,58 @@ TEST(CpuF16Int16Mm, QuantizerKeepsTheRangeAndMarksSpecialBlocks) {
     }
 }
 
+// The ISA quantizers write the scalar definition's bits (quantize_int16_column) on ordinary, tiny,
+// huge, zero, infinite and NaN blocks, and pack_int16_panel puts a panel's columns where it does.
+TEST(CpuF16Int16Mm, QuantizersEqualTheScalarDefinition) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0, 1);
+    const int64_t n_blocks = 12, k = n_blocks * cpu::int16_block;
+    std::vector<float> x(static_cast<size_t>(k));
+    for (int trial = 0; trial < 40; ++trial) {
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            // block b's magnitude from 2^-149 (a subnormal maximum: 8191 / m is infinite) to 2^100
+            const float magnitude = b == 0 ? std::ldexp(1.0f, -149) : std::ldexp(1.0f, int(b * 25 - 140));
+            for (int64_t i = 0; i < cpu::int16_block; ++i)
+                x[size_t(b * cpu::int16_block + i)] = (i % 5 == trial % 5) ? 0.0f : dist(rng) * magnitude;
+        }
+        x[size_t(trial % cpu::int16_block)] = std::ldexp(1.0f, -149);  // block 0 at the subnormal maximum
+        if (trial % 4 == 1) x[size_t(2 * cpu::int16_block + trial)] = std::numeric_limits<float>::infinity();
+        if (trial % 4 == 2) x[size_t(3 * cpu::int16_block + trial)] = std::numeric_limits<float>::quiet_NaN();
+        if (trial % 4 == 3)
+            std::fill(x.begin() + 4 * cpu::int16_block, x.begin() + 5 * cpu::int16_block, -0.0f);
+        // ties: halves of the scale after the block's maximum
+        if (trial % 2 == 0)
+            for (int64_t i = 0; i < cpu::int16_block; ++i)
+                x[size_t(6 * cpu::int16_block + i)] = i == 0 ? float(cpu::int16_limit) : float(i) + 0.5f;
+        std::vector<uint32_t> want(size_t(n_blocks * cpu::int16_panel_words));
+        cpu::quantize_int16_column(x.data(), k, 0, 1, want.data());
+        for (auto level : levels_here()) {
+            std::vector<uint32_t> got(want.size(), 0xDEADBEEFu);
+            cpu::quantize_int16_at(level)(x.data(), k, got.data());
+            EXPECT_EQ(got, want) << "trial " << trial << " level " << int(level);
+        }
+    }
+    // a panel of 5 columns of width 24 from the columns' own words
+    const int64_t n = 5, width = 24;
+    std::vector<float> columns(size_t(n * k));
+    for (auto &v : columns) v = dist(rng);
+    std::vector<uint32_t> want(cpu::int16_panel_bytes(k, width) / 4), got(want.size());
+    std::vector<uint32_t> alone(size_t(n) * cpu::int16_panel_bytes(k, 1) / 4);
+    const uint32_t *column_words[n];
+    for (int64_t c = 0; c < n; ++c) {
+        cpu::quantize_int16_column(columns.data() + c * k, k, c, width, want.data());
+        uint32_t *own = alone.data() + size_t(c) * cpu::int16_panel_bytes(k, 1) / 4;
+        cpu::best_quantize_int16()(columns.data() + c * k, k, own);
+        column_words[c] = own;
+    }
+    cpu::pack_int16_panel(column_words, n, k, width, got.data());
+    for (int64_t w = 0; w < int64_t(want.size()); ++w) {
+        if (w % width < n) {
+            ASSERT_EQ(got[size_t(w)], want[size_t(w)]) << "word " << w;
+        }
+    }
+}
+
 // 16 rows of f16 weights (rows x k) grouped by group_f16_int16.
 std::vector<char> grouped_weights(const std::vector<fp16_t> &w, int64_t m, int64_t k) {
     auto ctx = data_context(1 << 20);

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
 #include "weft/core/fp16.h"
@@ -28,6 +29,7 @@ float quantize_int16_block(const float *v, uint32_t *pairs) {
     const float limit = float(int16_limit);
     const float inverse = limit / m;
     auto q = [&](float x) {
+        if (x == 0.0f) return 0u;  // x * inverse is NaN when the inverse is infinite
         const float r = std::nearbyint(std::clamp(x * inverse, -limit, limit));
         return uint32_t(uint16_t(int16_t(r)));
     };
@@ -87,6 +89,26 @@ void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, 
     }
 }
 
+void quantize_int16_scalar(const float *x, int64_t k, uint32_t *column) {
+    quantize_int16_column(x, k, 0, 1, column);
+}
+
+quantize_int16_fn quantize_int16_at(simd_level level) {
+    const quantize_int16_fn by_level[] = {quantize_int16_scalar, quantize_int16_avx2};
+    return by_level[std::min(size_t(level), std::size(by_level) - 1)];
+}
+
+quantize_int16_fn best_quantize_int16() {
+    return best_of({quantize_int16_scalar, quantize_int16_avx2});
+}
+
+void pack_int16_panel(const uint32_t *const *columns, int64_t n, int64_t k, int64_t width, uint32_t *panel) {
+    // a panel's block b is 17 rows of `width` words: the columns' words of a panel of width 1,
+    // transposed (a copy of 32-bit words, as the f32 panels')
+    best_pack_panel()(reinterpret_cast<const float *const *>(columns), n, k / int16_block * int16_panel_words,
+                      width, reinterpret_cast<float *>(panel));
+}
+
 void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
                          const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
     auto low = [](uint32_t w) { return int32_t(int16_t(uint16_t(w & 0xFFFFu))); };
@@ -139,9 +161,11 @@ size_t panels_bytes(const tensor &b) {
     const int64_t panels = (n_cols + int16_panel_width - 1) / int16_panel_width;
     return pad_to_cache_line(size_t(panels) * int16_panel_bytes(b.ne[0], int16_panel_width));
 }
-// Per thread: one column in a panel of width 1, and one column as floats.
+// Per thread: its columns quantized as panels of width 1 (one column alone: the column's panel; else
+// a panel's columns before they are transposed into it), and one column as floats.
 size_t thread_bytes(const tensor &b) {
-    return pad_to_cache_line(int16_panel_bytes(b.ne[0], 1)) +
+    const int64_t columns = b.nrows() == 1 ? 1 : int16_panel_width;
+    return pad_to_cache_line(size_t(columns) * int16_panel_bytes(b.ne[0], 1)) +
            pad_to_cache_line(size_t(b.ne[0]) * sizeof(float));
 }
 
@@ -156,27 +180,36 @@ void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst) {
     const tensor &a = *dst.src[0];  // [k, m] in this layout
     const tensor &b = *dst.src[1];  // [k, n, B2, B3]
     const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
+    const int64_t width = n_cols == 1 ? 1 : int16_panel_width;
     std::byte *mine = p.wdata + panels_bytes(b) + size_t(p.ith) * thread_bytes(b);
-    auto *own_column = reinterpret_cast<uint32_t *>(mine);
-    auto *column_f32 = reinterpret_cast<float *>(mine + pad_to_cache_line(int16_panel_bytes(k, 1)));
-    auto quantize_column = [&](int64_t c, int64_t width, uint32_t *panel) {
+    auto *own_columns = reinterpret_cast<uint32_t *>(mine);
+    const size_t column_words = int16_panel_bytes(k, 1) / sizeof(uint32_t);
+    auto *column_f32 =
+        reinterpret_cast<float *>(mine + pad_to_cache_line(size_t(width) * int16_panel_bytes(k, 1)));
+    const quantize_int16_fn quantize = best_quantize_int16();
+    auto quantize_column = [&](int64_t c, uint32_t *to) {
         int64_t i1, i2, i3;
         unravel_row(c, b.ne, i1, i2, i3);
-        const float *x = row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, column_f32);
-        quantize_int16_column(x, k, c % width, width, panel);
+        quantize(row_as_f32(b.type, row_at(b, i1, i2, i3), b.nb[0], k, column_f32), k, to);
     };
-    const int64_t width = n_cols == 1 ? 1 : int16_panel_width;
     const size_t panel_words = int16_panel_bytes(k, width) / sizeof(uint32_t);
-    const uint32_t *x = own_column;
+    const uint32_t *x = own_columns;
     if (n_cols == 1) {
         // one column (decode): every thread quantizes it into its own memory, so no barrier
-        quantize_column(0, 1, own_column);
+        quantize_column(0, own_columns);
     } else {
+        // a panel's columns each quantized into this thread's memory, then transposed into the panel
         auto *panels = reinterpret_cast<uint32_t *>(p.wdata);
         const index_range ps = split_range((n_cols + width - 1) / width, p.ith, p.nth);
-        for (int64_t panel = ps.begin; panel < ps.end; ++panel)
-            for (int64_t c = panel * width; c < std::min(n_cols, (panel + 1) * width); ++c)
-                quantize_column(c, width, panels + size_t(panel) * panel_words);
+        const uint32_t *columns[int16_panel_width];
+        for (int64_t panel = ps.begin; panel < ps.end; ++panel) {
+            const int64_t c0 = panel * width, n = std::min(width, n_cols - c0);
+            for (int64_t j = 0; j < n; ++j) {
+                quantize_column(c0 + j, own_columns + size_t(j) * column_words);
+                columns[j] = own_columns + size_t(j) * column_words;
+            }
+            pack_int16_panel(columns, n, k, width, panels + size_t(panel) * panel_words);
+        }
         x = panels;
         p.barrier();
     }

@@ -5,8 +5,9 @@
 //
 // Quantization (weights at load, activations per product; one function, so every ISA has the same
 // values): for a block v[0..32) with m = max |v|: scale = m / 8191, q[i] = round-to-nearest-even of
-// v[i] · (8191 / m), clamped to [-8191, 8191]; an all-zero block has scale 0 and q 0; a block holding
-// an infinity or a NaN has scale NaN and q 0 (its products are NaN, as the floats' would be).
+// v[i] · (8191 / m), clamped to [-8191, 8191] (a zero v[i] is q 0 even when m is so small that
+// 8191 / m is infinite); an all-zero block has scale 0 and q 0; a block holding an infinity or a NaN
+// has scale NaN and q 0 (its products are NaN, as the floats' would be).
 //
 // Overflow: vpdpwssd adds two int16 × int16 products to an int32 lane without saturation. With both
 // operands within ±8191, a block's 32 products sum to at most 32 · 8191² = 2,146,959,392 < 2^31 =
@@ -65,8 +66,20 @@ inline size_t int16_panel_bytes(int64_t k, int64_t width) {
 }
 // The width of the panels of several columns (one column alone is a panel of width 1).
 constexpr int64_t int16_panel_width = 24;
-// Column j of a panel of `width` columns from k floats x.
+// Column j of a panel of `width` columns from k floats x (the scalar definition: quantize_int16_block
+// block after block).
 void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, uint32_t *panel);
+// The same values by the ISA's quantizer, for a panel of width 1 (one column's words in order: block
+// b's scale at word 17 · b, its pairs after it); every build writes the same bits.
+using quantize_int16_fn = void (*)(const float *x, int64_t k, uint32_t *column);
+void quantize_int16_scalar(const float *x, int64_t k, uint32_t *column);
+void quantize_int16_avx2(const float *x, int64_t k, uint32_t *column);
+quantize_int16_fn quantize_int16_at(simd_level level);
+quantize_int16_fn best_quantize_int16();  // scalar under WEFT_FORCE_SCALAR
+// n <= width columns, each quantized as a panel of width 1 (columns[j]: int16_panel_bytes(k, 1)),
+// transposed into one panel of `width` (the panel's words are the columns' words, 32 bits each, in
+// the panel order of float_mm.h's panels).
+void pack_int16_panel(const uint32_t *const *columns, int64_t n, int64_t k, int64_t width, uint32_t *panel);
 
 // Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
 // against n_cols columns of panels of `width` (int16_panel_width, or 1 for one column alone; x at the

@@ -3,6 +3,9 @@
 // (f16_int16_mm.h).
 #include <immintrin.h>
 
+#include <cstring>
+#include <limits>
+
 #include "backends/cpu/f16_int16_mm_impl.h"
 
 namespace weft::cpu {
@@ -56,6 +59,57 @@ struct ymm_pair_ops {
 };
 
 }  // namespace
+
+void quantize_int16_avx2(const float *x, int64_t k, uint32_t *column) {
+    // quantize_int16_block on a block's 4 vectors of 8: the same max, division, product, clamp and
+    // rounding (cvtps2dq rounds to nearest even, as nearbyint does), then the 32 values packed to
+    // int16 in order (value 2j in the low half of word j)
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i largest_finite = _mm256_set1_epi32(0x7f7fffff);
+    const float limit = float(int16_limit);
+    const __m256 high = _mm256_set1_ps(limit), low = _mm256_set1_ps(-limit);
+    for (int64_t b = 0; b < k / int16_block; ++b) {
+        const float *v = x + b * int16_block;
+        uint32_t *out = column + b * int16_panel_words;
+        __m256 values[4];
+        __m256 m = _mm256_setzero_ps();
+        __m256i special = _mm256_setzero_si256();  // an infinity or a NaN
+        for (int i = 0; i < 4; ++i) {
+            values[i] = _mm256_loadu_ps(v + 8 * i);
+            const __m256 a = _mm256_and_ps(values[i], magnitude);
+            special = _mm256_or_si256(special, _mm256_cmpgt_epi32(_mm256_castps_si256(a), largest_finite));
+            m = _mm256_max_ps(m, a);
+        }
+        m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+        m = _mm256_max_ps(m, _mm256_permute_ps(m, 0x4E));
+        m = _mm256_max_ps(m, _mm256_permute_ps(m, 0xB1));
+        const float max_abs = _mm256_cvtss_f32(m);
+        const bool finite = _mm256_testz_si256(special, special) != 0;
+        if (!finite || max_abs == 0.0f) {
+            const float scale = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+            std::memcpy(out, &scale, sizeof scale);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 1), _mm256_setzero_si256());
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 9), _mm256_setzero_si256());
+            continue;
+        }
+        const __m256 inverse = _mm256_set1_ps(limit / max_abs);
+        __m256i q[4];
+        for (int i = 0; i < 4; ++i) {
+            // a NaN product (a zero value times an infinite inverse) clamps to the low end, then the
+            // zero values are set to 0
+            const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(values[i], inverse), low), high);
+            const __m256 nonzero = _mm256_cmp_ps(values[i], _mm256_setzero_ps(), _CMP_NEQ_UQ);
+            q[i] = _mm256_and_si256(_mm256_cvtps_epi32(t), _mm256_castps_si256(nonzero));
+        }
+        // packs takes 128-bit lanes in turn: values 0-3, 8-11, 4-7, 12-15, put back in order
+        const __m256i low_half = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+        const __m256i high_half = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+        const float scale = max_abs / limit;
+        std::memcpy(out, &scale, sizeof scale);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 1), low_half);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 9), high_half);
+    }
+}
 
 void int16_groups_avx2(const char *groups, size_t group_stride, int64_t n_groups, int64_t k,
                        const uint32_t *x, int64_t width, int64_t n_cols, float *dst, size_t dst_stride) {
