@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/interleaved.h"
@@ -81,6 +83,50 @@ TEST(CpuPartition, RowValuesOfFewRowsAreSharedInPieces) {
         }
         EXPECT_EQ(next, 5632);
     }
+}
+
+// The gated delta net's shares (plan_delta_net): every column of every head computed by one thread,
+// in column ranges of one head each, pieces of whole cache lines (16 floats) when heads are cut;
+// whole heads when the heads are a multiple of the threads; never a busier thread than whole heads
+// give (the modelled work: columns plus a piece's fixed cost per head). 32 heads of 128 on 64
+// threads: halves, the busiest at 64 + 96 against 128 + 96 in whole heads.
+TEST(CpuPartition, DeltaNetSharesAreNeverBusierThanWholeHeads) {
+    const int delta_net_threads[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64};
+    auto busiest = [](const cpu::delta_net_plan &plan, int64_t n_head, int64_t d_v, int nth) {
+        int64_t most = 0;
+        for (int t = 0; t < nth; ++t)
+            most = std::max(most, cpu::delta_net_thread_work(plan, n_head, d_v, t, nth));
+        return most;
+    };
+    int cut = 0;
+    for (const int64_t n_head : {3, 5, 8, 12, 16, 24, 32, 48, 64})
+        for (const int64_t d_v : {7, 24, 64, 80, 128})
+            for (const int nth : delta_net_threads) {
+                SCOPED_TRACE(std::to_string(n_head) + " heads of " + std::to_string(d_v) + ", " +
+                             std::to_string(nth) + " threads");
+                const cpu::delta_net_plan plan = cpu::plan_delta_net(n_head, d_v, nth);
+                std::vector<int> times(size_t(n_head * d_v), 0);
+                for (int t = 0; t < nth; ++t)
+                    cpu::for_each_delta_net_share(
+                        plan, n_head, d_v, t, nth, [&](int64_t head, int64_t begin, int64_t end) {
+                            ASSERT_TRUE(head >= 0 && head < n_head && begin >= 0 && begin < end &&
+                                        end <= d_v);
+                            EXPECT_TRUE(begin % 16 == 0 && (end % 16 == 0 || end == d_v))
+                                << begin << ", " << end;
+                            for (int64_t j = begin; j < end; ++j) ++times[size_t(head * d_v + j)];
+                        });
+                EXPECT_EQ(std::count(times.begin(), times.end(), 1), n_head * d_v) << "each column once";
+                if (n_head % nth == 0) {
+                    EXPECT_EQ(plan.pieces_per_head, 1) << "whole heads";
+                }
+                EXPECT_LE(busiest(plan, n_head, d_v, nth), busiest({d_v, 1}, n_head, d_v, nth));
+                cut += plan.pieces_per_head > 1;
+            }
+    EXPECT_GT(cut, 100) << "heads are cut into pieces where that pays";
+    const cpu::delta_net_plan halves = cpu::plan_delta_net(32, 128, 64);
+    EXPECT_EQ(halves.piece_columns, 64);
+    EXPECT_EQ(busiest(halves, 32, 128, 64), 64 + cpu::delta_net_piece_cost);
+    EXPECT_EQ(cpu::plan_delta_net(32, 128, 48).pieces_per_head, 1);
 }
 
 // Every thread writes its round into its slot, waits, and checks every slot has the round: a thread

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/activations.h"
+#include "backends/cpu/partition.h"
 #include "backends/cpu/ssm_conv.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
@@ -695,13 +696,14 @@ TEST(CpuDeltaNet, MatchesTheRecurrenceWithStridedInputsAndInterleavedSequences) 
     }
 }
 
-// Runs the sequence's tokens [0, n) (one sequence) as calls of the given sizes, each continuing the
-// last one's states, call i in forms[i] (the last form for the calls past the list): the y of every
-// token, then the final states, as the op lays them out.
+// Runs the tokens [0, n) as calls of the given sizes, each continuing the last one's states, call i
+// in forms[i] (the last form for the calls past the list), on n_threads threads, token t of sequence
+// seq_of[t] (all of sequence 0 when seq_of is empty): the y of every token, then the final states,
+// as the op lays them out.
 std::vector<float> delta_net_in_calls(const delta_net_inputs &in, const std::vector<int64_t> &calls,
                                       float scale,
-                                      const std::vector<delta_net_form> &forms = {
-                                          delta_net_form::automatic}) {
+                                      const std::vector<delta_net_form> &forms = {delta_net_form::automatic},
+                                      int n_threads = 2, const std::vector<int32_t> &seq_of = {}) {
     const int64_t n_y = in.v->ne[0];
     std::vector<float> ys, state(static_cast<const float *>(in.states->data),
                                  static_cast<const float *>(in.states->data) + in.states->nelements());
@@ -715,9 +717,12 @@ std::vector<float> delta_net_in_calls(const delta_net_inputs &in, const std::vec
         };
         tensor *st = ctx->new_tensor(dtype::f32, {in.states->ne[0], in.states->ne[1], in.states->ne[2]});
         std::memcpy(st->data, state.data(), state.size() * sizeof(float));
+        const std::vector<int32_t> seqs =
+            seq_of.empty() ? std::vector<int32_t>(size_t(n), 0)
+                           : std::vector<int32_t>(seq_of.begin() + first, seq_of.begin() + first + n);
         tensor *out = gated_delta_net(*ctx, rows(in.q), rows(in.k), rows(in.v), rows(in.g), rows(in.beta), st,
-                                      i32_input(*ctx, std::vector<int32_t>(size_t(n), 0)), scale, form);
-        run_alone(out, 2);
+                                      i32_input(*ctx, seqs), scale, form);
+        run_alone(out, n_threads);
         const auto *p = static_cast<const float *>(out->data);
         ys.insert(ys.end(), p, p + n_y * n);
         state.assign(p + n_y * n, p + n_y * n + in.states->nelements());
@@ -750,6 +755,38 @@ TEST(CpuDeltaNet, AnyCutOfASequenceIntoCallsGivesTheSameBits) {
         // and it is not the recurrence run twice: the forms' sums differ in their last bits
         EXPECT_NE(delta_net_in_calls(in, {n}, scale, {delta_net_form::recurrent}), whole);
     }
+}
+
+// The threads share a call's heads out in pieces of their value columns where that pays
+// (plan_delta_net): 1 to 7 and 64 threads give the bits of 1, in the block form, the recurrent form
+// and the recurrent form continuing pending blocks, over calls that leave blocks pending, for
+// interleaved sequences (the last one without tokens), heads not a multiple of the threads, value
+// heads of odd multiples of 8 and 16 columns (pieces of 16 with a tail of 8) and of 7 (whole heads).
+TEST(CpuDeltaNet, HeadsSharedOutInPiecesGiveTheSameBitsAtAnyThreadCount) {
+    const int threads[] = {2, 3, 4, 5, 6, 7, 64};
+    int split = 0;  // the thread counts that cut heads into pieces, over the shapes
+    for (const delta_net_case c : {delta_net_case{16, 24, 1, 3, 150, 2}, delta_net_case{8, 48, 2, 6, 100, 3},
+                                   delta_net_case{21, 80, 1, 5, 90, 3}, delta_net_case{5, 7, 1, 3, 80, 2}}) {
+        SCOPED_TRACE("d_v " + std::to_string(c.d_v) + ", " + std::to_string(c.n_head_v) + " heads");
+        for (const int nth : threads)
+            split += cpu::plan_delta_net(c.n_head_v, c.d_v, nth).pieces_per_head > 1;
+        auto ctx = data_context(size_t(64) << 20);
+        const delta_net_inputs in =
+            make_delta_net_inputs(*ctx, c.d_k, c.d_v, c.n_head_k, c.n_head_v, c.n_tokens, c.n_seqs, 61);
+        const std::vector<int32_t> seq_of = interleaved_sequences(c.n_tokens, c.n_seqs);
+        const float scale = 1.0f / std::sqrt(float(c.d_k));
+        const std::vector<int64_t> calls = {c.n_tokens - 11, 1, 10};
+        using forms = std::vector<delta_net_form>;
+        for (const forms &f : {forms{delta_net_form::automatic}, forms{delta_net_form::recurrent},
+                               forms{delta_net_form::automatic, delta_net_form::recurrent}}) {
+            const std::vector<float> one = delta_net_in_calls(in, calls, scale, f, 1, seq_of);
+            for (const int nth : threads)
+                EXPECT_EQ(delta_net_in_calls(in, calls, scale, f, nth, seq_of), one)
+                    << nth << " threads, " << (f[0] == delta_net_form::automatic ? "block" : "recurrent")
+                    << " form first, " << f.size() << " forms";
+        }
+    }
+    EXPECT_GE(split, 8) << "the pieces are not exercised";
 }
 
 // The block form against the recurrence, at a model's head size (128) over 2 whole blocks and a

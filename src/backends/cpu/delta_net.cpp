@@ -1,13 +1,13 @@
-// src/backends/cpu/delta_net.cpp — the gated delta net op on the CPU: value heads split over the
-// threads, each head computed by the ISA build of delta_net_impl.h the CPU supports (the scalar
-// build here).
+// src/backends/cpu/delta_net.cpp — the gated delta net op on the CPU: the value heads' columns shared
+// out over the threads in whole heads or pieces of heads (plan_delta_net in partition.h), each
+// computed by the ISA build of delta_net_impl.h the CPU supports (the scalar build here).
 //
-// A head's arithmetic is the same whatever the split and whatever other sequences share the call
-// (each sequence's tokens are taken in their own order, in blocks counted from its first token), so
-// the results are bit for bit the same for any thread count, any mix of sequences and any cut of a
-// sequence into calls.
+// A head's arithmetic is the same whatever the split (a value column's outputs and state are
+// computed by the same operations whatever columns a thread takes) and whatever other sequences
+// share the call (each sequence's tokens are taken in their own order, in blocks counted from its
+// first token), so the results are bit for bit the same for any thread count, any mix of sequences
+// and any cut of a sequence into calls.
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "backends/cpu/delta_net_impl.h"
@@ -29,11 +29,20 @@ delta_net_head_fn best_delta_net_head() {
     return best_of({delta_net_head_scalar, delta_net_head_avx2, delta_net_head_avx512});
 }
 
-// Per thread: the chunk scratch, then the token lists (n_tokens ints) and offsets (n_seqs + 1).
+size_t delta_net_scratch_bytes(const tensor &dst) {
+    return pad_to_cache_line(size_t(delta_net_scratch_floats(dst.src[2]->ne[0] / dst.src[3]->ne[0])) *
+                             sizeof(float));
+}
+
+size_t delta_net_block_copy_bytes(const tensor &dst) {
+    return pad_to_cache_line(size_t(delta_net_block_copy_floats(dst.param_i32(2))) * sizeof(float));
+}
+
+// Per thread: the chunk scratch, the copy of a block's keys, then the token lists (n_tokens ints)
+// and offsets (n_seqs + 1).
 size_t delta_net_thread_bytes(const tensor &dst) {
-    const tensor &v = *dst.src[2], &g = *dst.src[3], &states = *dst.src[5];
-    const int64_t d_v = v.ne[0] / g.ne[0];
-    return pad_to_cache_line(size_t(delta_net_scratch_floats(d_v)) * sizeof(float)) +
+    const tensor &v = *dst.src[2], &states = *dst.src[5];
+    return delta_net_scratch_bytes(dst) + delta_net_block_copy_bytes(dst) +
            pad_to_cache_line(size_t(v.ne[1]) * sizeof(int32_t)) +
            pad_to_cache_line(size_t(states.ne[2] + 1) * sizeof(int64_t));
 }
@@ -59,7 +68,9 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     std::byte *mine = p.wdata + size_t(p.ith) * delta_net_thread_bytes(dst);
     delta_net_head_task a{};
     a.scratch = reinterpret_cast<float *>(mine);
-    mine += pad_to_cache_line(size_t(delta_net_scratch_floats(n_ch / n_head_v)) * sizeof(float));
+    mine += delta_net_scratch_bytes(dst);
+    a.block_copy = reinterpret_cast<float *>(mine);
+    mine += delta_net_block_copy_bytes(dst);
     auto *seq_tokens = reinterpret_cast<int32_t *>(mine);
     mine += pad_to_cache_line(size_t(n_tokens) * sizeof(int32_t));
     auto *seq_begin = reinterpret_cast<int64_t *>(mine);
@@ -83,6 +94,7 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     a.g_row = delta_net_row_floats(g);
     a.beta_row = delta_net_row_floats(beta);
     a.y = static_cast<float *>(dst.data);
+    a.states_in = static_cast<const float *>(states.data);
     a.states = a.y + n_ch * n_tokens;
     a.seq_tokens = seq_tokens;
     a.seq_begin = seq_begin;
@@ -95,17 +107,15 @@ void compute_gated_delta_net(const compute_params &p, tensor &dst) {
     a.scale = dst.param_f32(0);
     a.recurrent = delta_net_form(dst.param_i32(1)) == delta_net_form::recurrent;
     const delta_net_head_fn run = best_delta_net_head();
-    const index_range heads = split_range(n_head_v, p.ith, p.nth);
-    const auto *in = static_cast<const float *>(states.data);
-    for (int64_t h = heads.begin; h < heads.end; ++h) {
-        for (int64_t s = 0; s < n_seqs; ++s) {
-            const int64_t first = (s * n_head_v + h) * a.state_floats;
-            std::memcpy(a.states + first, in + first, size_t(a.state_floats) * sizeof(float));
-        }
-        a.head = h;
-        a.head_k = h % n_head_k;
-        run(a);
-    }
+    const delta_net_plan plan = plan_delta_net(n_head_v, a.d_v, p.nth);
+    for_each_delta_net_share(plan, n_head_v, a.d_v, p.ith, p.nth,
+                             [&](int64_t head, int64_t begin, int64_t end) {
+                                 a.head = head;
+                                 a.head_k = head % n_head_k;
+                                 a.col_begin = begin;
+                                 a.col_end = end;
+                                 run(a);
+                             });
 }
 
 bool supports_gated_delta_net(const tensor &dst) {

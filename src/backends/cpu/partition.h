@@ -84,4 +84,43 @@ inline index_range split_row_values(int64_t ne0, int ith, int nth) {
     return {std::min(ne0, pieces.begin * row_piece), std::min(ne0, pieces.end * row_piece)};
 }
 
+// The gated delta net (delta_net.cpp) shares out whole value heads or pieces of them. A head's
+// output column j and column j of its state S [d_k x d_v] depend on no other column (the op has no
+// sum over value columns: delta_net_impl.h), so a head may be computed in column ranges by several
+// threads, each range by the head's arithmetic unchanged (the same bits). But a piece repeats the
+// head's work that is not per column: the Gram rows k_r · k_s and q_r · k_s of the block's keys, the
+// decays e^(G_r - G_s), the copy of the block's keys, a start per row of S0. Measured at d_k = d_v =
+// 128 (AVX-512, one thread), a piece costs its columns plus about what 70 (a 512-token prompt) to
+// 130 (decoding) columns of the head cost. So a thread's work is modelled as its columns plus
+// delta_net_piece_cost per head it computes a part of (whole heads included), and the plan takes,
+// of whole heads and pieces of 64, 32 and 16 columns (whole cache lines: no two threads write one
+// line of a row), the one whose busiest thread, taking its contiguous region of the pieces head
+// after head, has the least work (a smaller piece only when its busiest has 1/32 less). Whole heads
+// share out evenly whenever the heads are a multiple of the threads; 32 heads of 128 on 64 threads
+// become halves (the busiest has 64 + 96 against 128 + 96); on 48 threads whole heads stay (a thread
+// of two thirds of a head in two pieces would have more).
+constexpr int64_t delta_net_piece_cost = 96;
+struct delta_net_plan {
+    int64_t piece_columns = 0;  // value columns of a piece (d_v: whole heads)
+    int64_t pieces_per_head = 1;
+};
+delta_net_plan plan_delta_net(int64_t n_head, int64_t d_v, int nth);
+// Calls share(head, column_begin, column_end) for each head thread ith of nth computes columns
+// [column_begin, column_end) of under plan, in order (a thread's region of the pieces is
+// contiguous: at most its first and last heads are partial).
+template <class each_share>
+void for_each_delta_net_share(const delta_net_plan &plan, int64_t n_head, int64_t d_v, int ith, int nth,
+                              each_share share) {
+    const index_range region = split_range(n_head * plan.pieces_per_head, ith, nth);
+    for (int64_t piece = region.begin; piece < region.end;) {
+        const int64_t head = piece / plan.pieces_per_head, first_piece = head * plan.pieces_per_head;
+        const int64_t end = std::min(region.end, first_piece + plan.pieces_per_head);
+        share(head, (piece - first_piece) * plan.piece_columns,
+              std::min(d_v, (end - first_piece) * plan.piece_columns));
+        piece = end;
+    }
+}
+// Thread ith's modelled work under plan: its columns plus delta_net_piece_cost per head it takes part in.
+int64_t delta_net_thread_work(const delta_net_plan &plan, int64_t n_head, int64_t d_v, int ith, int nth);
+
 }  // namespace weft::cpu

@@ -68,7 +68,8 @@ bool node_thread_work(const tensor &node, int nth, std::span<double> work) {
         case op_kind::concat:
             rows_work(node, nth, work);
             return true;
-        // the recurrent ops: whole channels or heads per thread (a head's state is one thread's)
+        // the recurrent ops: whole channels or heads per thread (a head's state is one thread's; the
+        // delta net's heads also in pieces of their value columns, partition.h)
         case op_kind::ssm_conv:  // blocks of ssm_conv_lanes channels of x
             for (int ith = 0; ith < nth; ++ith) {
                 const int64_t n_ch = node.src[0]->ne[0];
@@ -84,9 +85,14 @@ bool node_thread_work(const tensor &node, int nth, std::span<double> work) {
         case op_kind::ssm_scan_mamba2:  // heads (of dt)
             units_work(node.src[1]->ne[0], nth, work);
             return true;
-        case op_kind::gated_delta_net:  // value heads (of g)
-            units_work(node.src[3]->ne[0], nth, work);
+        case op_kind::gated_delta_net: {  // value columns and pieces of heads (of g), as the kernel plans
+                                          // them
+            const int64_t n_head = node.src[3]->ne[0], d_v = node.src[2]->ne[0] / n_head;
+            const delta_net_plan plan = plan_delta_net(n_head, d_v, nth);
+            for (int ith = 0; ith < nth; ++ith)
+                work[size_t(ith)] = double(delta_net_thread_work(plan, n_head, d_v, ith, nth));
             return true;
+        }
         default:
             // attention (its tasks are being reworked), mul_mat_id (its experts depend on the
             // router's choice), add_id
