@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -140,7 +141,18 @@ void output_file::write(const void *data, size_t n) {
     }
 }
 
+void output_file::write_zeros(size_t n) {
+    if (n == 0) return;
+    if (n > size_t(std::numeric_limits<off_t>::max()) || ::lseek(fd_, off_t(n), SEEK_CUR) < 0)
+        throw error(path_ + ": writing " + temp_ + " failed: cannot skip " + std::to_string(n) +
+                    " bytes: " + errno_text());
+}
+
 void output_file::commit() {
+    // A file that ends in skipped zeros (write_zeros) has its length only once it is set.
+    const off_t end = ::lseek(fd_, 0, SEEK_CUR);
+    if (end < 0 || ::ftruncate(fd_, end) != 0)
+        throw error(path_ + ": writing " + temp_ + " failed: " + errno_text());
     if (::fsync(fd_) != 0) throw error(path_ + ": writing " + temp_ + " failed: " + errno_text());
     const int rc = ::close(fd_);
     fd_ = -1;

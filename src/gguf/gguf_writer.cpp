@@ -343,9 +343,10 @@ void gguf_writer::write_to(output_file &out) const {
             if (n) out.write(p, n);
             pos += n;
         };
-        static const uint8_t zeros[256] = {};
         auto pad_to = [&](size_t target) {
-            while (pos < target) put(zeros, std::min(sizeof zeros, target - pos));
+            if (pos >= target) return;
+            out.write_zeros(target - pos);
+            pos = target;
         };
         put(l.header.data(), l.header.size());
         pad_to(align_up(pos, alignment));

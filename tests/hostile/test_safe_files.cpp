@@ -16,6 +16,7 @@
 
 #include "common/fixtures.h"
 #include "common/run_weft.h"
+#include "weft/core/safe_file.h"
 
 namespace {
 
@@ -61,6 +62,32 @@ class SafeFiles : public ::testing::Test {
     }
     fs::path dir_;
 };
+
+// Padding (a GGUF's alignment) is written as skipped zeros: the bytes read back are the zeros, also
+// at the end of the file, and a hostile 2 GiB of padding is a file of that length with no 2 GiB of
+// writes behind it (its blocks are not counted, as far as the file system keeps holes).
+TEST_F(SafeFiles, SkippedZerosReadBackAsZerosAndSetTheLength) {
+    {
+        weft::output_file out(path("padded"));
+        out.write("ab");
+        out.write_zeros(5);
+        out.write("c");
+        out.write_zeros(3);
+        out.commit();
+    }
+    EXPECT_EQ(weft::read_input_file(path("padded")), std::string("ab\0\0\0\0\0c\0\0\0", 11));
+    {
+        weft::output_file out(path("huge"));
+        out.write("x");
+        out.write_zeros(size_t(1) << 31);
+        out.commit();
+    }
+    EXPECT_EQ(fs::file_size(path("huge")), (uint64_t(1) << 31) + 1);
+    struct stat st {};
+    ASSERT_EQ(::stat(path("huge").c_str(), &st), 0);
+    EXPECT_LT(uint64_t(st.st_blocks) * 512, uint64_t(1) << 30) << "the padding was written, not skipped";
+    EXPECT_EQ(temp_files(), 0);
+}
 
 // Every writer refuses to replace a FIFO (as it would refuse a device node such as /dev/null).
 TEST_F(SafeFiles, WritersRefuseToReplaceWhatIsNotARegularFile) {

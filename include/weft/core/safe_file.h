@@ -23,6 +23,9 @@ class output_file {
     // Appends n bytes; throws weft::error on a failed write (disk full ...).
     void write(const void *data, size_t n);
     void write(const std::string &s) { write(s.data(), s.size()); }
+    // Appends n zero bytes without writing them (a hole in the file: padding to a hostile
+    // alignment of 2 GiB costs a seek, not 2 GiB of writes); throws weft::error if the seek fails.
+    void write_zeros(size_t n);
     // Flushes to disk, closes, and renames the temporary file over the target.
     void commit();
 
