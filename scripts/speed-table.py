@@ -10,7 +10,8 @@ with that many tokens (llama-bench -d, untimed in both engines), in the --cache-
 
     scripts/speed-table.py [--build build] [--reference PATH/llama-bench] [--types Q4_0,Q4_K_M]
                            [--depth 4096,16384] [--cache-type f16,q8_0] [--rounds 2] [-r 2] [-t 2]
-                           [-p 512] [-n 128] [--dir /tmp/weft-bench] [--source FILE] [--reuse DIRS] [--dry-run]
+                           [-p 512] [-n 128] [--dir /tmp/weft-bench] [--source FILE] [--reuse DIRS]
+                           [--stat mean|best] [--dry-run]
 
 The files are DIR/tl-<type>.gguf (the F16 one is --source, default DIR/tl-F16.gguf, which
 ../shared/bench/make-models.sh writes), or one in a --reuse folder; a missing one is made from the F16
@@ -19,7 +20,8 @@ over README.md first; MXFP4 is every weight mxfp4: `weft quantize --pure ... MXF
 reference's version (llama-bench's build_commit and build_number), weft's commit, and the machine:
 CPU model, logical CPUs, threads used and the load average before and after. Progress goes to stderr.
 Run it on a quiet machine: the timings of a shared one are noise. --dry-run prints the commands and
-runs nothing.
+runs nothing. Each cell is the mean of an engine's runs, or with --stat best its fastest run (both
+engines by the same rule: on a shared VM the fastest run is the one least disturbed by neighbours).
 """
 import argparse
 import json
@@ -69,6 +71,9 @@ ap.add_argument('-r', '--repetitions', type=int, default=2, help='repetitions pe
 ap.add_argument('-p', '--n-prompt', type=int, default=512)
 ap.add_argument('-n', '--n-gen', type=int, default=128)
 ap.add_argument('--rounds', type=int, default=2, help='alternating rounds per row (default 2)')
+ap.add_argument('--stat', choices=['mean', 'best'], default='mean',
+                help='each cell: the mean of every run of an engine (default), or its best run (the least '
+                     'disturbed one on a noisy machine: the same rule for both engines)')
 ap.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
 a = ap.parse_args()
 
@@ -160,7 +165,7 @@ def reference(model, depth, ctype, n_prompt, n_gen, env):
     out = run(cmd, env, fatal=False)
     res = {}
     for row in json.loads(out) if out else []:
-        res['pp' if row['n_gen'] == 0 else 'tg'] = row['avg_ts']
+        res['pp' if row['n_gen'] == 0 else 'tg'] = row.get('samples_ts') or [row['avg_ts']]
         res['version'] = '%s (build %s)' % (row.get('build_commit', '?'), row.get('build_number', '?'))
     return res
 
@@ -174,7 +179,7 @@ def weft_bench(model, depth, ctype, n_prompt, n_gen):
     if not out:
         return {}
     j = json.loads(out)
-    return {'pp': j['pp']['tokens_per_s'], 'tg': j['tg']['tokens_per_s']}
+    return {test: j[test].get('runs') or [j[test]['tokens_per_s']] for test in ('pp', 'tg')}
 
 
 def reference_snapshot():
@@ -219,6 +224,12 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float('nan')
 
 
+def statistic(runs):
+    """One cell from every run of one engine (a list per round, each the t/s of its repetitions)."""
+    xs = [x for r in runs for x in r]
+    return (max(xs) if xs else float('nan')) if a.stat == 'best' else mean(xs)
+
+
 if not os.path.exists(weft) and not a.dry_run:
     sys.exit('speed-table: %s is missing: build weft first (--build DIR)' % weft)
 if not os.path.exists(a.reference) and not a.dry_run:
@@ -255,14 +266,15 @@ print('weft: %s at %s' % (weft, weft_commit()))
 print('machine: %s, %d logical CPUs, %d threads; load average %s before, %s after' %
       (cpu_model(), os.cpu_count() or 0, a.threads, load_before, load_average()))
 print('files: ' + ', '.join(model_of(t) for t in types))
-print('each cell: the mean of %d alternating round(s) of -r %d' % (a.rounds, a.repetitions))
+print('each cell: %s of %d alternating round(s) of -r %d' %
+      ('the best run' if a.stat == 'best' else 'the mean of the runs', a.rounds, a.repetitions))
 print()
 print('| type | size GiB | depth | cache | test | reference t/s | weft t/s | weft / reference |')
 print('| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |')
 for t, depth, ctype, n_prompt, n_gen, runs in results:
     for test, n in (('pp', n_prompt), ('tg', n_gen)):
-        r = mean([x[test] for x in runs['ref']])
-        w = mean([x[test] for x in runs['weft']])
+        r = statistic([x[test] for x in runs['ref'] if test in x])
+        w = statistic([x[test] for x in runs['weft'] if test in x])
         ratio = w / r if r == r and w == w and r > 0 else float('nan')  # nan: a failed engine
         print('| %s | %.2f | %d | %s | %s%d | %.2f | %.2f | %.2f |' % (t, size[t], depth, ctype, test, n, r, w,
                                                                     ratio))
