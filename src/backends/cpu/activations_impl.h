@@ -87,44 +87,26 @@ inline float ssm_scan_step_impl(float *h, const float *a, const float *b, const 
     return sum;
 }
 
-// 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree.
-// restrict (the state never overlaps b or c, nor h_in h_out) keeps the stores and the lane sums in
-// vectors; in place, h_in and h_out are one pointer (mamba2_step_in_place).
-inline float mamba2_step_into(const float *__restrict__ h_in, float *__restrict__ h_out,
-                              const float *__restrict__ b, const float *__restrict__ c, float decay,
-                              float x_delta, int64_t n) {
+// 16 lanes (state i in lane i % 16, a full vector of AVX-512, two of AVX2), joined by the lane tree:
+// from h_in into h_out, or in place (in_place: h_in is h_out and never read, the state reached
+// through h_out alone). restrict (the state never overlaps b or c, nor h_in h_out) keeps the stores
+// and the lane sums in vectors.
+template <bool in_place>
+inline float mamba2_step(const float *__restrict__ h_in, float *__restrict__ h_out,
+                         const float *__restrict__ b, const float *__restrict__ c, float decay, float x_delta,
+                         int64_t n) {
     constexpr int lanes = 16;
     float lane_sum[lanes] = {};
     int64_t i = 0;
     for (; i + lanes <= n; i += lanes)
         for (int k = 0; k < lanes; ++k) {
-            const float updated = std::fma(h_in[i + k], decay, b[i + k] * x_delta);
+            const float updated = std::fma(in_place ? h_out[i + k] : h_in[i + k], decay, b[i + k] * x_delta);
             h_out[i + k] = updated;
             lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
         }
-    for (int k = 0; i + k < n; ++k) {
-        const float updated = std::fma(h_in[i + k], decay, b[i + k] * x_delta);
+    for (int k = 0; i + k < n; ++k) {  // the last block's states
+        const float updated = std::fma(in_place ? h_out[i + k] : h_in[i + k], decay, b[i + k] * x_delta);
         h_out[i + k] = updated;
-        lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
-    }
-    return sum_lanes_16(lane_sum);
-}
-
-// The same operations over one state in place.
-inline float mamba2_step_in_place(float *__restrict__ h, const float *__restrict__ b,
-                                  const float *__restrict__ c, float decay, float x_delta, int64_t n) {
-    constexpr int lanes = 16;
-    float lane_sum[lanes] = {};
-    int64_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-        for (int k = 0; k < lanes; ++k) {
-            const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
-            h[i + k] = updated;
-            lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
-        }
-    for (int k = 0; i + k < n; ++k) {
-        const float updated = std::fma(h[i + k], decay, b[i + k] * x_delta);
-        h[i + k] = updated;
         lane_sum[k] = std::fma(updated, c[i + k], lane_sum[k]);
     }
     return sum_lanes_16(lane_sum);
@@ -132,8 +114,8 @@ inline float mamba2_step_in_place(float *__restrict__ h, const float *__restrict
 
 inline float ssm_scan_mamba2_step_impl(const float *h_in, float *h_out, const float *b, const float *c,
                                        float decay, float x_delta, int64_t n) {
-    return h_in == h_out ? mamba2_step_in_place(h_out, b, c, decay, x_delta, n)
-                         : mamba2_step_into(h_in, h_out, b, c, decay, x_delta, n);
+    return h_in == h_out ? mamba2_step<true>(h_in, h_out, b, c, decay, x_delta, n)
+                         : mamba2_step<false>(h_in, h_out, b, c, decay, x_delta, n);
 }
 
 }  // namespace
