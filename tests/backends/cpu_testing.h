@@ -170,4 +170,37 @@ inline void expect_same_bits_alone_and_on_every_isa(context &ctx, tensor *a, ten
     }
 }
 
+// The products of b by each of `weights` (grouped at load, one k) built into one graph, so the
+// backend computes them as one node (compute_mul_mat_shared: one quantization or packing of b, one
+// dispenser of chunks), at 1, 2, 3 and 5 threads: each the same bits as the product computed alone.
+inline void expect_shared_products_equal_each_alone(context &ctx, const std::vector<tensor *> &weights) {
+    const int64_t k = weights[0]->ne[0];
+    for (const int64_t n : {int64_t(1), int64_t(7), int64_t(53)}) {
+        tensor *b = ctx.new_tensor(dtype::f32, {k, n});
+        fill_uniform(*b, uint32_t(n));
+        std::vector<std::vector<float>> alone;
+        for (tensor *a : weights) {
+            tensor *out = mul_mat(ctx, a, b);
+            graph g;
+            build_forward_expand(g, out);
+            cpu_backend backend(1);
+            ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
+            alone.push_back(values_of(*out));
+        }
+        std::vector<tensor *> outs;
+        graph together;
+        for (tensor *a : weights) {
+            outs.push_back(mul_mat(ctx, a, b));
+            build_forward_expand(together, outs.back());
+        }
+        for (const int nth : {1, 2, 3, 5}) {
+            cpu_backend backend(nth);
+            ASSERT_EQ(backend.graph_compute(together, {}), compute_status::ok);
+            for (size_t j = 0; j < outs.size(); ++j)
+                EXPECT_EQ(values_of(*outs[j]), alone[j])
+                    << "product " << j << ", " << n << " columns, " << nth << " threads";
+        }
+    }
+}
+
 }  // namespace weft::test

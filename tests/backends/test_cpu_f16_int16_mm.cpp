@@ -10,6 +10,7 @@
 
 #include "backends/cpu/f16_int16_mm.h"
 #include "backends/cpu/float_mm.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu_testing.h"
 #include "weft/core/cpu_features.h"
 #include "weft/core/fp16.h"
@@ -225,6 +226,31 @@ TEST(CpuF16Int16Mm, MulMatIsExactAcrossIsasAndBatches) {
     };
     const std::vector<float> batched = expect_matches_reference(mul_mat(*ctx, a, b), reference, 1e-6);
     expect_same_bits_alone_and_on_every_isa(*ctx, a, b, batched);
+}
+
+// A layer's products of one input (Q, K, V) in int16 blocks computed as one node: the activations
+// quantized once, each product's bits as alone, at any thread count.
+TEST(CpuF16Int16Mm, SharedProductsEqualEachProductAlone) {
+    auto ctx = data_context(size_t(64) << 20);
+    const int64_t k = 160;
+    std::vector<std::vector<char>> memory;
+    std::vector<tensor *> weights;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> dist(0, 1);
+    for (const int64_t m : {int64_t(96), int64_t(32), int64_t(16)}) {
+        tensor *a = ctx->new_tensor(dtype::f16, {k, m});
+        std::vector<fp16_t> w(size_t(m * k));
+        for (auto &h : w) h = fp32_to_fp16(dist(rng));
+        ASSERT_TRUE(cpu::takes_f16_int16(*a));
+        memory.emplace_back(cpu::grouped_float_size(*a));
+        cpu::group_float_tensor(*a, w.data(), memory.back().data());
+        a->data = memory.back().data();
+        weights.push_back(a);
+    }
+    // the backend computes them as one node
+    tensor *b = ctx->new_tensor(dtype::f32, {k, 4});
+    EXPECT_TRUE(cpu::shares_activations(*mul_mat(*ctx, weights[0], b), *mul_mat(*ctx, weights[1], b)));
+    expect_shared_products_equal_each_alone(*ctx, weights);
 }
 
 }  // namespace

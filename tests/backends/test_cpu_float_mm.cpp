@@ -276,32 +276,7 @@ TEST(CpuFloatMm, SharedBf16ProductsEqualEachProductAlone) {
         a->data = memory.back().data();
         weights.push_back(a);
     }
-    for (const int64_t n : {int64_t(1), int64_t(7), int64_t(53)}) {
-        tensor *b = ctx->new_tensor(dtype::f32, {k, n});
-        fill_uniform(*b, uint32_t(n));
-        std::vector<std::vector<float>> alone;
-        for (tensor *a : weights) {
-            tensor *out = mul_mat(*ctx, a, b);
-            graph g;
-            build_forward_expand(g, out);
-            cpu_backend backend(1);
-            ASSERT_EQ(backend.graph_compute(g, {}), compute_status::ok);
-            alone.push_back(values_of(*out));
-        }
-        std::vector<tensor *> outs;
-        graph together;
-        for (tensor *a : weights) {
-            outs.push_back(mul_mat(*ctx, a, b));
-            build_forward_expand(together, outs.back());
-        }
-        for (const int nth : {1, 2, 3, 5}) {
-            cpu_backend backend(nth);
-            ASSERT_EQ(backend.graph_compute(together, {}), compute_status::ok);
-            for (size_t j = 0; j < outs.size(); ++j)
-                EXPECT_EQ(values_of(*outs[j]), alone[j])
-                    << "product " << j << ", " << n << " columns, " << nth << " threads";
-        }
-    }
+    expect_shared_products_equal_each_alone(*ctx, weights);
 }
 
 }  // namespace

@@ -152,9 +152,6 @@ int16_group_fn best_int16_groups() {
 
 namespace {
 
-// Weight groups per chunk of work (who computes a chunk does not change its values).
-constexpr int64_t int16_groups_per_chunk = 4;
-
 size_t panels_bytes(const tensor &b) {
     const int64_t n_cols = b.nrows();
     if (n_cols == 1) return 0;
@@ -176,10 +173,16 @@ size_t work_size_mul_mat_f16_int16(const tensor &dst, int n_threads) {
     return panels_bytes(b) + size_t(n_threads) * thread_bytes(b);
 }
 
-void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst) {
-    const tensor &a = *dst.src[0];  // [k, m] in this layout
-    const tensor &b = *dst.src[1];  // [k, n, B2, B3]
-    const int64_t k = a.ne[0], m = a.ne[1], n_cols = b.nrows();
+void compute_mul_mat_f16_int16(const compute_params &p, tensor *const *dsts, int n_dsts) {
+    WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
+    const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3]
+    const int64_t k = dsts[0]->src[0]->ne[0], n_cols = b.nrows();
+    int64_t groups[max_shared_products] = {};
+    for (int j = 0; j < n_dsts; ++j) {
+        const tensor &a = *dsts[j]->src[0];  // [k, m] in this layout
+        WEFT_ASSERT(dsts[j]->src[1] == &b && is_grouped_f16_int16(a) && a.ne[0] == k);
+        groups[j] = a.ne[1] / int16_rows;
+    }
     const int64_t width = n_cols == 1 ? 1 : int16_panel_width;
     std::byte *mine = p.wdata + panels_bytes(b) + size_t(p.ith) * thread_bytes(b);
     auto *own_columns = reinterpret_cast<uint32_t *>(mine);
@@ -214,16 +217,21 @@ void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst) {
         p.barrier();
     }
 
-    const int64_t n_groups = m / int16_rows;
-    const chunk_dispenser chunks(p, (n_groups + int16_groups_per_chunk - 1) / int16_groups_per_chunk);
+    const shared_chunks plan = plan_shared_chunks(groups, n_dsts, p.nth);
+    const int64_t *first_chunk = plan.first_chunk;
+    const chunk_dispenser chunks(p, plan.n_chunks);
     const int16_group_fn kernel = best_int16_groups();
     const size_t group_bytes = size_t(k / int16_block) * f16_int16_block_bytes;
-    const auto *weights = static_cast<const char *>(a.data);
-    auto *out = static_cast<float *>(dst.data);      // contiguous: column c at out + c * m
     constexpr int64_t pass = 2 * int16_panel_width;  // columns whose panels stay in cache over a chunk
+    int j = 0;                                       // the product of the chunk
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {
-        const int64_t g_begin = chunk * int16_groups_per_chunk;
-        const int64_t g_count = std::min(n_groups, g_begin + int16_groups_per_chunk) - g_begin;
+        while (chunk >= first_chunk[j + 1]) ++j;
+        while (chunk < first_chunk[j]) --j;
+        const int64_t m = groups[j] * int16_rows;
+        const auto *weights = static_cast<const char *>(dsts[j]->src[0]->data);
+        auto *out = static_cast<float *>(dsts[j]->data);  // contiguous: column c at out + c * m
+        const int64_t g_begin = (chunk - first_chunk[j]) * plan.groups_per_chunk;
+        const int64_t g_count = std::min(groups[j], g_begin + plan.groups_per_chunk) - g_begin;
         for (int64_t c0 = 0; c0 < n_cols; c0 += pass)
             kernel(weights + size_t(g_begin) * group_bytes, group_bytes, g_count, k,
                    x + size_t(c0 / width) * panel_words, width, std::min(pass, n_cols - c0),

@@ -97,10 +97,11 @@ int16_group_fn int16_groups_at(simd_level level);
 int16_group_fn best_int16_groups();  // scalar under WEFT_FORCE_SCALAR
 
 // mul_mat of weights in this layout against float activations (ops_mul_mat.cpp hands them over): the
-// work memory, and the product (the activations quantized into panels by all threads, then chunks of
-// weight groups).
+// work memory, and the products dsts[0 .. n) of one activation matrix (one, or a layer's Q, K and V,
+// its gate and up: compute_mul_mat_shared): the activations quantized into panels once by all
+// threads, then the chunks of weight groups of every product from one dispenser (plan_shared_chunks).
 struct compute_params;
 size_t work_size_mul_mat_f16_int16(const tensor &dst, int n_threads);
-void compute_mul_mat_f16_int16(const compute_params &p, tensor &dst);
+void compute_mul_mat_f16_int16(const compute_params &p, tensor *const *dsts, int n_dsts);
 
 }  // namespace weft::cpu

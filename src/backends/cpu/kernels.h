@@ -267,9 +267,17 @@ void compute_mul_mat(const compute_params &p, tensor &dst);
 bool supports_mul_mat(const tensor &dst);
 size_t work_size_mul_mat(const tensor &dst, int n_threads);
 // Products that may be computed together: the same activations (one quantization), interleaved
-// weights of one activation format, results apart. A layer's Q, K and V; its gate and up.
+// weights of one activation format (or grouped bf16 weights, or f16 weights in int16 blocks, of one
+// k), results apart. A layer's Q, K and V; its gate and up.
 constexpr int max_shared_products = 4;
 bool shares_activations(const tensor &first, const tensor &next);
+// The chunks of shared products of groups[j] groups each: product j's chunks are
+// [first_chunk[j], first_chunk[j + 1]), of groups_per_chunk groups (plan_chunks for the thread count).
+struct shared_chunks {
+    int64_t groups_per_chunk = 0, n_chunks = 0;
+    int64_t first_chunk[max_shared_products + 1] = {0};
+};
+shared_chunks plan_shared_chunks(const int64_t *groups, int n_products, int n_threads);
 // The products dsts[0 .. n) (each pair sharing activations) as one node: one quantization of the
 // activations, one dispenser of chunks over all their rows (compute_mul_mat's own path for one
 // product with interleaved weights, n = 1).

@@ -105,19 +105,6 @@ constexpr int64_t columns_per_pass = 16;
 
 }  // namespace
 
-// Products of one activation matrix b by up to max_shared_products interleaved weights of one
-// activation format (a layer's Q, K and V; its gate and up): b is quantized once, and the chunks of
-// every product are dealt from one dispenser, product after product, with no barrier between them.
-namespace {
-void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts, int n_dsts);
-
-// The chunks of shared products of groups[j] groups each: product j's chunks are
-// [first_chunk[j], first_chunk[j + 1]), of groups_per_chunk groups (plan_chunks for the thread count).
-struct shared_chunks {
-    int64_t groups_per_chunk = 0, n_chunks = 0;
-    int64_t first_chunk[max_shared_products + 1] = {0};
-};
-
 shared_chunks plan_shared_chunks(const int64_t *groups, int n_products, int n_threads) {
     const chunk_plan plan = plan_chunks(std::span(groups, size_t(n_products)), n_threads);
     shared_chunks c;
@@ -127,10 +114,17 @@ shared_chunks plan_shared_chunks(const int64_t *groups, int n_products, int n_th
         c.first_chunk[j + 1] = c.first_chunk[j] + (groups[j] + c.groups_per_chunk - 1) / c.groups_per_chunk;
     return c;
 }
+
+// Products of one activation matrix b by up to max_shared_products interleaved weights of one
+// activation format (a layer's Q, K and V; its gate and up): b is quantized once, and the chunks of
+// every product are dealt from one dispenser, product after product, with no barrier between them.
+namespace {
+void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts, int n_dsts);
 }  // namespace
 
 void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_dsts) {
     WEFT_ASSERT(n_dsts >= 1 && n_dsts <= max_shared_products);
+    if (is_grouped_f16_int16(*dsts[0]->src[0])) return compute_mul_mat_f16_int16(p, dsts, n_dsts);
     if (is_grouped_float(*dsts[0]->src[0])) return compute_mul_mat_grouped_float(p, dsts, n_dsts);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
     // the kernel, chosen once, and the activation format of the products
@@ -432,12 +426,7 @@ void compute_mul_mat_grouped_float(const compute_params &p, tensor *const *dsts,
 }  // namespace
 
 void compute_mul_mat(const compute_params &p, tensor &dst) {
-    if (is_grouped_f16_int16(*dst.src[0])) return compute_mul_mat_f16_int16(p, dst);
-    if (is_grouped_float(*dst.src[0])) {
-        tensor *const one[] = {&dst};
-        return compute_mul_mat_grouped_float(p, one, 1);
-    }
-    if (interleaved_layout_of(*dst.src[0])) {
+    if (is_grouped_float(*dst.src[0]) || interleaved_layout_of(*dst.src[0])) {
         tensor *const one[] = {&dst};
         return compute_mul_mat_shared(p, one, 1);
     }
@@ -536,10 +525,13 @@ bool shares_activations(const tensor &first, const tensor &next) {
         return false;
     const interleaved_layout *a = interleaved_layout_of(*first.src[0]);
     const interleaved_layout *b = interleaved_layout_of(*next.src[0]);
-    // grouped bf16 weights of one k: the panels of bf16 pairs are the same for both
+    // grouped bf16 weights of one k: the panels of bf16 pairs are the same for both; f16 weights in
+    // int16 blocks: the panels of int16 blocks
     const bool bf16_groups = is_grouped_float(*first.src[0]) && is_grouped_float(*next.src[0]) &&
                              takes_bf16_pairs(first.src[0]->type) && takes_bf16_pairs(next.src[0]->type);
-    if (!bf16_groups && (!a || !b || activation_format(*a) != activation_format(*b))) return false;
+    const bool int16_groups = is_grouped_f16_int16(*first.src[0]) && is_grouped_f16_int16(*next.src[0]);
+    if (!bf16_groups && !int16_groups && (!a || !b || activation_format(*a) != activation_format(*b)))
+        return false;
     if (first.src[0]->ne[0] != next.src[0]->ne[0]) return false;
     // each writes only its own result (a result the planner gave the memory of the other, or of the
     // activations, would be written while they are read); a graph not yet given memory (the partition
