@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/bench_testing.h"
 #include "backends/cpu/f16_int16_mm.h"
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/interleaved.h"
@@ -35,33 +36,16 @@ namespace {
 
 using namespace weft;
 
-std::vector<std::string> split(std::string_view list) {
-    std::vector<std::string> out;
-    for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        if (comma > at) out.emplace_back(list.substr(at, comma - at));
-        at = comma + 1;
-    }
-    return out;
-}
-
-// Seconds of CPU time this thread has run.
-double thread_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
-}
-
 // The clock of this core, from a chain of dependent adds (one a cycle on every x86 core since the
 // P6); elsewhere 0 (then only GMAC/s are printed).
 double measured_ghz() {
 #if defined(__x86_64__)
     uint64_t x = 0;
     const int64_t n = 200000000;
-    const double t0 = thread_seconds();
+    const double t0 = test::thread_seconds();
     for (int64_t i = 0; i < n; ++i)
         asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
-    const double s = thread_seconds() - t0;
+    const double s = test::thread_seconds() - t0;
     return 4.0 * double(n) / s / 1e9;
 #else
     return 0.0;
@@ -79,12 +63,12 @@ void print_row(dtype type, int64_t k, int64_t rows, int64_t n, double macs, doub
 template <class All>
 double time_calls(double ms, All all, int64_t &calls) {
     calls = 0;
-    const double t0 = thread_seconds();
+    const double t0 = test::thread_seconds();
     double seconds = 0;
     do {
         all();
         ++calls;
-        seconds = thread_seconds() - t0;
+        seconds = test::thread_seconds() - t0;
     } while (seconds * 1000.0 < ms);
     return seconds;
 }
@@ -110,25 +94,12 @@ double check_and_time(dtype type, int64_t k, int64_t rows, int64_t n, double ms,
     return seconds / double(calls);
 }
 
-// A [k, rows] matrix of `type`, plain rows (no data).
-tensor plain_matrix(dtype type, int64_t k, int64_t rows) {
-    tensor a{};
-    a.type = type;
-    a.ne[0] = k;
-    a.ne[1] = rows;
-    a.ne[2] = a.ne[3] = 1;
-    a.nb[0] = type_traits(type).type_size;
-    a.nb[1] = row_size(type, k);
-    a.nb[2] = a.nb[3] = a.nb[1] * size_t(rows);
-    return a;
-}
-
 // bf16: the grouped weights' kernel (float_mm.h) over a [k, rows] matrix against n columns rounded
 // to bf16 pairs in panels; 0 when the results differ from the scalar kernel's.
 int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
     std::normal_distribution<float> normal;
-    tensor a = plain_matrix(dtype::bf16, k, rows);
+    tensor a = test::plain_matrix(dtype::bf16, k, rows);
     std::vector<bf16_t> plain(size_t(k * rows));
     for (auto &v : plain) v = fp32_to_bf16(normal(rng));
     std::vector<uint8_t> grouped(a.nbytes());
@@ -175,7 +146,7 @@ int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
     std::normal_distribution<float> normal;
-    tensor a = plain_matrix(dtype::f16, k, rows);
+    tensor a = test::plain_matrix(dtype::f16, k, rows);
     std::vector<fp16_t> plain(size_t(k * rows));
     for (auto &v : plain) v = fp32_to_fp16(normal(rng));
     std::vector<char> grouped(cpu::f16_int16_size(a));
@@ -237,7 +208,7 @@ int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 // the results differ from the scalar kernel's.
 int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
-    tensor a = plain_matrix(type, k, rows);
+    tensor a = test::plain_matrix(type, k, rows);
     std::vector<float> values(size_t(k * rows));
     std::normal_distribution<float> normal;
     for (auto &v : values) v = normal(rng);
@@ -276,9 +247,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string_view flag = argv[i];
         if (flag == "--types") {
-            types = split(argv[i + 1]);
+            types = test::split_list(argv[i + 1]);
         } else if (flag == "--cols") {
-            cols = split(argv[i + 1]);
+            cols = test::split_list(argv[i + 1]);
         } else if (flag == "--k") {
             k = std::atoll(argv[i + 1]);
         } else if (flag == "--rows") {

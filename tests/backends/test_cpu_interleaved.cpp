@@ -179,6 +179,59 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD kernel of the interleaved layout";
 }
 
+// The groups kernel of every level (AVX-512 reads q8_0's groups side by side for one column) gives
+// the scalar group kernel's bits on each group: runs of 1..11 groups from any first group (tiles of 4
+// and 2 and a last one), one column and several, block counts even and odd, q8_0's extreme quants.
+TEST(CpuInterleaved, GroupsKernelEqualsTheGroupKernelOnEveryGroup) {
+    const int64_t m = 16 * 11;
+    const std::tuple<dtype, int64_t> cases[] = {
+        {dtype::q8_0, 768}, {dtype::q8_0, 96}, {dtype::q4_0, 768}, {dtype::q4_k, 768}, {dtype::iq4_nl, 768}};
+    const std::tuple<int64_t, int64_t> runs[] = {{0, 11}, {1, 4}, {3, 2}, {5, 1}, {2, 7}, {4, 6}};
+    for (const cpu::simd_level level :
+         {cpu::simd_level::scalar, cpu::simd_level::avx2, cpu::simd_level::avx512_vnni}) {
+        if (!cpu::simd_level_supported(level)) continue;  // scalar always runs
+        const cpu::groups_kernel_fn kernel = cpu::groups_kernel_at(level);
+        for (const auto &[type, k] : cases) {
+            SCOPED_TRACE(std::string(type_name(type)) + " k " + std::to_string(k) + " level " +
+                         std::to_string(int(level)));
+            auto ctx = data_context();
+            std::vector<uint8_t> plain;
+            std::vector<float> w;
+            tensor *a = make_matrix(*ctx, type, k, m, 41, plain, w);
+            if (type == dtype::q8_0) {  // the ends of the range, in a group of each tile
+                auto *blocks = static_cast<block_q8_0 *>(a->data);
+                const int64_t nb = k / 32;
+                for (int i = 0; i < 32; ++i) blocks[nb * 16 * 1 + 1].qs[i] = -128;
+                for (int i = 0; i < 32; ++i) blocks[nb * 16 * 9].qs[i] = 127;
+                blocks[nb * 16 * 5 + nb - 1].qs[31] = -128;
+            }
+            const auto repacked = interleave_in_place(*a);
+            const auto &layout = *cpu::interleaved_layout_of(*a);
+            const size_t group_bytes = size_t(k / layout.block) * layout.block_bytes;
+            const auto *weights = static_cast<const uint8_t *>(a->data);
+            const auto q = test::quantize_columns(cpu::activation_format(layout), k, 6, 42);
+            for (const int64_t n : {int64_t(1), int64_t(2), int64_t(5)}) {
+                std::vector<float> want(size_t(m * n));
+                for (int64_t g = 0; g < m / 16; ++g)
+                    cpu::group_kernel_scalar(layout, weights + size_t(g) * group_bytes, q.rows, 1, n,
+                                             &want[size_t(g * 16)], m);
+                for (const auto &[first, count] : runs) {
+                    std::vector<float> got(size_t(m * n), -1.0f);
+                    kernel(layout, weights + size_t(first) * group_bytes, group_bytes, count, q.rows, 1, n,
+                           &got[size_t(first * 16)], m);
+                    for (int64_t c = 0; c < n; ++c)
+                        for (int64_t r = first * 16; r < (first + count) * 16; ++r)
+                            ASSERT_EQ(
+                                std::memcmp(&got[size_t(c * m + r)], &want[size_t(c * m + r)], sizeof(float)),
+                                0)
+                                << n << " columns, groups " << first << ".." << first + count << ": row " << r
+                                << " column " << c;
+                }
+            }
+        }
+    }
+}
+
 // q8_0's weights at the ends of their range (-128 only a foreign quantizer writes): every kernel, the
 // VNNI ones (the stored quant + 128 unsigned, the activation sums taking the offset off) and AVX2's
 // (the signed quants by the sign trick), gives the scalar kernel's bits, for 1 to 8 columns.

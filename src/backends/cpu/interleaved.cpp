@@ -644,6 +644,17 @@ group_kernel_fn best_group_kernel() {
     return group_kernel_at(best_simd_level());
 }
 
+groups_kernel_fn groups_kernel_at(simd_level level) {
+    const groups_kernel_fn ymm =
+        host_cpu_features().avxvnni ? each_group<group_kernel_avxvnni> : each_group<group_kernel_avx2>;
+    const groups_kernel_fn by_level[] = {each_group<group_kernel_scalar>, ymm, ymm, groups_kernel_avx512vnni};
+    return by_level[size_t(level)];
+}
+
+groups_kernel_fn best_groups_kernel() {
+    return groups_kernel_at(best_simd_level());
+}
+
 }  // namespace weft::cpu
 
 namespace weft {

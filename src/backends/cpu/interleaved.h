@@ -202,6 +202,29 @@ using group_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t
 group_kernel_fn group_kernel_at(simd_level level);
 group_kernel_fn best_group_kernel();
 
+// Computes n_groups consecutive groups of one matrix (group g at groups + g * group_stride bytes)
+// against columns [c0, c0 + n_cols) of a: group g's rows at dst + 16 g + c * dst_stride. The same
+// bits as group_kernel on each group; a kernel may read several groups side by side (AVX-512, one
+// column: see interleaved_avx512.cpp).
+using groups_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t *groups,
+                                  size_t group_stride, int64_t n_groups, const q8_rows &a, int64_t c0,
+                                  int64_t n_cols, float *dst, int64_t dst_stride);
+groups_kernel_fn groups_kernel_at(simd_level level);
+groups_kernel_fn best_groups_kernel();
+void groups_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
+                              int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                              int64_t dst_stride);
+
+// A groups kernel made of a group kernel: the groups one after the other.
+template <group_kernel_fn Kernel>
+void each_group(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
+                int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                int64_t dst_stride) {
+    for (int64_t g = 0; g < n_groups; ++g)
+        Kernel(layout, groups + size_t(g) * group_stride, a, c0, n_cols, dst + g * interleave_rows,
+               dst_stride);
+}
+
 // The activation format of a layout's products (every kernel, scalar and SIMD, takes the same one).
 q8_format activation_format(const interleaved_layout &layout);
 

@@ -321,7 +321,82 @@ void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a
     });
 }
 
+// --- one column (decode): several groups side by side ----------------------------------------
+
+// q8_0 groups read side by side where the run has that many (a chunk of 4 groups, ops_mul_mat.cpp).
+// Only q8_0: q4_0 read so streamed no faster than group after group (27.8 vs 27.6 GB/s on one core),
+// so the nibble types keep the tile.
+constexpr int side_by_side_groups = 4;
+
+// G q8_0 groups (stride bytes apart) against one column, reading their quants 64-byte slot by slot:
+// slot j of groups 0..G-1, then slot j + 1, the way the f16 int16 kernel reads its groups. A decode
+// is memory-bound; a group after the other (tile above) streamed q8_0 at 25-27 GB/s on one Zen 4
+// core, with or without software prefetch (any distance or hint), G groups block by block 28-30,
+// slot by slot 34-35 (tests/backends/bench_decode_stream.cpp, the fastest of 24 passes alternating in
+// one process). The hardware prefetcher follows the G streams; no software prefetch. Each group's
+// steps are group_kernel_scalar's (exact integer sums, one fma a block in block order).
+template <int G>
+void q8_0_one_column_side_by_side(const interleaved_layout &l, const uint8_t *groups, size_t stride,
+                                  const q8_rows &a, int64_t col, float *dst) {
+    constexpr interleaved_kind Kind = interleaved_kind::q8_0x16;
+    constexpr size_t block_bytes = block_bytes_32(Kind);
+    const int64_t nb = a.nb();
+    const int8_t *qs = a.qs + col * a.k;
+    const float *da = a.d + col * nb;
+    const int32_t *sa = a.sum + col * nb;
+    __m512 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block = groups + size_t(b) * block_bytes;
+        const int8_t *x = qs + b * 32;
+        // two chains a group (even and odd chunks); the offset taken off once
+        __m512i s0[G], s1[G];
+        for (int g = 0; g < G; ++g) {
+            s0[g] = _mm512_set1_epi32(-l.offset * sa[b]);
+            s1[g] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const __m512i xj = _mm512_set1_epi32(load_i32(x + 4 * j));
+            for (int g = 0; g < G; ++g) {
+                const __m512i w = _mm512_loadu_si512(block + size_t(g) * stride + l.low_at + 64 * j);
+                if (j % 2 == 0)
+                    s0[g] = _mm512_dpbusd_epi32(s0[g], w, xj);
+                else
+                    s1[g] = _mm512_dpbusd_epi32(s1[g], w, xj);
+            }
+        }
+        const __m512 sx = _mm512_set1_ps(da[b]);
+        for (int g = 0; g < G; ++g) {
+            const __m512 dw = block_scales<Kind>(block + size_t(g) * stride);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0[g], s1[g])),
+                                     _mm512_mul_ps(dw, sx), acc[g]);
+        }
+    }
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(dst + interleave_rows * g, acc[g]);
+}
+
 }  // namespace
+
+void groups_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *groups, size_t group_stride,
+                              int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                              int64_t dst_stride) {
+    int64_t g = 0;
+    if (n_cols == 1 && l.kind == interleaved_kind::q8_0x16) {
+        constexpr int G = side_by_side_groups;
+        for (; g + G <= n_groups; g += G)
+            q8_0_one_column_side_by_side<G>(l, groups + size_t(g) * group_stride, group_stride, a, c0,
+                                            dst + g * interleave_rows);
+        if (g + 2 <= n_groups) {
+            q8_0_one_column_side_by_side<2>(l, groups + size_t(g) * group_stride, group_stride, a, c0,
+                                            dst + g * interleave_rows);
+            g += 2;
+        }
+    }
+    // the rest a group after the other (one group: the tile's software prefetch keeps it streaming)
+    each_group<group_kernel_avx512vnni>(l, groups + size_t(g) * group_stride, group_stride, n_groups - g, a,
+                                        c0, n_cols, dst + g * interleave_rows, dst_stride);
+}
 
 void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,
                              int64_t n_cols, float *dst, int64_t dst_stride) {

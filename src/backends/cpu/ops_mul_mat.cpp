@@ -128,7 +128,7 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
     if (is_grouped_float(*dsts[0]->src[0])) return compute_mul_mat_grouped_float(p, dsts, n_dsts);
     const tensor &b = *dsts[0]->src[1];  // [k, n, B2, B3] floats
     // the kernel, chosen once, and the activation format of the products
-    const group_kernel_fn kernel = best_group_kernel();
+    const groups_kernel_fn kernel = best_groups_kernel();
     const q8_format format = activation_format(*interleaved_layout_of(*dsts[0]->src[0]));
     const int64_t k = b.ne[0];
     const int64_t n_cols = b.nrows();
@@ -185,12 +185,9 @@ void compute_mul_mat_shared(const compute_params &p, tensor *const *dsts, int n_
         auto *out = static_cast<float *>(dsts[j]->data);  // contiguous: column c at out + c * m
         const int64_t g_begin = (chunk - first_chunk[j]) * groups_per_chunk;
         const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
-        for (int64_t c0 = 0; c0 < n_cols; c0 += columns_per_pass) {
-            const int64_t cols = std::min(columns_per_pass, n_cols - c0);
-            for (int64_t g = g_begin; g < g_end; ++g)
-                kernel(layout, weights + size_t(g) * group_bytes, act, c0, cols,
-                       out + c0 * m + g * interleave_rows, m);
-        }
+        for (int64_t c0 = 0; c0 < n_cols; c0 += columns_per_pass)
+            kernel(layout, weights + size_t(g_begin) * group_bytes, group_bytes, g_end - g_begin, act, c0,
+                   std::min(columns_per_pass, n_cols - c0), out + c0 * m + g_begin * interleave_rows, m);
     }
 }
 
