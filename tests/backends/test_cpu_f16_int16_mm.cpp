@@ -138,6 +138,24 @@ std::vector<uint32_t> panels_of(const std::vector<float> &x, int64_t k, int64_t 
     return out;
 }
 
+// Weights repacked at load take the ISA's quantizer: the same bytes as the scalar one's, zeros,
+// infinities and NaNs among them.
+TEST(CpuF16Int16Mm, WeightsGroupTheSameOnEveryIsa) {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> dist(0, 1);
+    const int64_t k = 96, m = 32;
+    std::vector<fp16_t> w(size_t(m * k));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = fp32_to_fp16(dist(rng) * (i % 41 == 0 ? 30.0f : 1.0f));
+    for (int64_t i = 0; i < 32; ++i) w[size_t(5 * k + i)] = fp32_to_fp16(0.0f);  // a zero block
+    w[size_t(7 * k + 40)] = fp32_to_fp16(std::numeric_limits<float>::infinity());
+    w[size_t(20 * k + 3)] = fp32_to_fp16(std::numeric_limits<float>::quiet_NaN());
+    const std::vector<char> best = grouped_weights(w, m, k);
+    force_scalar(true);
+    const std::vector<char> scalar = grouped_weights(w, m, k);
+    force_scalar(false);
+    EXPECT_EQ(best, scalar);
+}
+
 // The largest blocks the overflow bound allows (every weight and activation at ±8191): the int32 sum
 // 32 · 8191² = 2,146,959,392 is exact on every ISA, positive and negative, block after block.
 TEST(CpuF16Int16Mm, ExtremeBlocksSumExactly) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
@@ -60,21 +61,25 @@ size_t f16_int16_size(const tensor &t) {
 }
 
 void group_f16_int16(const tensor &t, const void *src, void *dst) {
+    // each row converted to floats and quantized as a column alone is (the ISA's quantizer: the same
+    // bits), then its blocks' scales and pairs put in their places among the group's 16 rows
     const int64_t k = t.ne[0], n_blocks = k / int16_block;
-    const auto *in = static_cast<const fp16_t *>(src);
+    const auto *in = static_cast<const char *>(src);
     auto *out = static_cast<char *>(dst);
-    float values[int16_block];
-    uint32_t pairs[int16_pairs];
+    const quantize_int16_fn quantize = best_quantize_int16();
+    std::vector<float> values(static_cast<size_t>(k));
+    std::vector<uint32_t> row_words(int16_panel_bytes(k, 1) / sizeof(uint32_t));
     for (int64_t g = 0; g < t.ne[1] / int16_rows; ++g)
-        for (int64_t b = 0; b < n_blocks; ++b) {
-            char *block = out + size_t(g * n_blocks + b) * f16_int16_block_bytes;
-            auto *scales = reinterpret_cast<float *>(block);
-            auto *words = reinterpret_cast<uint32_t *>(block + int16_rows * sizeof(float));
-            for (int64_t r = 0; r < int16_rows; ++r) {
-                const fp16_t *row = in + (g * int16_rows + r) * k + b * int16_block;
-                for (int64_t i = 0; i < int16_block; ++i) values[i] = fp16_to_fp32(row[i]);
-                scales[r] = quantize_int16_block(values, pairs);
-                for (int64_t j = 0; j < int16_pairs; ++j) words[j * int16_rows + r] = pairs[j];
+        for (int64_t r = 0; r < int16_rows; ++r) {
+            load_row(dtype::f16, in + size_t((g * int16_rows + r) * k) * sizeof(fp16_t), sizeof(fp16_t), k,
+                     values.data());
+            quantize(values.data(), k, row_words.data());
+            for (int64_t b = 0; b < n_blocks; ++b) {
+                char *block = out + size_t(g * n_blocks + b) * f16_int16_block_bytes;
+                const uint32_t *from = row_words.data() + b * int16_panel_words;
+                std::memcpy(block + size_t(r) * sizeof(float), from, sizeof(float));
+                auto *words = reinterpret_cast<uint32_t *>(block + int16_rows * sizeof(float));
+                for (int64_t j = 0; j < int16_pairs; ++j) words[j * int16_rows + r] = from[1 + j];
             }
         }
 }
