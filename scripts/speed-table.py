@@ -11,7 +11,7 @@ with that many tokens (llama-bench -d, untimed in both engines), in the --cache-
     scripts/speed-table.py [--build build] [--reference PATH/llama-bench] [--types Q4_0,Q4_K_M]
                            [--depth 4096,16384] [--cache-type f16,q8_0] [--rounds 2] [-r 2] [-t 2]
                            [-p 512] [-n 128] [--dir /tmp/weft-bench] [--source FILE] [--reuse DIRS]
-                           [--stat mean|best] [--dry-run]
+                           [--stat mean|best] [--save FILE] [--dry-run]
 
 The files are DIR/tl-<type>.gguf (the F16 one is --source, default DIR/tl-F16.gguf, which
 ../shared/bench/make-models.sh writes), or one in a --reuse folder; a missing one is made from the F16
@@ -74,6 +74,7 @@ ap.add_argument('--rounds', type=int, default=2, help='alternating rounds per ro
 ap.add_argument('--stat', choices=['mean', 'best'], default='mean',
                 help='each cell: the mean of every run of an engine (default), or its best run (the least '
                      'disturbed one on a noisy machine: the same rule for both engines)')
+ap.add_argument('--save', default='', help='also write every run of both engines to this JSON file')
 ap.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
 a = ap.parse_args()
 
@@ -258,6 +259,10 @@ for t, depth, ctype, n_prompt, n_gen in rows:
 if a.dry_run:
     sys.exit(0)
 
+if a.save:
+    with open(a.save, 'w') as f:
+        json.dump([{'type': t, 'depth': depth, 'cache': ctype, 'n_prompt': n_prompt, 'n_gen': n_gen, 'runs': runs}
+                   for t, depth, ctype, n_prompt, n_gen, runs in results], f, indent=1)
 size = {t: os.path.getsize(model_of(t)) / 2**30 for t in types}
 print('reference: %s, version %s' % (a.reference, version))
 if reference_snapshot():
