@@ -179,7 +179,7 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
     if (isas_run == 0) GTEST_SKIP() << "this CPU has no SIMD kernel of the interleaved layout";
 }
 
-// The groups kernel of every level (AVX-512 reads q8_0's groups side by side for one column) gives
+// The groups kernel of every ISA (the SIMD ones read q8_0's groups side by side for one column) gives
 // the scalar group kernel's bits on each group: runs of 1..11 groups from any first group (tiles of 4
 // and 2 and a last one), one column and several, block counts even and odd, q8_0's extreme quants.
 TEST(CpuInterleaved, GroupsKernelEqualsTheGroupKernelOnEveryGroup) {
@@ -187,13 +187,23 @@ TEST(CpuInterleaved, GroupsKernelEqualsTheGroupKernelOnEveryGroup) {
     const std::tuple<dtype, int64_t> cases[] = {
         {dtype::q8_0, 768}, {dtype::q8_0, 96}, {dtype::q4_0, 768}, {dtype::q4_k, 768}, {dtype::iq4_nl, 768}};
     const std::tuple<int64_t, int64_t> runs[] = {{0, 11}, {1, 4}, {3, 2}, {5, 1}, {2, 7}, {4, 6}};
-    for (const cpu::simd_level level :
-         {cpu::simd_level::scalar, cpu::simd_level::avx2, cpu::simd_level::avx512_vnni}) {
-        if (!cpu::simd_level_supported(level)) continue;  // scalar always runs
-        const cpu::groups_kernel_fn kernel = cpu::groups_kernel_at(level);
+    struct build {
+        const char *name;
+        bool supported;
+        cpu::groups_kernel_fn kernel;
+    };
+    const build builds[] = {
+        {"scalar", true, cpu::groups_kernel_at(cpu::simd_level::scalar)},
+        {"avx2", cpu::simd_level_supported(cpu::simd_level::avx2), cpu::groups_kernel_avx2},
+        {"avxvnni", cpu::simd_level_supported(cpu::simd_level::avx2) && host_cpu_features().avxvnni,
+         cpu::groups_kernel_avxvnni},
+        {"avx512_vnni", cpu::simd_level_supported(cpu::simd_level::avx512_vnni),
+         cpu::groups_kernel_avx512vnni}};
+    for (const build &isa : builds) {
+        if (!isa.supported) continue;
+        const cpu::groups_kernel_fn kernel = isa.kernel;
         for (const auto &[type, k] : cases) {
-            SCOPED_TRACE(std::string(type_name(type)) + " k " + std::to_string(k) + " level " +
-                         std::to_string(int(level)));
+            SCOPED_TRACE(std::string(type_name(type)) + " k " + std::to_string(k) + " isa " + isa.name);
             auto ctx = data_context();
             std::vector<uint8_t> plain;
             std::vector<float> w;

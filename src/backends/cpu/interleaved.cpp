@@ -645,8 +645,7 @@ group_kernel_fn best_group_kernel() {
 }
 
 groups_kernel_fn groups_kernel_at(simd_level level) {
-    const groups_kernel_fn ymm =
-        host_cpu_features().avxvnni ? each_group<group_kernel_avxvnni> : each_group<group_kernel_avx2>;
+    const groups_kernel_fn ymm = host_cpu_features().avxvnni ? groups_kernel_avxvnni : groups_kernel_avx2;
     const groups_kernel_fn by_level[] = {each_group<group_kernel_scalar>, ymm, ymm, groups_kernel_avx512vnni};
     return by_level[size_t(level)];
 }

@@ -204,8 +204,8 @@ group_kernel_fn best_group_kernel();
 
 // Computes n_groups consecutive groups of one matrix (group g at groups + g * group_stride bytes)
 // against columns [c0, c0 + n_cols) of a: group g's rows at dst + 16 g + c * dst_stride. The same
-// bits as group_kernel on each group; a kernel may read several groups side by side (AVX-512, one
-// column: see interleaved_avx512.cpp).
+// bits as group_kernel on each group; the SIMD ones read q8_0's groups side by side for one column
+// (q8_0_side_by_side_then_each; interleaved_avx512.cpp, interleaved_ymm.h).
 using groups_kernel_fn = void (*)(const interleaved_layout &layout, const uint8_t *groups,
                                   size_t group_stride, int64_t n_groups, const q8_rows &a, int64_t c0,
                                   int64_t n_cols, float *dst, int64_t dst_stride);
@@ -214,6 +214,12 @@ groups_kernel_fn best_groups_kernel();
 void groups_kernel_avx512vnni(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
                               int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
                               int64_t dst_stride);
+void groups_kernel_avx2(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
+                        int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                        int64_t dst_stride);
+void groups_kernel_avxvnni(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
+                           int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                           int64_t dst_stride);
 
 // A groups kernel made of a group kernel: the groups one after the other.
 template <group_kernel_fn Kernel>
@@ -223,6 +229,28 @@ void each_group(const interleaved_layout &layout, const uint8_t *groups, size_t 
     for (int64_t g = 0; g < n_groups; ++g)
         Kernel(layout, groups + size_t(g) * group_stride, a, c0, n_cols, dst + g * interleave_rows,
                dst_stride);
+}
+
+// A SIMD groups kernel: a one-column q8_0 run read side by side in tiles of 4 groups, then one of 2
+// (mul_mat's chunks are 4, 2 or 1 groups) — tile(std::integral_constant<int, G>{}, first group,
+// its dst) —, the rest (and every other product) by the group kernel, group after group.
+template <group_kernel_fn Kernel, class Tile>
+void q8_0_side_by_side_then_each(const interleaved_layout &layout, const uint8_t *groups, size_t group_stride,
+                                 int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                                 int64_t dst_stride, Tile &&tile) {
+    int64_t g = 0;
+    if (n_cols == 1 && layout.kind == interleaved_kind::q8_0x16) {
+        for (; g + 4 <= n_groups; g += 4)
+            tile(std::integral_constant<int, 4>{}, groups + size_t(g) * group_stride,
+                 dst + g * interleave_rows);
+        if (g + 2 <= n_groups) {
+            tile(std::integral_constant<int, 2>{}, groups + size_t(g) * group_stride,
+                 dst + g * interleave_rows);
+            g += 2;
+        }
+    }
+    each_group<Kernel>(layout, groups + size_t(g) * group_stride, group_stride, n_groups - g, a, c0, n_cols,
+                       dst + g * interleave_rows, dst_stride);
 }
 
 // The activation format of a layout's products (every kernel, scalar and SIMD, takes the same one).

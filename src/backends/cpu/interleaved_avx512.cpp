@@ -323,11 +323,8 @@ void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a
 
 // --- one column (decode): several groups side by side ----------------------------------------
 
-// q8_0 groups read side by side where the run has that many (a chunk of 4 groups, ops_mul_mat.cpp).
-// Only q8_0: q4_0 read so streamed no faster than group after group (27.8 vs 27.6 GB/s on one core),
-// so the nibble types keep the tile.
-constexpr int side_by_side_groups = 4;
-
+// Only q8_0 reads its groups side by side (q8_0_side_by_side_then_each): q4_0 read so streamed no faster than
+// group after group (27.8 vs 27.6 GB/s on one core), so the nibble types keep the tile.
 // G q8_0 groups (stride bytes apart) against one column, reading their quants 64-byte slot by slot:
 // slot j of groups 0..G-1, then slot j + 1, the way the f16 int16 kernel reads its groups. A decode
 // is memory-bound; a group after the other (tile above) streamed q8_0 at 25-27 GB/s on one Zen 4
@@ -381,21 +378,12 @@ void q8_0_one_column_side_by_side(const interleaved_layout &l, const uint8_t *gr
 void groups_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *groups, size_t group_stride,
                               int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
                               int64_t dst_stride) {
-    int64_t g = 0;
-    if (n_cols == 1 && l.kind == interleaved_kind::q8_0x16) {
-        constexpr int G = side_by_side_groups;
-        for (; g + G <= n_groups; g += G)
-            q8_0_one_column_side_by_side<G>(l, groups + size_t(g) * group_stride, group_stride, a, c0,
-                                            dst + g * interleave_rows);
-        if (g + 2 <= n_groups) {
-            q8_0_one_column_side_by_side<2>(l, groups + size_t(g) * group_stride, group_stride, a, c0,
-                                            dst + g * interleave_rows);
-            g += 2;
-        }
-    }
-    // the rest a group after the other (one group: the tile's software prefetch keeps it streaming)
-    each_group<group_kernel_avx512vnni>(l, groups + size_t(g) * group_stride, group_stride, n_groups - g, a,
-                                        c0, n_cols, dst + g * interleave_rows, dst_stride);
+    // one group left: the tile's software prefetch keeps it streaming
+    q8_0_side_by_side_then_each<group_kernel_avx512vnni>(
+        l, groups, group_stride, n_groups, a, c0, n_cols, dst, dst_stride,
+        [&](auto tile, const uint8_t *first, float *out) {
+            q8_0_one_column_side_by_side<decltype(tile)::value>(l, first, group_stride, a, c0, out);
+        });
 }
 
 void group_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, int64_t c0,

@@ -10,4 +10,10 @@ void group_kernel_avxvnni(const interleaved_layout &l, const uint8_t *group, con
     group_kernel_ymm<true>(l, group, a, c0, n_cols, dst, dst_stride);
 }
 
+void groups_kernel_avxvnni(const interleaved_layout &l, const uint8_t *groups, size_t group_stride,
+                           int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
+                           int64_t dst_stride) {
+    groups_kernel_ymm<true>(l, groups, group_stride, n_groups, a, c0, n_cols, dst, dst_stride);
+}
+
 }  // namespace weft::cpu
