@@ -292,7 +292,9 @@ int run(dtype type, int layers, const std::vector<int> &thread_counts, int passe
     if (compare && type != dtype::f16) ways.push_back(call::group_by_group);
     for (int n : thread_counts) {
         const std::vector<result> results = stream(ws, xs, n, passes, ways);
-        const double probe = cpu_read_bandwidth(n, size_t(1) << 30, passes) / 1e9;
+        // the probe over as many bytes as the weights (from 256 MiB, beyond any cache, to 1 GiB)
+        const double probe =
+            cpu_read_bandwidth(n, std::clamp(bytes, size_t(256) << 20, size_t(1) << 30), passes) / 1e9;
         for (size_t way = 0; way < ways.size(); ++way) {
             const result &r = results[way];
             std::vector<double> seconds = r.seconds;
