@@ -34,11 +34,12 @@
 // the query rows of up to attention_tile_rows (tokens x the KV head's query heads, 8 tokens of 8 heads
 // for a 1.1B) take their scores a tile of attention_tile_slots slots at a time, every row over a tile
 // while its 64 KB of K sit in L2; each row's softmax over its whole scores (the max first, as the order
-// wants); then the weighted sums tile by tile, each (row, value)'s 16 lanes carried from one tile to
-// the next in memory (a.lanes) and put through the lane tree after the row's last tile. The fma are
-// those of one pass over all the slots, chunk after chunk, so the bits do not depend on the tiles, the
-// rows that share them, the block or the thread count. Shorter prompts (and at depth 0) go token by
-// token, the scores of a pass of 4 query heads in L1; one token reads K and V from the cache rows.
+// wants); then the weighted sums tile by tile (wider tiles, attention_weight_tile_slots), each (row, value)'s
+// 16 lanes carried from one tile to the next in memory (a.lanes) and put through the lane tree after the
+// row's last tile. The fma are those of one pass over all the slots, chunk after chunk, so the bits do not
+// depend on the tiles, the rows that share them, the block or the thread count. Shorter prompts (and at depth
+// 0) go token by token, the scores of a pass of 4 query heads in L1; one token reads K and V from the cache
+// rows.
 #pragma once
 
 #include <algorithm>
@@ -68,6 +69,9 @@ constexpr int64_t attention_slack = 64;
 // run_attention_task).
 constexpr int64_t attention_tile_rows = 64;
 constexpr int64_t attention_tile_slots = 256;
+// The weighted sums' tiles are wider: their lanes go to memory and back once per tile and row, and a
+// V tile of 1024 slots (256 KB at head 64) still sits in L2 for all the rows.
+constexpr int64_t attention_weight_tile_slots = 1024;
 // Slots up to which a block's tokens go through them one by one, each token's scores in L1 (at these
 // lengths K and V stay in L2 anyway).
 constexpr int64_t attention_untiled_slots = 1024;
@@ -212,6 +216,7 @@ inline int64_t attention_scratch_rows(int64_t n_tokens, int64_t group) {
 //                                    last tile), through the tree to out[h][d]
 //   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
 //   lane_max(x, n, lanes)            lanes[l] = the std::max, from -INF, of x[16c + l] over the chunks
+//   exp_shifted(x, n, max)           x[s] = exp_reference(x[s] - max)
 //   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
 //   dots_rows(q, nh, k, row_bytes, type, cells, head_k, slots, out)
 //                                    dots from the K rows themselves (cell c's at k + c * row_bytes;
@@ -284,6 +289,9 @@ struct attention_loops_plain {
     }
     static void chunk_sums(const float *x, int64_t n, float *out) {
         for (int64_t c = 0; c < n / attention_lanes; ++c) out[c] = sum_lanes_16(x + c * attention_lanes);
+    }
+    static void exp_shifted(float *x, int64_t n, float max) {
+        for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
     }
     static void lane_max(const float *x, int64_t n, float *lanes) {
         std::fill(lanes, lanes + attention_lanes, -std::numeric_limits<float>::infinity());
@@ -454,7 +462,7 @@ void softmax_of_scores(const attention_task &a, int64_t h, float *x, int64_t n) 
     Loops::lane_max(x, n, lane_max);
     for (float m_l : lane_max) max = std::max(max, m_l);
     if (a.sinks) max = std::max(max, a.sinks[h]);
-    for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
+    Loops::exp_shifted(x, n, max);
     Loops::chunk_sums(x, n, a.chunk_sum);
     double sum = 0.0;
     for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
@@ -593,12 +601,12 @@ void run_attention_task(const attention_task &a) {
         };
         int64_t end = 0;
         for (int64_t i = 0; i < nt; ++i) end = std::max(end, hi_of[toks[i] - a.t0]);
-        // over the tiles and the tokens that see slots in them: fn(i, r0, r1, lo, hi)
-        auto by_tiles = [&](auto fn) {
-            for (int64_t s_a = 0; s_a < end; s_a += attention_tile_slots)
+        // over the tiles of `width` slots and the tokens that see slots in them: fn(i, r0, r1, lo, hi)
+        auto by_tiles = [&](int64_t width, auto fn) {
+            for (int64_t s_a = 0; s_a < end; s_a += width)
                 for (int64_t i = 0; i < nt; ++i) {
                     const int64_t lo = lo_of[toks[i] - a.t0], hi = hi_of[toks[i] - a.t0];
-                    const int64_t r0 = std::max(lo, s_a), r1 = std::min(hi, s_a + attention_tile_slots);
+                    const int64_t r0 = std::max(lo, s_a), r1 = std::min(hi, s_a + width);
                     if (r0 < r1) fn(i, r0, r1, lo, hi);
                 }
         };
@@ -616,7 +624,7 @@ void run_attention_task(const attention_task &a) {
             });
         }
         // 1. the scores
-        by_tiles([&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t) {
+        by_tiles(attention_tile_slots, [&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t) {
             passes(i, [&](int64_t r, int nh) {
                 const float *qs[attention_heads_per_pass];
                 q8_query q8s[attention_heads_per_pass];
@@ -645,7 +653,7 @@ void run_attention_task(const attention_task &a) {
                 softmax_of_scores<Loops>(a, a.g * group + j, a.dots + (i * group + j) * a.max_slots, hi - lo);
         }
         // 3. the weighted sums: the lanes from zero in a token's first tile, through the tree in its last
-        by_tiles([&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
+        by_tiles(attention_weight_tile_slots, [&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
             passes(i, [&](int64_t r, int nh) {
                 const float *ps[attention_heads_per_pass];
                 float *outs[attention_heads_per_pass];

@@ -149,6 +149,18 @@ struct simd_attention_loops {
         }
     }
 
+    // x[s] = exp_reference(x[s] - max), 16 at a time where the ISA has the vector exp_reference
+    static void exp_shifted(float *x, int64_t n, float max) {
+        if constexpr (requires { V::has_exp; }) {
+            const vec m = V::set1(max);
+            int64_t s = 0;
+            for (; s + w <= n; s += w) V::store(x + s, V::exp_reference(V::sub(V::load(x + s), m)));
+            for (; s < n; ++s) x[s] = exp_reference(x[s] - max);
+        } else {
+            attention_loops_plain::exp_shifted(x, n, max);
+        }
+    }
+
     static void lane_max(const float *x, int64_t n, float *lanes) {
         if constexpr (w != attention_lanes) {
             return attention_loops_plain::lane_max(x, n, lanes);
@@ -167,24 +179,30 @@ struct simd_attention_loops {
 
     // NH heads, 16 slots at a time from K transposed: lane l of the canonical order is a vector over
     // the 16 slots, and the lane tree adds whole vectors (no shuffles). The tree is walked depth
-    // first, lane pair by lane pair, so few vectors are live and each K row read serves NH heads.
+    // first, lane pair by lane pair, so few vectors are live and each K row read serves NH heads; the
+    // lanes l and l + 8 of a pair run side by side, 2 * NH chains of fma in flight (NH alone would
+    // wait on the fma's latency).
     template <int NH>
     [[gnu::noinline]] static void dots_nh(const float *const *q, const float *kcols, int64_t stride,
                                           int64_t head_k, int64_t slots, float *const *out) {
         for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
             const float *k = kcols + s0;
-            auto lane = [&](int l, vec *acc) {
-                for (int h = 0; h < NH; ++h) acc[h] = V::zero();
-                for (int64_t d = l; d < head_k; d += attention_lanes) {
-                    const vec kv = V::load(k + d * stride);
-                    for (int h = 0; h < NH; ++h) acc[h] = V::fma(V::set1(q[h][d]), kv, acc[h]);
-                }
-            };
             // s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2]
             auto s8 = [&](int l, vec *r) {
                 vec a[NH], b[NH];
-                lane(l, a);
-                lane(l + 8, b);
+                for (int h = 0; h < NH; ++h) a[h] = b[h] = V::zero();
+                int64_t d = l;
+                for (; d + 8 < head_k; d += attention_lanes) {
+                    const vec ka = V::load(k + d * stride), kb = V::load(k + (d + 8) * stride);
+                    for (int h = 0; h < NH; ++h) {
+                        a[h] = V::fma(V::set1(q[h][d]), ka, a[h]);
+                        b[h] = V::fma(V::set1(q[h][d + 8]), kb, b[h]);
+                    }
+                }
+                if (d < head_k) {  // lane l's last value, where head_k is not a multiple of 16
+                    const vec ka = V::load(k + d * stride);
+                    for (int h = 0; h < NH; ++h) a[h] = V::fma(V::set1(q[h][d]), ka, a[h]);
+                }
                 for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
             };
             auto s4 = [&](int l, vec *r) {
