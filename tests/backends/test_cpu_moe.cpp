@@ -221,7 +221,8 @@ TEST(CpuMoe, RepackedExpertsFewPairsEqualTheBatch) {
     for (dtype type : {dtype::q4_k, dtype::q6_k, dtype::q8_0, dtype::mxfp4})
         for (bool per_pick : {false, true}) {
             SCOPED_TRACE(std::string(type_name(type)) + (per_pick ? " column per pick" : " one column"));
-            const int64_t k = 256, m = 48, n_expert = 6, n_used = 3, n_tokens = 8;  // 24 pairs in the batch
+            // 7 groups of 16 rows: a chunk can hold 4 + 2 + 1, every tile of q8_0's side-by-side decode
+            const int64_t k = 256, m = 112, n_expert = 6, n_used = 3, n_tokens = 8;  // 24 pairs in the batch
             auto ctx = data_context();
             std::vector<float> w;
             tensor *experts = make_weights(*ctx, type, k, m, n_expert, 1, 70, w);

@@ -172,7 +172,7 @@ void compute_mul_mat_id_few_pairs(const compute_params &p, tensor &dst) {
     const tensor &b = *dst.src[1];        // f32 [k, 1 or n_used, n_tokens]
     const tensor &ids = *dst.src[2];      // i32 [n_used, n_tokens]
     const interleaved_layout &layout = *interleaved_layout_of(experts);
-    const group_kernel_fn kernel = best_group_kernel();
+    const groups_kernel_fn kernel = best_groups_kernel();
     const q8_format format = activation_format(layout);
     const int64_t k = experts.ne[0], m = experts.ne[1], n_expert = experts.ne[2];
     const int64_t n_used = ids.ne[0], n_pairs = n_used * ids.ne[1];
@@ -218,12 +218,14 @@ void compute_mul_mat_id_few_pairs(const compute_params &p, tensor &dst) {
         const auto *weights = static_cast<const uint8_t *>(experts.data) + size_t(e) * expert_bytes(experts);
         const int64_t g_begin = (chunk % chunks_per_expert) * groups_per_chunk;
         const int64_t g_end = std::min(n_groups, g_begin + groups_per_chunk);
-        for (int64_t g = g_begin; g < g_end; ++g)
-            for (int64_t j = start[e]; j < start[e + 1]; ++j) {
-                const int64_t pair = order[j];
-                auto *out = reinterpret_cast<float *>(row_at(dst, pair % n_used, pair / n_used, 0));
-                kernel(layout, weights + size_t(g) * group_bytes, act, j, 1, out + g * interleave_rows, m);
-            }
+        // a pair's column against the chunk's groups in one call (q8_0 reads them side by side; the
+        // chunk's weights, a few groups, stay in cache for the expert's next pair)
+        for (int64_t j = start[e]; j < start[e + 1]; ++j) {
+            const int64_t pair = order[j];
+            auto *out = reinterpret_cast<float *>(row_at(dst, pair % n_used, pair / n_used, 0));
+            kernel(layout, weights + size_t(g_begin) * group_bytes, group_bytes, g_end - g_begin, act, j, 1,
+                   out + g_begin * interleave_rows, m);
+        }
     }
 }
 
