@@ -25,10 +25,11 @@ int32_t value_of(const uint32_t *pairs, int64_t i) {
     return int16_t(uint16_t(i % 2 == 0 ? w & 0xFFFFu : w >> 16));
 }
 
-// The ISA builds of the kernel this CPU runs (scalar always).
+// The ISA builds of the kernel and the quantizer this CPU runs (scalar always; AVX-512 without VNNI
+// has its own quantizer and the AVX2 kernel).
 std::vector<cpu::simd_level> levels_here() {
     std::vector<cpu::simd_level> levels = {cpu::simd_level::scalar};
-    for (auto l : {cpu::simd_level::avx2, cpu::simd_level::avx512_vnni})
+    for (auto l : {cpu::simd_level::avx2, cpu::simd_level::avx512, cpu::simd_level::avx512_vnni})
         if (cpu::simd_level_supported(l)) levels.push_back(l);
     return levels;
 }

@@ -99,12 +99,12 @@ void quantize_int16_scalar(const float *x, int64_t k, uint32_t *column) {
 }
 
 quantize_int16_fn quantize_int16_at(simd_level level) {
-    const quantize_int16_fn by_level[] = {quantize_int16_scalar, quantize_int16_avx2};
+    const quantize_int16_fn by_level[] = {quantize_int16_scalar, quantize_int16_avx2, quantize_int16_avx512};
     return by_level[std::min(size_t(level), std::size(by_level) - 1)];
 }
 
 quantize_int16_fn best_quantize_int16() {
-    return best_of({quantize_int16_scalar, quantize_int16_avx2});
+    return best_of({quantize_int16_scalar, quantize_int16_avx2, quantize_int16_avx512});
 }
 
 void pack_int16_panel(const uint32_t *const *columns, int64_t n, int64_t k, int64_t width, uint32_t *panel) {

@@ -74,6 +74,7 @@ void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, 
 using quantize_int16_fn = void (*)(const float *x, int64_t k, uint32_t *column);
 void quantize_int16_scalar(const float *x, int64_t k, uint32_t *column);
 void quantize_int16_avx2(const float *x, int64_t k, uint32_t *column);
+void quantize_int16_avx512(const float *x, int64_t k, uint32_t *column);
 quantize_int16_fn quantize_int16_at(simd_level level);
 quantize_int16_fn best_quantize_int16();  // scalar under WEFT_FORCE_SCALAR
 // n <= width columns, each quantized as a panel of width 1 (columns[j]: int16_panel_bytes(k, 1)),
