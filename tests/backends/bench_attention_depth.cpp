@@ -1,8 +1,10 @@
 // tests/backends/bench_attention_depth.cpp — the fused attention op alone on a prompt at depth: a
 // block of 64 tokens x 8 query heads of one KV head (a 1.1B llama's shape; 8 tiles of 64 query rows)
 // against `depth` cached slots of an f16 cache, head 64, on one thread, the path of
-// attention_impl.h beyond attention_untiled_slots (the tiles). Prints GFLOP/s of the products
-// (2 * rows * slots * (head_k + head_v)), counting the conversion of K and V and the softmax in the time.
+// attention_impl.h beyond attention_untiled_slots (the tiles). `--depth 0 --tokens 512` is instead a
+// prompt's first 512 tokens (a pp512 at depth 0: blocks of 64 tokens, token by token over at most
+// attention_untiled_slots slots). Prints GFLOP/s of the products (2 * rows * the cells each sees *
+// (head_k + head_v)), counting the conversion of K and V and the softmax in the time.
 // Times are this process's CPU time (one thread computes), so other processes sharing the cores slow
 // it little; the best run is printed too (the least disturbed by the neighbours' use of the caches). Every
 // run's result is checked bit for bit against the scalar build's. Not a test: ctest runs it once, briefly, to
@@ -87,7 +89,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (depth < 1 || tokens < 1 || heads < 1 || head < 1 || head > 1024 || depth > (1 << 20) ||
+    if (depth < 0 || tokens < 1 || heads < 1 || head < 1 || head > 1024 || depth > (1 << 20) ||
         tokens > 4096) {
         std::fprintf(stderr, "bad shape\n");
         return 2;
@@ -121,7 +123,8 @@ int main(int argc, char **argv) {
     force_scalar(true);
     const std::vector<float> expected = compute(g, *out);
     force_scalar(false);
-    const double flops = 2.0 * double(tokens * heads) * double(depth) * double(2 * head);
+    const double seen = double(tokens) * double(depth) + double(tokens) * double(tokens + 1) / 2;  // causal
+    const double flops = 2.0 * double(heads) * seen * double(2 * head);
     int64_t runs = 0;
     bool same = true;
     const double t0 = process_seconds();

@@ -630,6 +630,26 @@ TEST(CpuAttention, PrefillAtDepthHasTheCanonicalBitsOnAnyThreadCountAndSplit) {
     }
 }
 
+// Scores spread far below their max (q scaled up: the weights' exp arguments from 0 to below -125 ln 2,
+// where exp_reference's vector form leaves its short path for the subnormal and zero cases), token by
+// token (few cells) and in tiles (beyond attention_untiled_slots): the canonical bits in every build.
+TEST(CpuAttention, WidelySpreadScoresKeepTheCanonicalBits) {
+    for (const int64_t n_kv : {int64_t(90), int64_t(1100)}) {
+        SCOPED_TRACE(n_kv);
+        auto ctx = data_context(size_t(64) << 20);
+        attention_case c = make_case(*ctx, 64, 64, 20, 8, 1, n_kv, 71);
+        auto *q = static_cast<float *>(c.q->data);
+        for (int64_t i = 0; i < c.q->nelements(); ++i) q[i] *= 60.0f;
+        const std::vector<float> expected = canonical(c, nullptr);
+        for (int threads : {1, 2}) {
+            const std::vector<float> got = run(c.out, threads);
+            EXPECT_EQ(std::memcmp(got.data(), expected.data(), expected.size() * sizeof(float)), 0)
+                << threads << " threads";
+        }
+        expect_scalar_and_avx2_give(c.out, expected);
+    }
+}
+
 // exp_reference: within 2.5 ulp of e^x (its polynomial: 1.45 ulp + 0.5) where the result is normal, 0 for
 // -INF and far below, +INF above 88.73, and subnormal results rounded from the exact scaling.
 TEST(CpuAttention, ExpReferenceIsAccurate) {

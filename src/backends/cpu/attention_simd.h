@@ -177,50 +177,141 @@ struct simd_attention_loops {
         for (; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
     }
 
-    // NH heads, 16 slots at a time from K transposed: lane l of the canonical order is a vector over
-    // the 16 slots, and the lane tree adds whole vectors (no shuffles). The tree is walked depth
-    // first, lane pair by lane pair, so few vectors are live and each K row read serves NH heads; the
-    // lanes l and l + 8 of a pair run side by side, 2 * NH chains of fma in flight (NH alone would
-    // wait on the fma's latency).
+    // The softmax's passes over a row's scores, fused where a vector holds the 16 lanes: each pass
+    // reads and writes the row once (the operations of the plain loops, element by element).
+    static void scaled_lane_max(float *x, int64_t n, float scale, const float *shown, float *lanes) {
+        if constexpr (w != attention_lanes) {
+            attention_loops_plain::scaled_lane_max(x, n, scale, shown, lanes);
+        } else {
+            const vec k = V::set1(scale);
+            vec m = V::set1(-std::numeric_limits<float>::infinity());
+            for (int64_t s = 0; s < n; s += attention_lanes) {
+                const vec v = V::add(V::mul(V::load(x + s), k), V::load(shown + s));
+                V::store(x + s, v);
+                m = V::max(v, m);
+            }
+            V::store(lanes, m);
+        }
+    }
+    // 16 chunks at a time: their exp, stored, then their trees at once (reduce16; missing chunks zeros)
+    static void exp_chunk_sums(float *x, int64_t n, float max, float *out) {
+        if constexpr (w != attention_lanes || !requires { V::has_exp; }) {
+            exp_shifted(x, n, max);
+            chunk_sums(x, n, out);
+        } else {
+            const vec m = V::set1(max);
+            const int64_t chunks = n / attention_lanes;
+            for (int64_t c0 = 0; c0 < chunks; c0 += attention_lanes) {
+                vec v[attention_lanes];
+                for (int i = 0; i < attention_lanes; ++i) {
+                    if (c0 + i < chunks) {
+                        float *at = x + (c0 + i) * attention_lanes;
+                        v[i] = V::exp_reference(V::sub(V::load(at), m));
+                        V::store(at, v[i]);
+                    } else {
+                        v[i] = V::zero();
+                    }
+                }
+                V::store(out + c0, V::reduce16(v));
+            }
+        }
+    }
+    static void times(float *x, int64_t n, float factor, bool to_f16) {
+        const vec f = V::set1(factor);
+        int64_t i = 0;
+        if (to_f16) {
+            for (; i + w <= n; i += w) V::store(x + i, V::round_f16(V::mul(V::load(x + i), f)));
+            for (; i < n; ++i) x[i] = fp16_to_fp32(fp32_to_fp16(x[i] * factor));
+        } else {
+            for (; i + w <= n; i += w) V::store(x + i, V::mul(V::load(x + i), f));
+            for (; i < n; ++i) x[i] *= factor;
+        }
+    }
+
+    // NH heads, C chunks of 16 slots at a time from K transposed: lane l of the canonical order is a
+    // vector over a chunk's 16 slots, and the lane tree adds whole vectors (no shuffles). The lanes
+    // l and l + 8 of a pair run side by side (2 * NH * C chains of fma in flight), and each q value
+    // broadcast serves the C chunks, each K row read the NH heads: with C = 2, 0.75 loads per fma
+    // instead of 1.25 (the loads, not the fma, bound these loops). The tree is walked depth first, pair
+    // by pair (bit-reversed: s8 of lanes 0, 4, 2, 6, 1, 5, 3, 7); its pending levels wait in L1
+    // (`pending`), not in registers, which the accumulators fill.
+    template <int NH, int C>
+    static void dots_chunks(const float *const *q, const float *k, int64_t stride, int64_t head_k,
+                            float *const *out) {
+        constexpr int n = NH * C;  // accumulators of a lane: (head h, chunk c) at h * C + c
+        alignas(64) float pending[3][n][attention_lanes];  // a waiting s8, s4 and s2 node
+        auto keep = [&](int level, const vec *x) {
+            for (int i = 0; i < n; ++i) V::store(pending[level][i], x[i]);
+        };
+        auto add_kept = [&](int level, vec *x) {
+            for (int i = 0; i < n; ++i) x[i] = V::add(V::load(pending[level][i]), x[i]);
+        };
+        for (int pair = 0; pair < 8; ++pair) {
+            const int l = (pair & 1) << 2 | (pair & 2) | (pair & 4) >> 2;
+            // s8[l] = a[l] + a[l + 8]
+            vec a[n], b[n];
+            for (int i = 0; i < n; ++i) a[i] = b[i] = V::zero();
+            int64_t d = l;
+            for (; d + 8 < head_k; d += attention_lanes) {
+                vec ka[C], kb[C];
+                for (int c = 0; c < C; ++c) {
+                    ka[c] = V::load(k + d * stride + c * attention_lanes);
+                    kb[c] = V::load(k + (d + 8) * stride + c * attention_lanes);
+                }
+                for (int h = 0; h < NH; ++h) {
+                    const vec qa = V::set1(q[h][d]), qb = V::set1(q[h][d + 8]);
+                    for (int c = 0; c < C; ++c) {
+                        a[h * C + c] = V::fma(qa, ka[c], a[h * C + c]);
+                        b[h * C + c] = V::fma(qb, kb[c], b[h * C + c]);
+                    }
+                }
+            }
+            if (d < head_k) {  // lane l's last value, where head_k is not a multiple of 16
+                for (int c = 0; c < C; ++c) {
+                    const vec ka = V::load(k + d * stride + c * attention_lanes);
+                    for (int h = 0; h < NH; ++h) a[h * C + c] = V::fma(V::set1(q[h][d]), ka, a[h * C + c]);
+                }
+            }
+            for (int i = 0; i < n; ++i) a[i] = V::add(a[i], b[i]);
+            // up the tree (x + y == y + x: the side a node waits on does not matter)
+            if ((pair & 1) == 0) {
+                keep(0, a);
+                continue;
+            }
+            add_kept(0, a);  // s4
+            if ((pair & 2) == 0) {
+                keep(1, a);
+                continue;
+            }
+            add_kept(1, a);  // s2
+            if ((pair & 4) == 0) {
+                keep(2, a);
+                continue;
+            }
+            add_kept(2, a);  // the sum
+            for (int h = 0; h < NH; ++h)
+                for (int c = 0; c < C; ++c) V::store(out[h] + c * attention_lanes, a[h * C + c]);
+        }
+    }
+
+    // NH heads over the slots: two chunks at a time, then the last one alone
     template <int NH>
     [[gnu::noinline]] static void dots_nh(const float *const *q, const float *kcols, int64_t stride,
                                           int64_t head_k, int64_t slots, float *const *out) {
-        for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
-            const float *k = kcols + s0;
-            // s8[l] = a[l] + a[l + 8], s4[l] = s8[l] + s8[l + 4], s2[l] = s4[l] + s4[l + 2]
-            auto s8 = [&](int l, vec *r) {
-                vec a[NH], b[NH];
-                for (int h = 0; h < NH; ++h) a[h] = b[h] = V::zero();
-                int64_t d = l;
-                for (; d + 8 < head_k; d += attention_lanes) {
-                    const vec ka = V::load(k + d * stride), kb = V::load(k + (d + 8) * stride);
-                    for (int h = 0; h < NH; ++h) {
-                        a[h] = V::fma(V::set1(q[h][d]), ka, a[h]);
-                        b[h] = V::fma(V::set1(q[h][d + 8]), kb, b[h]);
-                    }
-                }
-                if (d < head_k) {  // lane l's last value, where head_k is not a multiple of 16
-                    const vec ka = V::load(k + d * stride);
-                    for (int h = 0; h < NH; ++h) a[h] = V::fma(V::set1(q[h][d]), ka, a[h]);
-                }
-                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
-            };
-            auto s4 = [&](int l, vec *r) {
-                vec a[NH], b[NH];
-                s8(l, a);
-                s8(l + 4, b);
-                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
-            };
-            auto s2 = [&](int l, vec *r) {
-                vec a[NH], b[NH];
-                s4(l, a);
-                s4(l + 2, b);
-                for (int h = 0; h < NH; ++h) r[h] = V::add(a[h], b[h]);
-            };
-            vec a[NH], b[NH];
-            s2(0, a);
-            s2(1, b);
-            for (int h = 0; h < NH; ++h) V::store(out[h] + s0, V::add(a[h], b[h]));
+        constexpr int64_t two = 2 * attention_lanes;
+        int64_t s0 = 0;
+        auto outs_at = [&](int64_t s, float **o) {
+            for (int h = 0; h < NH; ++h) o[h] = out[h] + s;
+        };
+        for (; s0 + two <= slots; s0 += two) {
+            float *o[NH];
+            outs_at(s0, o);
+            dots_chunks<NH, 2>(q, kcols + s0, stride, head_k, o);
+        }
+        if (s0 < slots) {
+            float *o[NH];
+            outs_at(s0, o);
+            dots_chunks<NH, 1>(q, kcols + s0, stride, head_k, o);
         }
     }
 
