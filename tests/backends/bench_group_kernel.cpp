@@ -9,9 +9,13 @@
 // panels as mul_mat packs them, called as mul_mat calls it (4 groups over 48-column passes); f16
 // runs the int16 kernel (f16_int16_mm.h) the same way, on weights repacked as at load and columns
 // quantized into panels as mul_mat quantizes them, and prints (stderr) the time of that quantization
-// against the product's.
+// against the product's. --pass P (P > 0) calls the interleaved types' groups kernel as mul_mat does
+// (compute_mul_mat_shared: chunks of 4 groups, each in passes of P columns, so the weights of a chunk
+// are read once a pass and a pass's activations stay in cache); without it, each group takes all the
+// columns at once (at hundreds of columns their activations no longer fit in L2).
 //
 //   bench_group_kernel [--types q8_0,q4_0,bf16,f16] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
+//                      [--pass 16]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -204,9 +208,10 @@ int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
     return 1;
 }
 
-// Times the best kernel over every group of a [k, rows] matrix of `type` against n columns; 0 when
+// Times the best kernel over every group of a [k, rows] matrix of `type` against n columns (pass > 0:
+// the groups kernel over chunks of 4 groups in passes of `pass` columns, as mul_mat calls it); 0 when
 // the results differ from the scalar kernel's.
-int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
+int run(dtype type, int64_t k, int64_t rows, int64_t n, int64_t pass, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
     tensor a = test::plain_matrix(type, k, rows);
     std::vector<float> values(size_t(k * rows));
@@ -227,6 +232,20 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
         test::quantize_columns(cpu::activation_format(l), k, n, uint32_t(rng()));
     const size_t group_bytes = size_t(k / l.block) * l.block_bytes;
     const int64_t groups = rows / cpu::interleave_rows;
+    if (pass > 0) {
+        constexpr int64_t groups_per_chunk = 4;
+        auto all_chunks = [&](cpu::groups_kernel_fn f, float *to) {
+            for (int64_t g = 0; g < groups; g += groups_per_chunk)
+                for (int64_t c0 = 0; c0 < n; c0 += pass)
+                    f(l, packed.data() + size_t(g) * group_bytes, group_bytes,
+                      std::min(groups_per_chunk, groups - g), x.rows, c0, std::min(pass, n - c0),
+                      to + c0 * rows + g * cpu::interleave_rows, rows);
+        };
+        return check_and_time(type, k, rows, n, ms, ghz, cpu::groups_kernel_at(cpu::simd_level::scalar),
+                              cpu::best_groups_kernel(), all_chunks) > 0
+                   ? 1
+                   : 0;
+    }
     auto all_groups = [&](cpu::group_kernel_fn f, float *to) {
         for (int64_t g = 0; g < groups; ++g)
             f(l, packed.data() + size_t(g) * group_bytes, x.rows, 0, n, to + g * cpu::interleave_rows, rows);
@@ -242,7 +261,7 @@ int run(dtype type, int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 int main(int argc, char **argv) {
     std::vector<std::string> types = {"q8_0", "q4_0", "q4_k", "iq4_nl", "mxfp4"};
     std::vector<std::string> cols = {"1", "3", "4", "16"};
-    int64_t k = 512, rows = 256;
+    int64_t k = 512, rows = 256, pass = 0;
     double ms = 300;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string_view flag = argv[i];
@@ -256,8 +275,10 @@ int main(int argc, char **argv) {
             rows = std::atoll(argv[i + 1]);
         } else if (flag == "--ms") {
             ms = std::atof(argv[i + 1]);
+        } else if (flag == "--pass") {
+            pass = std::atoll(argv[i + 1]);
         } else {
-            std::fprintf(stderr, "unknown option %s (--types, --k, --rows, --cols, --ms)\n", argv[i]);
+            std::fprintf(stderr, "unknown option %s (--types, --k, --rows, --cols, --ms, --pass)\n", argv[i]);
             return 2;
         }
     }
@@ -287,7 +308,7 @@ int main(int argc, char **argv) {
             }
             const int ok = *type == weft::dtype::bf16  ? run_bf16_groups(k, rows, n, ms, ghz)
                            : *type == weft::dtype::f16 ? run_f16_int16(k, rows, n, ms, ghz)
-                                                       : run(*type, k, rows, n, ms, ghz);
+                                                       : run(*type, k, rows, n, pass, ms, ghz);
             if (ok == 0) ++failures;
         }
     }

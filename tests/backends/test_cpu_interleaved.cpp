@@ -181,11 +181,13 @@ TEST(CpuInterleaved, EveryIsaEqualsScalarBitForBit) {
 
 // The groups kernel of every ISA (the SIMD ones read q8_0's groups side by side for one column) gives
 // the scalar group kernel's bits on each group: runs of 1..11 groups from any first group (tiles of 4
-// and 2 and a last one), one column and several, block counts even and odd, q8_0's extreme quants.
+// and 2 and a last one; the pair tiles' two groups and an odd one left), one column and several,
+// block counts even and odd, q8_0's extreme quants.
 TEST(CpuInterleaved, GroupsKernelEqualsTheGroupKernelOnEveryGroup) {
     const int64_t m = 16 * 11;
-    const std::tuple<dtype, int64_t> cases[] = {
-        {dtype::q8_0, 768}, {dtype::q8_0, 96}, {dtype::q4_0, 768}, {dtype::q4_k, 768}, {dtype::iq4_nl, 768}};
+    const std::tuple<dtype, int64_t> cases[] = {{dtype::q8_0, 768},  {dtype::q8_0, 96},  {dtype::q4_0, 768},
+                                                {dtype::q4_1, 96},   {dtype::q4_k, 768}, {dtype::iq4_nl, 768},
+                                                {dtype::mxfp4, 768}, {dtype::q5_0, 96}};
     const std::tuple<int64_t, int64_t> runs[] = {{0, 11}, {1, 4}, {3, 2}, {5, 1}, {2, 7}, {4, 6}};
     struct build {
         const char *name;

@@ -1,6 +1,7 @@
 // src/backends/cpu/interleaved_avx512.cpp — the group kernel with AVX-512 VNNI: one zmm lane per
 // row of the group, vpdpbusd against four broadcast activation bytes, up to 8 columns per tile
-// sharing the unpacked weights. Bit-identical to group_kernel_scalar (see interleaved.h).
+// sharing the unpacked weights (the groups kernel: two groups and up to 4 columns per tile, where
+// the columns are several). Bit-identical to group_kernel_scalar (see interleaved.h).
 #include <immintrin.h>
 
 #include <cstring>
@@ -321,6 +322,92 @@ void columns(const interleaved_layout &l, const uint8_t *group, const q8_rows &a
     });
 }
 
+// --- several columns: two groups at a time ------------------------------------------------------
+
+// Two groups (32 rows) against C columns, each broadcast activation dword feeding a vpdpbusd of
+// either group. This Zen 5 core loads 2 values a cycle, broadcasts included, and runs vpdpbusd,
+// vmulps and vfmadd on 2 of its 4 vector pipes: one group against a column (tile) loads a broadcast
+// for every vpdpbusd, so loads bound it as tightly as the products; two groups halve those loads.
+// 16 registers hold the two groups' operands, 8 the integer sums (one chain a group and column: at 2
+// vpdpbusd a cycle, each of the 8 chains' next one is due as the 4-cycle latency of its last ends)
+// and 8 the accumulators. bench_group_kernel --pass 16, 512 columns, k 2048, against the one-group
+// tiles: q4_0 1.22-1.27x (0.72-0.74 cycles per 64 multiply-adds), q4_1 1.20x, q8_0 1.15x, iq4_nl
+// 1.10-1.15x, mxfp4 1.08-1.10x (the codebook's byte shuffles share the vpdpbusd pipes); 3 columns
+// were slower, and q5_0's fifth-bit plane needs more registers (0.85x), so q5_0 and q5_1 keep the
+// one-group tiles. Each output element takes group_kernel_scalar's steps, as in tile.
+template <interleaved_kind Kind, int C>
+void tile_pair(const interleaved_layout &l, const uint8_t *group0, size_t group_stride, const q8_rows &a,
+               int64_t c0, float *dst, int64_t dst_stride, bool prefetch) {
+    const int32_t offset = l.offset;
+    constexpr size_t block_bytes = block_bytes_32(Kind);
+    const int64_t nb = a.nb();
+    const int8_t *qs[C];
+    const float *da[C];
+    const int32_t *sa[C];
+    for (int c = 0; c < C; ++c) {
+        qs[c] = a.qs + (c0 + c) * a.k;
+        da[c] = a.d + (c0 + c) * nb;
+        sa[c] = a.sum + (c0 + c) * nb;
+    }
+    __m512 acc[2][C];
+    for (int g = 0; g < 2; ++g)
+        for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *block[2] = {group0 + size_t(b) * block_bytes,
+                                   group0 + group_stride + size_t(b) * block_bytes};
+        if (prefetch)
+            for (const uint8_t *p : block) prefetch_block_share(p, block_bytes, 0, 1);
+        __m512i w[2][8];
+        for (int g = 0; g < 2; ++g) load_block<Kind>(l, block[g], w[g]);
+        // each chain begun at the offset's share of the integer sum
+        __m512i isum[2][C];
+        for (int c = 0; c < C; ++c) isum[0][c] = isum[1][c] = _mm512_set1_epi32(-offset * sa[c][b]);
+        for (int j = 0; j < 8; ++j)
+            for (int c = 0; c < C; ++c) {
+                const __m512i x = _mm512_set1_epi32(load_i32(qs[c] + b * 32 + 4 * j));
+                for (int g = 0; g < 2; ++g) isum[g][c] = _mm512_dpbusd_epi32(isum[g][c], w[g][j], x);
+            }
+        for (int g = 0; g < 2; ++g) {
+            const __m512 dw = block_scales<Kind>(block[g]);
+            for (int c = 0; c < C; ++c) {
+                const __m512 sx = _mm512_set1_ps(da[c][b]);
+                acc[g][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g][c]), _mm512_mul_ps(dw, sx), acc[g][c]);
+                if constexpr (has_block_min(Kind)) {
+                    const __m512 m = _mm512_cvtph_ps(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block[g] + l.dmin_at)));
+                    acc[g][c] =
+                        _mm512_fmadd_ps(_mm512_set1_ps(float(sa[c][b])), _mm512_mul_ps(m, sx), acc[g][c]);
+                }
+            }
+        }
+    }
+    for (int g = 0; g < 2; ++g)
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * dst_stride + interleave_rows * g, acc[g][c]);
+}
+
+constexpr int max_pair_cols = 4;
+
+// The kinds tile_pair computes (the 32-value kinds but q5_0 and q5_1).
+constexpr bool in_group_pairs(interleaved_kind k) {
+    return !is_k_kind(k) && !has_fifth_bit_plane(k);
+}
+
+// Groups two at a time (tile_pair), the last one of an odd count alone (tile).
+template <interleaved_kind Kind>
+void group_pairs(const interleaved_layout &l, const uint8_t *groups, size_t group_stride, int64_t n_groups,
+                 const q8_rows &a, int64_t c0, int64_t n_cols, float *dst, int64_t dst_stride) {
+    int64_t g = 0;
+    for (; g + 2 <= n_groups; g += 2)
+        for_column_tiles<max_pair_cols>(n_cols, [&](auto cols, int64_t c) {
+            tile_pair<Kind, decltype(cols)::value>(l, groups + size_t(g) * group_stride, group_stride, a,
+                                                   c0 + c, dst + c * dst_stride + g * interleave_rows,
+                                                   dst_stride, c == 0);
+        });
+    if (g < n_groups)
+        columns<Kind>(l, groups + size_t(g) * group_stride, a, c0, n_cols, dst + g * interleave_rows,
+                      dst_stride);
+}
+
 // --- one column (decode): several groups side by side ----------------------------------------
 
 // Only q8_0 reads its groups side by side (q8_0_side_by_side_then_each): q4_0 read so streamed no faster than
@@ -378,6 +465,14 @@ void q8_0_one_column_side_by_side(const interleaved_layout &l, const uint8_t *gr
 void groups_kernel_avx512vnni(const interleaved_layout &l, const uint8_t *groups, size_t group_stride,
                               int64_t n_groups, const q8_rows &a, int64_t c0, int64_t n_cols, float *dst,
                               int64_t dst_stride) {
+    if (n_cols > 1 && in_group_pairs(l.kind)) {
+        with_interleaved_kind(l.kind, [&](auto kind) {
+            constexpr interleaved_kind K = decltype(kind)::value;
+            if constexpr (in_group_pairs(K))
+                group_pairs<K>(l, groups, group_stride, n_groups, a, c0, n_cols, dst, dst_stride);
+        });
+        return;
+    }
     // one group left: the tile's software prefetch keeps it streaming
     q8_0_side_by_side_then_each<group_kernel_avx512vnni>(
         l, groups, group_stride, n_groups, a, c0, n_cols, dst, dst_stride,
