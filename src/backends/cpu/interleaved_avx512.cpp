@@ -87,6 +87,21 @@ template <int Chains>
     return _mm512_add_epi32(s[0], s[1]);
 }
 
+// The activation rows of a tile's C columns from c0: quants, block scales, block sums.
+template <int C>
+struct tile_columns {
+    const int8_t *qs[C];
+    const float *d[C];
+    const int32_t *sum[C];
+    tile_columns(const q8_rows &a, int64_t c0) {
+        for (int c = 0; c < C; ++c) {
+            qs[c] = a.qs + (c0 + c) * a.k;
+            d[c] = a.d + (c0 + c) * a.nb();
+            sum[c] = a.sum + (c0 + c) * a.nb();
+        }
+    }
+};
+
 // prefetch (every tile kind): whether this tile asks for the weights ahead — only the first column
 // tile of a call; the others read the same group right after it.
 template <interleaved_kind Kind, int C>
@@ -95,14 +110,7 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
     const int32_t offset = l.offset;
     constexpr size_t block_bytes = block_bytes_32(Kind);
     const int64_t nb = a.nb();
-    const int8_t *qs[C];
-    const float *da[C];
-    const int32_t *sa[C];
-    for (int c = 0; c < C; ++c) {
-        qs[c] = a.qs + (c0 + c) * a.k;
-        da[c] = a.d + (c0 + c) * nb;
-        sa[c] = a.sum + (c0 + c) * nb;
-    }
+    const tile_columns<C> cols(a, c0);
     __m512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -114,15 +122,15 @@ void tile(const interleaved_layout &l, const uint8_t *group, const q8_rows &a, i
         for (int c = 0; c < C; ++c) {
             // independent integer chains (exact: their order does not matter): two where the
             // columns give the core other work, four for one column
-            const __m512i isum =
-                dot_block<(C == 1 ? 4 : 2)>(w, qs[c] + b * 32, _mm512_set1_epi32(-offset * sa[c][b]));
-            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(da[c][b]));
+            const __m512i isum = dot_block<(C == 1 ? 4 : 2)>(w, cols.qs[c] + b * 32,
+                                                             _mm512_set1_epi32(-offset * cols.sum[c][b]));
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(cols.d[c][b]));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[c]);
             if constexpr (has_block_min(Kind)) {
                 const __m512 m =
                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + l.dmin_at)));
-                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(float(sa[c][b])),
-                                         _mm512_mul_ps(m, _mm512_set1_ps(da[c][b])), acc[c]);
+                acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(float(cols.sum[c][b])),
+                                         _mm512_mul_ps(m, _mm512_set1_ps(cols.d[c][b])), acc[c]);
             }
         }
     }
@@ -341,14 +349,7 @@ void tile_pair(const interleaved_layout &l, const uint8_t *group0, size_t group_
     const int32_t offset = l.offset;
     constexpr size_t block_bytes = block_bytes_32(Kind);
     const int64_t nb = a.nb();
-    const int8_t *qs[C];
-    const float *da[C];
-    const int32_t *sa[C];
-    for (int c = 0; c < C; ++c) {
-        qs[c] = a.qs + (c0 + c) * a.k;
-        da[c] = a.d + (c0 + c) * nb;
-        sa[c] = a.sum + (c0 + c) * nb;
-    }
+    const tile_columns<C> cols(a, c0);
     __m512 acc[2][C];
     for (int g = 0; g < 2; ++g)
         for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
@@ -361,22 +362,22 @@ void tile_pair(const interleaved_layout &l, const uint8_t *group0, size_t group_
         for (int g = 0; g < 2; ++g) load_block<Kind>(l, block[g], w[g]);
         // each chain begun at the offset's share of the integer sum
         __m512i isum[2][C];
-        for (int c = 0; c < C; ++c) isum[0][c] = isum[1][c] = _mm512_set1_epi32(-offset * sa[c][b]);
+        for (int c = 0; c < C; ++c) isum[0][c] = isum[1][c] = _mm512_set1_epi32(-offset * cols.sum[c][b]);
         for (int j = 0; j < 8; ++j)
             for (int c = 0; c < C; ++c) {
-                const __m512i x = _mm512_set1_epi32(load_i32(qs[c] + b * 32 + 4 * j));
+                const __m512i x = _mm512_set1_epi32(load_i32(cols.qs[c] + b * 32 + 4 * j));
                 for (int g = 0; g < 2; ++g) isum[g][c] = _mm512_dpbusd_epi32(isum[g][c], w[g][j], x);
             }
         for (int g = 0; g < 2; ++g) {
             const __m512 dw = block_scales<Kind>(block[g]);
             for (int c = 0; c < C; ++c) {
-                const __m512 sx = _mm512_set1_ps(da[c][b]);
+                const __m512 sx = _mm512_set1_ps(cols.d[c][b]);
                 acc[g][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g][c]), _mm512_mul_ps(dw, sx), acc[g][c]);
                 if constexpr (has_block_min(Kind)) {
                     const __m512 m = _mm512_cvtph_ps(
                         _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block[g] + l.dmin_at)));
-                    acc[g][c] =
-                        _mm512_fmadd_ps(_mm512_set1_ps(float(sa[c][b])), _mm512_mul_ps(m, sx), acc[g][c]);
+                    acc[g][c] = _mm512_fmadd_ps(_mm512_set1_ps(float(cols.sum[c][b])), _mm512_mul_ps(m, sx),
+                                                acc[g][c]);
                 }
             }
         }
