@@ -370,15 +370,17 @@ void tile_pair(const interleaved_layout &l, const uint8_t *group0, size_t group_
             }
         for (int g = 0; g < 2; ++g) {
             const __m512 dw = block_scales<Kind>(block[g]);
+            // the group's block mins, widened once for every column (q4_1)
+            [[maybe_unused]] __m512 m = _mm512_setzero_ps();
+            if constexpr (has_block_min(Kind))
+                m = _mm512_cvtph_ps(
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block[g] + l.dmin_at)));
             for (int c = 0; c < C; ++c) {
                 const __m512 sx = _mm512_set1_ps(cols.d[c][b]);
                 acc[g][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g][c]), _mm512_mul_ps(dw, sx), acc[g][c]);
-                if constexpr (has_block_min(Kind)) {
-                    const __m512 m = _mm512_cvtph_ps(
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block[g] + l.dmin_at)));
+                if constexpr (has_block_min(Kind))
                     acc[g][c] = _mm512_fmadd_ps(_mm512_set1_ps(float(cols.sum[c][b])), _mm512_mul_ps(m, sx),
                                                 acc[g][c]);
-                }
             }
         }
     }
