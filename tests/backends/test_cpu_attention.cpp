@@ -575,27 +575,30 @@ TEST(CpuAttention, OneTokenOverALongCacheHasTheSameBitsOnAnyThreadCount) {
 // A prompt after a filled cache (prefill at depth) goes through the slots in tiles, its tokens' query
 // rows together: the canonical order's bits for groups of 1, 4 and 8 query heads per KV head, cell
 // counts and windows that are not multiples of the tiles, f16 and q8_0 caches, a head of 40 values,
-// sinks; the same bits on 1 to 7 threads (the blocks shrink with more threads), in the scalar and
-// AVX2 builds, and with the prompt split in two batches (each batch's tokens, alone, get the same bits).
+// sinks, a soft cap; the same bits on 1 to 7 threads (the blocks shrink with more threads, and grow to
+// 256 and 128 tokens on 1 and 2 over the deep cache), in the scalar and AVX2 builds, and with the
+// prompt split in two batches (each batch's tokens, alone, get the same bits).
 TEST(CpuAttention, PrefillAtDepthHasTheCanonicalBitsOnAnyThreadCountAndSplit) {
     struct variant {
         const char *name;
         int64_t head, n_head, n_tokens, depth, window;  // window 0: causal only
         dtype type;
         bool sinks;
+        float softcap;
     };
     const variant variants[] = {
-        {"group 8, f16", 64, 16, 70, 1100, 0, dtype::f16, false},
-        {"group 4, q8_0, sinks", 64, 8, 37, 1300, 0, dtype::q8_0, true},
-        {"group 1, head 40, window", 40, 2, 45, 1200, 700, dtype::f16, false},
-        {"group 8, window, q8_0", 64, 16, 21, 1500, 1030, dtype::q8_0, false},
+        {"group 8, f16", 64, 16, 70, 1100, 0, dtype::f16, false, 0.0f},
+        {"group 4, q8_0, sinks", 64, 8, 37, 1300, 0, dtype::q8_0, true, 0.0f},
+        {"group 1, head 40, window", 40, 2, 45, 1200, 700, dtype::f16, false, 0.0f},
+        {"group 8, window, q8_0", 64, 16, 21, 1500, 1030, dtype::q8_0, false, 0.0f},
+        {"group 4, head 16, deep, soft cap", 16, 8, 530, 4200, 0, dtype::f16, false, 0.5f},
     };
     for (const variant &vr : variants) {
         SCOPED_TRACE(vr.name);
         auto ctx = data_context(size_t(256) << 20);
         const int64_t n_kv = vr.depth + vr.n_tokens;
-        attention_case c =
-            make_case(*ctx, vr.head, vr.head, vr.n_tokens, vr.n_head, 2, n_kv, 53, 0.0f, vr.type, vr.type);
+        attention_case c = make_case(*ctx, vr.head, vr.head, vr.n_tokens, vr.n_head, 2, n_kv, 53, vr.softcap,
+                                     vr.type, vr.type);
         auto *m = static_cast<float *>(c.mask->data);
         for (int64_t t = 0; t < vr.n_tokens; ++t)
             for (int64_t j = 0; j < n_kv; ++j) {
@@ -622,8 +625,9 @@ TEST(CpuAttention, PrefillAtDepthHasTheCanonicalBitsOnAnyThreadCountAndSplit) {
                 view_3d(*ctx, c.q, vr.head, n, vr.n_head, c.q->nb[1], c.q->nb[2], size_t(t0) * c.q->nb[1]);
             tensor *mask = view_2d(*ctx, c.mask, n_kv, n, c.mask->nb[1], size_t(t0) * c.mask->nb[1]);
             tensor *sinks = c.out->src[5];
-            const std::vector<float> part =
-                run(attention(*ctx, q, c.k, c.v, mask, 0.125f, 0.0f, nullptr, sinks), 2);
+            const std::vector<float> part = run(
+                attention(*ctx, q, c.k, c.v, mask, c.out->param_f32(0), c.out->param_f32(1), nullptr, sinks),
+                2);
             EXPECT_EQ(std::memcmp(part.data(), &expected[size_t(t0 * row)], part.size() * sizeof(float)), 0)
                 << "tokens from " << t0;
         }

@@ -61,6 +61,11 @@ namespace weft::cpu {
 constexpr int64_t attention_lanes = 16;
 // Tokens per task: a block shares the conversion of its KV head's rows.
 constexpr int64_t attention_block_tokens = 64;
+// Over a deep cache (attention_deep_slots and more) blocks grow to this many tokens where the threads
+// keep enough tasks: the widening of K and V into kcols / vcols, a sixth of the op at depth 16384 with
+// blocks of 64, then serves more tokens.
+constexpr int64_t attention_max_block_tokens = 256;
+constexpr int64_t attention_deep_slots = 4096;
 // Empty slots a token's cells may leave before their slots become their ranks (see above).
 constexpr int64_t attention_slack = 64;
 // A block's tokens that see the same slots go through them together, this many query rows (tokens x
@@ -106,6 +111,8 @@ struct attention_task {
     float *vcols;        // V transposed, the same way (head_v rows)
     float *dots;         // max_slots per query row (attention_scratch_rows): its scores, then its weights
     float *lanes;        // head_v * 16 per query row: the weighted sums' lanes, carried across tiles
+    float *row_max;      // 16 per query row: its scores' maxima lane by lane, carried across tiles
+    float *row_factor;   // 1 per query row: 1 / the sum of its exp
     float *shown;        // max_slots: the token's mask value of each slot (-INF: hidden or empty)
     float *chunk_sum;    // max_slots / 16 + 16: the lane tree of each chunk of 16 weights
     float *qround;       // head_k per query row: q, rounded to f16 for an f16 K, or its q8_query
@@ -217,7 +224,8 @@ inline int64_t attention_scratch_rows(int64_t n_tokens, int64_t group) {
 //                                    tile's chunks, then goes back there or, where out is given (the
 //                                    last tile), through the tree to out[h][d]
 //   chunk_sums(x, n, out)            out[c] = tree16(x[16c .. 16c + 15])
-//   lane_max(x, n, lanes)            lanes[l] = the std::max, from -INF, of x[16c + l] over the chunks
+//   lane_max(x, n, lanes)            lanes[l] = the std::max of lanes[l] (carried in: -INF at the start of
+//                                    a row) and x[16c + l], over the chunks in order
 //   exp_shifted(x, n, max)           x[s] = exp_reference(x[s] - max)
 //   round_f16(x, n)                  x[i] = x[i] rounded to f16 (round to nearest even)
 //   scaled_lane_max(x, n, scale, shown, lanes)
@@ -300,7 +308,6 @@ struct attention_loops_plain {
         for (int64_t s = 0; s < n; ++s) x[s] = exp_reference(x[s] - max);
     }
     static void lane_max(const float *x, int64_t n, float *lanes) {
-        std::fill(lanes, lanes + attention_lanes, -std::numeric_limits<float>::infinity());
         for (int64_t s = 0; s < n; s += attention_lanes)
             for (int l = 0; l < attention_lanes; ++l) lanes[l] = std::max(lanes[l], x[s + l]);
     }
@@ -465,27 +472,66 @@ void prepare_queries(const attention_task &a, int64_t t, int64_t h0, int nh, con
     }
 }
 
-// Query head h's n scores x (its dots, in place) to its weights, as the top of the file says: scaled
-// (or soft-capped), the mask values `shown` added, exp_reference against the max (the sink's too),
-// times 1 / the double sum of the chunks' lane trees (the sink's term last), rounded to f16 for an f16 V.
-template <class Loops>
-void softmax_of_scores(const attention_task &a, int64_t h, float *x, int64_t n) {
+// The mask values of a token (mask row m) at the slots [lo, hi) (multiples of 16) into shown (-INF:
+// an empty slot); a chunk of 16 consecutive cells is copied whole. Whether any of them is visible.
+inline bool show_slots(const attention_task &a, const float *m, int64_t lo, int64_t hi, float *shown) {
     constexpr float hidden = -std::numeric_limits<float>::infinity();
-    float max = hidden;
-    float lane_max[attention_lanes];  // max is exact in any order: 16 lanes, vectorized
-    if (a.softcap > 0.0f) {
-        for (int64_t s = 0; s < n; ++s) x[s] = a.softcap * std::tanh(x[s] * a.scale) + a.shown[s];
-        Loops::lane_max(x, n, lane_max);
-    } else {
-        Loops::scaled_lane_max(x, n, a.scale, a.shown, lane_max);
+    bool any = false;
+    for (int64_t s0 = lo; s0 < hi; s0 += attention_lanes) {
+        const int32_t *cells = a.slot_cell + s0;
+        float *out = shown + (s0 - lo);
+        bool run = cells[0] >= 0;
+        for (int l = 1; l < attention_lanes; ++l) run = run && cells[l] == cells[0] + l;
+        if (run)
+            std::memcpy(out, m + cells[0], attention_lanes * sizeof(float));
+        else
+            for (int l = 0; l < attention_lanes; ++l) out[l] = cells[l] >= 0 ? m[cells[l]] : hidden;
+        for (int l = 0; l < attention_lanes; ++l) any = any || out[l] != hidden;
     }
-    for (float m_l : lane_max) max = std::max(max, m_l);
+    return any;
+}
+
+// A query head's n scores x (its dots, in place, a row or a tile of it) scaled (or soft-capped) and
+// the mask values `shown` added; lanes: their maxima lane by lane, carried from tile to tile (max is
+// exact in any order, so 16 lanes, vectorized; -INF at the start of a row).
+template <class Loops>
+void mask_scores(const attention_task &a, float *x, int64_t n, const float *shown, float *lanes) {
+    if (a.softcap > 0.0f) {
+        for (int64_t s = 0; s < n; ++s) x[s] = a.softcap * std::tanh(x[s] * a.scale) + shown[s];
+        Loops::lane_max(x, n, lanes);
+    } else {
+        Loops::scaled_lane_max(x, n, a.scale, shown, lanes);
+    }
+}
+
+// Query head h's n masked scores x (their lane maxima `lanes`) to exp_reference against the max (the
+// sink's too), in place; returns the factor of the weights: float(1 / the double sum of the chunks'
+// lane trees, the sink's term last).
+template <class Loops>
+float exp_of_scores(const attention_task &a, int64_t h, float *x, int64_t n, const float *lanes) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int l = 0; l < attention_lanes; ++l) max = std::max(max, lanes[l]);
     if (a.sinks) max = std::max(max, a.sinks[h]);
     Loops::exp_chunk_sums(x, n, max, a.chunk_sum);
     double sum = 0.0;
     for (int64_t c = 0; c < n / attention_lanes; ++c) sum += double(a.chunk_sum[c]);
     if (a.sinks) sum += double(std::exp(a.sinks[h] - max));
-    Loops::times(x, n, float(1.0 / sum), a.v->type == dtype::f16);
+    return float(1.0 / sum);
+}
+
+// Whether the weights are rounded to f16 (for an f16 V, as the top of the file says).
+inline bool weights_to_f16(const attention_task &a) {
+    return a.v->type == dtype::f16;
+}
+
+// Query head h's n scores x (its dots, in place) to its weights, as the top of the file says (the mask
+// values in a.shown): mask_scores, exp_of_scores, times the factor (rounded to f16 for an f16 V).
+template <class Loops>
+void softmax_of_scores(const attention_task &a, int64_t h, float *x, int64_t n) {
+    float lanes[attention_lanes];
+    std::fill(lanes, lanes + attention_lanes, -std::numeric_limits<float>::infinity());
+    mask_scores<Loops>(a, x, n, a.shown, lanes);
+    Loops::times(x, n, exp_of_scores<Loops>(a, h, x, n, lanes), weights_to_f16(a));
 }
 
 // Whether the ISA build reads K and V from the cache rows themselves for one token (no transposed
@@ -565,14 +611,8 @@ void run_attention_task(const attention_task &a) {
 
     // the query heads of token t over the slots [lo, hi) of the filled ones
     auto attend = [&](int64_t t, int64_t lo, int64_t hi, bool direct_k, bool direct_v) {
-        const float *m = mask_row(t);
         const int64_t n = hi - lo;
-        bool any = false;
-        for (int64_t s = lo; s < hi; ++s) {
-            const int32_t c = a.slot_cell[s];
-            a.shown[s - lo] = c >= 0 ? m[c] : hidden;
-            any = any || a.shown[s - lo] != hidden;
-        }
+        const bool any = show_slots(a, mask_row(t), lo, hi, a.shown);
         for (int64_t h0 = a.g * group; h0 < (a.g + 1) * group; h0 += attention_heads_per_pass) {
             const int nh = int(std::min<int64_t>(attention_heads_per_pass, (a.g + 1) * group - h0));
             const float *qs[attention_heads_per_pass];
@@ -604,10 +644,12 @@ void run_attention_task(const attention_task &a) {
 
     // Tokens toks[0, nt) (of the block: lo_of, hi_of by t - a.t0) over the union's filled slots,
     // together: their query rows (row i * group + j: token i, query head j of the KV head) go through
-    // the slots a tile at a time, the scores of every row, then each row's softmax, then the weighted
-    // sums of every row tile by tile, their lanes carried across the tiles in a.lanes. The same
-    // operations in the same order as attend's, so the same bits; each K and V tile is read from
-    // the cache for all the rows while it sits there, instead of once per token and pass.
+    // the slots a tile at a time: the scores of every row, masked while the tile's sit in L1 (their
+    // maxima carried in a.row_max); then each row's exp and sum; then the weighted sums of every row
+    // tile by tile, each tile's weights scaled just before (a.row_factor), the sums' lanes carried
+    // across the tiles in a.lanes. The same operations in the same order as attend's, so the same
+    // bits; each K and V tile is read from the cache for all the rows while it sits there, instead of
+    // once per token and pass, and a row's scores go through memory twice, not four times.
     auto attend_tiled = [&](const int64_t *toks, int64_t nt, const int64_t *lo_of, const int64_t *hi_of) {
         const int64_t lanes_per_row = head_v * attention_lanes;
         // over the passes of token i's heads: fn(first row, heads)
@@ -638,8 +680,10 @@ void run_attention_task(const attention_task &a) {
                 q8_query q8s[attention_heads_per_pass];
                 prepare_queries<Loops>(a, t, a.g * group + r - i * group, nh, qs, q8s, a.qround + r * head_k);
             });
+            std::fill(a.row_max + i * group * attention_lanes, a.row_max + (i + 1) * group * attention_lanes,
+                      -std::numeric_limits<float>::infinity());
         }
-        // 1. the scores
+        // 1. the scores, masked
         by_tiles(attention_tile_slots, [&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t) {
             passes(i, [&](int64_t r, int nh) {
                 const float *qs[attention_heads_per_pass];
@@ -656,17 +700,17 @@ void run_attention_task(const attention_task &a) {
                 else
                     Loops::dots(qs, nh, a.kcols + r0, a.max_slots, head_k, r1 - r0, xs);
             });
+            show_slots(a, mask_row(toks[i]), r0, r1, a.shown);
+            for (int64_t r = i * group; r < (i + 1) * group; ++r)
+                mask_scores<Loops>(a, a.dots + r * a.max_slots + (r0 - lo), r1 - r0, a.shown,
+                                   a.row_max + r * attention_lanes);
         });
-        // 2. each row's softmax
+        // 2. each row's exp and sum
         for (int64_t i = 0; i < nt; ++i) {
             const int64_t lo = lo_of[toks[i] - a.t0], hi = hi_of[toks[i] - a.t0];
-            const float *m = mask_row(toks[i]);
-            for (int64_t s = lo; s < hi; ++s) {
-                const int32_t c = a.slot_cell[s];
-                a.shown[s - lo] = c >= 0 ? m[c] : hidden;
-            }
-            for (int64_t j = 0; j < group && lo < hi; ++j)
-                softmax_of_scores<Loops>(a, a.g * group + j, a.dots + (i * group + j) * a.max_slots, hi - lo);
+            for (int64_t j = 0, r = i * group; j < group && lo < hi; ++j, ++r)
+                a.row_factor[r] = exp_of_scores<Loops>(a, a.g * group + j, a.dots + r * a.max_slots, hi - lo,
+                                                       a.row_max + r * attention_lanes);
         }
         // 3. the weighted sums: the lanes from zero in a token's first tile, through the tree in its last
         by_tiles(attention_weight_tile_slots, [&](int64_t i, int64_t r0, int64_t r1, int64_t lo, int64_t hi) {
@@ -674,7 +718,9 @@ void run_attention_task(const attention_task &a) {
                 const float *ps[attention_heads_per_pass];
                 float *outs[attention_heads_per_pass];
                 for (int j = 0; j < nh; ++j) {
-                    ps[j] = a.dots + (r + j) * a.max_slots + (r0 - lo);
+                    float *x = a.dots + (r + j) * a.max_slots + (r0 - lo);
+                    Loops::times(x, r1 - r0, a.row_factor[r + j], weights_to_f16(a));
+                    ps[j] = x;
                     outs[j] = static_cast<float *>(a.dst->data) +
                               (toks[i] * n_head + a.g * group + r - i * group + j) * head_v;
                 }
@@ -733,8 +779,8 @@ void run_attention_task(const attention_task &a) {
     const int64_t slots = assign_slots(a.order, a.cell_pos, n_union, true, a.slot_cell);
     // each token: its first and last visible chunk of the union's slots, and whether its own cells
     // would be slotted by position (else alone, by rank)
-    int64_t lo_of[attention_block_tokens], hi_of[attention_block_tokens];
-    bool own[attention_block_tokens];
+    int64_t lo_of[attention_max_block_tokens], hi_of[attention_max_block_tokens];
+    bool own[attention_max_block_tokens];
     for (int64_t t = a.t0; t < a.t1; ++t) {
         const float *m = mask_row(t);
         int64_t lo = -1, hi = 0, chunks = 0, n = 0;
@@ -763,7 +809,7 @@ void run_attention_task(const attention_task &a) {
             if (own[t - a.t0]) attend(t, lo_of[t - a.t0], hi_of[t - a.t0], k_ints, false);
     } else {
         fill_slots(slots, k_ints, false);
-        int64_t tile[attention_block_tokens], n_tile = 0;
+        int64_t tile[attention_max_block_tokens], n_tile = 0;
         const int64_t tile_tokens = attention_tile_tokens(group);
         for (int64_t t = a.t0; t < a.t1; ++t) {
             if (own[t - a.t0]) tile[n_tile++] = t;
@@ -796,19 +842,13 @@ void run_attention_token_split(const attention_task &a, const attention_split &s
     const int64_t head_k = k.ne[0], head_v = v.ne[0], n_kv = k.ne[1];
     const int64_t n_head = q.ne[2], n_head_kv = k.ne[2], group = n_head / n_head_kv;
     const int64_t passes = (group + attention_heads_per_pass - 1) / attention_heads_per_pass;
-    constexpr float hidden = -std::numeric_limits<float>::infinity();
     const int64_t t = a.t0;
     const float *m = static_cast<const float *>(mask.data) + t * mask.ne[0];
     const int64_t slots = slot_token(a, m, visible_end(m, n_kv, 0));
     int64_t begin = 0, end = 0;
     float *out = static_cast<float *>(a.dst->data) + t * n_head * head_v;
-    bool any = false;
-    for (int64_t s = 0; s < slots; ++s) {
-        const int32_t c = a.slot_cell[s];
-        a.shown[s] = c >= 0 ? m[c] : hidden;
-        any = any || a.shown[s] != hidden;
-    }
-    if (!any) {  // nothing visible: zeros (every thread decides alike, none waits)
+    if (!show_slots(a, m, 0, slots,
+                    a.shown)) {  // nothing visible: zeros (every thread decides alike, none waits)
         share_of(n_head, sp.ith, sp.nth, begin, end);
         std::fill(out + begin * head_v, out + end * head_v, 0.0f);
         return;

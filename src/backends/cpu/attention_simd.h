@@ -165,7 +165,7 @@ struct simd_attention_loops {
         if constexpr (w != attention_lanes) {
             return attention_loops_plain::lane_max(x, n, lanes);
         } else {
-            vec m = V::set1(-std::numeric_limits<float>::infinity());
+            vec m = V::load(lanes);
             for (int64_t s = 0; s < n; s += attention_lanes) m = V::max(V::load(x + s), m);
             V::store(lanes, m);
         }
@@ -184,7 +184,7 @@ struct simd_attention_loops {
             attention_loops_plain::scaled_lane_max(x, n, scale, shown, lanes);
         } else {
             const vec k = V::set1(scale);
-            vec m = V::set1(-std::numeric_limits<float>::infinity());
+            vec m = V::load(lanes);
             for (int64_t s = 0; s < n; s += attention_lanes) {
                 const vec v = V::add(V::mul(V::load(x + s), k), V::load(shown + s));
                 V::store(x + s, v);

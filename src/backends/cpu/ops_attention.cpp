@@ -17,8 +17,8 @@ namespace weft::cpu {
 namespace {
 
 struct attention_scratch {
-    size_t kcols = 0, vcols = 0, dots = 0, lanes = 0, shown = 0, chunk_sum = 0, qround = 0, row = 0,
-           order = 0, cell_pos = 0, slot_cell = 0, per_thread = 0;
+    size_t kcols = 0, vcols = 0, dots = 0, lanes = 0, row_max = 0, row_factor = 0, shown = 0, chunk_sum = 0,
+           qround = 0, row = 0, order = 0, cell_pos = 0, slot_cell = 0, per_thread = 0;
     size_t split_scores = 0;  // the bytes of attention_split::scores, after every thread's scratch
     int64_t max_slots = 0;
     explicit attention_scratch(const tensor &dst) {
@@ -31,7 +31,9 @@ struct attention_scratch {
         vcols = kcols + pad_to_cache_line(head_k * slots * sizeof(float));
         dots = vcols + pad_to_cache_line(head_v * slots * sizeof(float));
         lanes = dots + pad_to_cache_line(rows * slots * sizeof(float));
-        shown = lanes + pad_to_cache_line(rows * head_v * attention_lanes * sizeof(float));
+        row_max = lanes + pad_to_cache_line(rows * head_v * attention_lanes * sizeof(float));
+        row_factor = row_max + pad_to_cache_line(rows * attention_lanes * sizeof(float));
+        shown = row_factor + pad_to_cache_line(rows * sizeof(float));
         chunk_sum = shown + pad_to_cache_line(slots * sizeof(float));
         qround = chunk_sum + pad_to_cache_line((slots / 16 + 16) * sizeof(float));
         row = qround + pad_to_cache_line(rows * head_k * sizeof(float));
@@ -57,14 +59,19 @@ split_fn best_split_fn() {
 
 // How the tokens of a batch go out to the threads: tasks of (block of tokens, KV head), taken in turn
 // from a shared counter. Blocks of 64 tokens (one conversion of the KV head's rows serves them all),
-// smaller (to 16) while that leaves fewer than 4 tasks a thread; the last blocks first, as a causal
+// smaller (to 16) while that leaves fewer than 4 tasks a thread, larger (to 256) over a deep cache
+// while 4 tasks a thread remain; the last blocks first, as a causal
 // mask gives them the most cells, so that the short ones fill in at the end. A token's result does not
 // depend on its block (attention_impl.h), so neither does it on the thread count.
 class attention_tasks {
   public:
-    attention_tasks(int64_t n_tokens, int64_t n_head_kv, int nth)
+    attention_tasks(int64_t n_tokens, int64_t n_head_kv, int64_t n_kv, int nth)
         : n_tokens_(n_tokens), n_head_kv_(n_head_kv) {
         while (block_ > 16 && blocks() * n_head_kv < 4 * int64_t(nth)) block_ /= 2;
+        // a deep cache: larger blocks while 4 tasks a thread remain
+        while (n_kv >= attention_deep_slots && block_ < attention_max_block_tokens &&
+               (n_tokens_ + 2 * block_ - 1) / (2 * block_) * n_head_kv >= 4 * int64_t(nth))
+            block_ *= 2;
     }
     int64_t count() const { return blocks() * n_head_kv_; }
     // task i: tokens [t0, t1) of KV head g
@@ -117,9 +124,10 @@ void compute_attention(const compute_params &p, tensor &dst) {
     task.vcols = reinterpret_cast<float *>(mine + layout.vcols);
     task.dots = reinterpret_cast<float *>(mine + layout.dots);
     task.lanes = reinterpret_cast<float *>(mine + layout.lanes);
+    task.row_max = reinterpret_cast<float *>(mine + layout.row_max);
+    task.row_factor = reinterpret_cast<float *>(mine + layout.row_factor);
     task.shown = reinterpret_cast<float *>(mine + layout.shown);
     task.chunk_sum = reinterpret_cast<float *>(mine + layout.chunk_sum);
-    task.shown = reinterpret_cast<float *>(mine + layout.shown);
     task.qround = reinterpret_cast<float *>(mine + layout.qround);
     task.row = reinterpret_cast<float *>(mine + layout.row);
     task.order = reinterpret_cast<int32_t *>(mine + layout.order);
@@ -138,7 +146,7 @@ void compute_attention(const compute_params &p, tensor &dst) {
         if (best_split_fn()(task, split)) return;
     }
     const task_fn run = best_task_fn();
-    const attention_tasks tasks(n_tokens, n_head_kv, p.nth);
+    const attention_tasks tasks(n_tokens, n_head_kv, k.ne[1], p.nth);
     for (int64_t t = next_task->fetch_add(1); t < tasks.count(); t = next_task->fetch_add(1)) {
         tasks.get(t, task.t0, task.t1, task.g);
         run(task);
