@@ -107,7 +107,8 @@ struct attention_task {
     int64_t t0, t1;  // tokens [t0, t1)
     int64_t g;       // the KV head
     // scratch (max_slots = attention_max_slots(n_kv)):
-    float *kcols;        // K transposed: value d of slot s at kcols[d * max_slots + s] (head_k rows)
+    float *kcols;        // K transposed chunk by chunk: value d of slot s at kcols[(s / 16) * head_k * 16 +
+                         // d * 16 + s % 16] (a chunk's 16 slots x head_k values in one piece)
     float *vcols;        // V transposed, the same way (head_v rows)
     float *dots;         // max_slots per query row (attention_scratch_rows): its scores, then its weights
     float *lanes;        // head_v * 16 per query row: the weighted sums' lanes, carried across tiles
@@ -211,9 +212,10 @@ inline int64_t attention_scratch_rows(int64_t n_tokens, int64_t group) {
 // The loops the ISA builds write with intrinsics (the same operations, element by element), for
 // nh <= attention_heads_per_pass heads:
 //   convert(src, type, n, out)       widens a K or V row to floats
-//   dots(q, nh, kcols, stride, head_k, slots, out)
+//   dots(q, nh, kcols, head_k, slots, out)
 //                                    out[h][s] = tree16 over lanes l of the serial fma over d = l,
-//                                    l + 16, ... < head_k of q[h][d] * kcols[d * stride + s]
+//                                    l + 16, ... < head_k of q[h][d] * kcols[(s / 16) * head_k * 16 +
+//                                    d * 16 + s % 16] (K transposed chunk by chunk, as attention_task's)
 //   weighted(p, nh, vcols, stride, slots, head_v, out)
 //                                    out[h][d] = tree16 over lanes l of the serial fma over the
 //                                    chunks c of p[h][16c + l] * vcols[d * stride + 16c + l]
@@ -264,15 +266,16 @@ struct attention_loops_plain {
             widen_row(src, t, n, out);
         }
     }
-    static void dots(const float *const *q, int nh, const float *kcols, int64_t stride, int64_t head_k,
-                     int64_t slots, float *const *out) {
+    static void dots(const float *const *q, int nh, const float *kcols, int64_t head_k, int64_t slots,
+                     float *const *out) {
         for (int h = 0; h < nh; ++h)
             for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
+                const float *chunk = kcols + s0 * head_k;
                 float acc[attention_lanes][attention_lanes] = {};  // [lane][slot]
                 for (int64_t d = 0; d < head_k; ++d)
                     for (int j = 0; j < attention_lanes; ++j)
                         acc[d % attention_lanes][j] =
-                            std::fma(q[h][d], kcols[d * stride + s0 + j], acc[d % attention_lanes][j]);
+                            std::fma(q[h][d], chunk[d * attention_lanes + j], acc[d % attention_lanes][j]);
                 for (int j = 0; j < attention_lanes; ++j) {
                     float lanes[attention_lanes];
                     for (int l = 0; l < attention_lanes; ++l) lanes[l] = acc[l][j];
@@ -581,31 +584,32 @@ void run_attention_task(const attention_task &a) {
     // weighted_rows go where the transposed V would be
     const bool can_direct_v = Loops::can_weight_rows(v.type, head_v) && head_v % attention_lanes == 0 &&
                               a.max_slots >= attention_heads_per_pass * attention_lanes;
-    // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols
-    // (empty slots: zeros)
-    auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols) {
+    // the n values of K or V (rows at `rows`) of the slots [s0, s0 + 16), transposed into cols: value d
+    // of lane l at cols[d * d_stride + l] (empty slots: zeros)
+    auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols,
+                          int64_t d_stride) {
         const int32_t *cells = a.slot_cell + s0;
         bool run = cells[0] >= 0;  // 16 consecutive cells
         for (int l = 1; l < attention_lanes && run; ++l) run = cells[l] == cells[0] + l;
         if (run && Loops::can_transpose16(t.type, n) && n % attention_lanes == 0) {
             for (int64_t d0 = 0; d0 < n; d0 += attention_lanes)
                 Loops::transpose16(rows + cells[0] * int64_t(t.nb[1]), int64_t(t.nb[1]), t.type, d0,
-                                   cols + d0 * a.max_slots + s0, a.max_slots);
+                                   cols + d0 * d_stride, d_stride);
             return;
         }
         for (int l = 0; l < attention_lanes; ++l) {
             if (cells[l] < 0) {
-                for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = 0.0f;
+                for (int64_t d = 0; d < n; ++d) cols[d * d_stride + l] = 0.0f;
                 continue;
             }
             Loops::convert(rows + cells[l] * int64_t(t.nb[1]), t.type, n, a.row);
-            for (int64_t d = 0; d < n; ++d) cols[d * a.max_slots + s0 + l] = a.row[d];
+            for (int64_t d = 0; d < n; ++d) cols[d * d_stride + l] = a.row[d];
         }
     };
     auto fill_slots = [&](int64_t slots, bool direct_k, bool direct_v) {
         for (int64_t s0 = 0; s0 < slots; s0 += attention_lanes) {
-            if (!direct_k) fill_chunk(k, k_head, head_k, s0, a.kcols);
-            if (!direct_v) fill_chunk(v, v_head, head_v, s0, a.vcols);
+            if (!direct_k) fill_chunk(k, k_head, head_k, s0, a.kcols + s0 * head_k, attention_lanes);
+            if (!direct_v) fill_chunk(v, v_head, head_v, s0, a.vcols + s0, a.max_slots);
         }
     };
 
@@ -632,7 +636,7 @@ void run_attention_task(const attention_task &a) {
             else if (direct_k)
                 Loops::dots_rows(qs, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + lo, head_k, n, xs);
             else
-                Loops::dots(qs, nh, a.kcols + lo, a.max_slots, head_k, n, xs);
+                Loops::dots(qs, nh, a.kcols + lo * head_k, head_k, n, xs);
             for (int i = 0; i < nh; ++i) softmax_of_scores<Loops>(a, h0 + i, xs[i], n);
             if (direct_v)
                 Loops::weighted_rows(xs, nh, v_head, int64_t(v.nb[1]), v.type, a.slot_cell + lo, n, head_v, 0,
@@ -698,7 +702,7 @@ void run_attention_task(const attention_task &a) {
                     Loops::dots_int(q8s, nh, k_head, int64_t(k.nb[1]), k.type, a.slot_cell + r0, head_k,
                                     r1 - r0, xs);
                 else
-                    Loops::dots(qs, nh, a.kcols + r0, a.max_slots, head_k, r1 - r0, xs);
+                    Loops::dots(qs, nh, a.kcols + r0 * head_k, head_k, r1 - r0, xs);
             });
             show_slots(a, mask_row(toks[i]), r0, r1, a.shown);
             for (int64_t r = i * group; r < (i + 1) * group; ++r)

@@ -236,8 +236,8 @@ struct simd_attention_loops {
     // by pair (bit-reversed: s8 of lanes 0, 4, 2, 6, 1, 5, 3, 7); its pending levels wait in L1
     // (`pending`), not in registers, which the accumulators fill.
     template <int NH, int C>
-    static void dots_chunks(const float *const *q, const float *k, int64_t stride, int64_t head_k,
-                            float *const *out) {
+    static void dots_chunks(const float *const *q, const float *k, int64_t head_k, float *const *out) {
+        const int64_t chunk = head_k * attention_lanes;  // K transposed chunk by chunk
         constexpr int n = NH * C;  // accumulators of a lane: (head h, chunk c) at h * C + c
         alignas(64) float pending[3][n][attention_lanes];  // a waiting s8, s4 and s2 node
         auto keep = [&](int level, const vec *x) {
@@ -255,8 +255,8 @@ struct simd_attention_loops {
             for (; d + 8 < head_k; d += attention_lanes) {
                 vec ka[C], kb[C];
                 for (int c = 0; c < C; ++c) {
-                    ka[c] = V::load(k + d * stride + c * attention_lanes);
-                    kb[c] = V::load(k + (d + 8) * stride + c * attention_lanes);
+                    ka[c] = V::load(k + c * chunk + d * attention_lanes);
+                    kb[c] = V::load(k + c * chunk + (d + 8) * attention_lanes);
                 }
                 for (int h = 0; h < NH; ++h) {
                     const vec qa = V::set1(q[h][d]), qb = V::set1(q[h][d + 8]);
@@ -268,7 +268,7 @@ struct simd_attention_loops {
             }
             if (d < head_k) {  // lane l's last value, where head_k is not a multiple of 16
                 for (int c = 0; c < C; ++c) {
-                    const vec ka = V::load(k + d * stride + c * attention_lanes);
+                    const vec ka = V::load(k + c * chunk + d * attention_lanes);
                     for (int h = 0; h < NH; ++h) a[h * C + c] = V::fma(V::set1(q[h][d]), ka, a[h * C + c]);
                 }
             }
@@ -296,8 +296,8 @@ struct simd_attention_loops {
 
     // NH heads over the slots: two chunks at a time, then the last one alone
     template <int NH>
-    [[gnu::noinline]] static void dots_nh(const float *const *q, const float *kcols, int64_t stride,
-                                          int64_t head_k, int64_t slots, float *const *out) {
+    [[gnu::noinline]] static void dots_nh(const float *const *q, const float *kcols, int64_t head_k,
+                                          int64_t slots, float *const *out) {
         constexpr int64_t two = 2 * attention_lanes;
         int64_t s0 = 0;
         auto outs_at = [&](int64_t s, float **o) {
@@ -306,12 +306,12 @@ struct simd_attention_loops {
         for (; s0 + two <= slots; s0 += two) {
             float *o[NH];
             outs_at(s0, o);
-            dots_chunks<NH, 2>(q, kcols + s0, stride, head_k, o);
+            dots_chunks<NH, 2>(q, kcols + s0 * head_k, head_k, o);
         }
         if (s0 < slots) {
             float *o[NH];
             outs_at(s0, o);
-            dots_chunks<NH, 1>(q, kcols + s0, stride, head_k, o);
+            dots_chunks<NH, 1>(q, kcols + s0 * head_k, head_k, o);
         }
     }
 
@@ -324,13 +324,11 @@ struct simd_attention_loops {
             in_head_groups(nh, per_group);
     }
 
-    static void dots(const float *const *q, int nh, const float *kcols, int64_t stride, int64_t head_k,
-                     int64_t slots, float *const *out) {
+    static void dots(const float *const *q, int nh, const float *kcols, int64_t head_k, int64_t slots,
+                     float *const *out) {
         by_head_groups_or_plain(
-            nh, [&] { attention_loops_plain::dots(q, nh, kcols, stride, head_k, slots, out); },
-            [&](auto n, int h) {
-                dots_nh<decltype(n)::value>(q + h, kcols, stride, head_k, slots, out + h);
-            });
+            nh, [&] { attention_loops_plain::dots(q, nh, kcols, head_k, slots, out); },
+            [&](auto n, int h) { dots_nh<decltype(n)::value>(q + h, kcols, head_k, slots, out + h); });
     }
 
     // NH heads x ND values of the head at a time (ND = 16 / NH, then 1 for the rest): accumulator
