@@ -61,8 +61,8 @@ ap.add_argument('--types', default='F16,Q8_0,Q4_K_M,Q4_0',
 ap.add_argument('--depth', default='', help='comma-separated cache depths for extra rows (e.g. 4096,16384)')
 ap.add_argument('--cache-type', default='f16',
                 help='comma-separated KV cache types (-ctk and -ctv of both engines) for the depth rows')
-ap.add_argument('--depth-prompt', type=int, default=0, help='pp tokens of the depth rows (default -p)')
-ap.add_argument('--depth-gen', type=int, default=0, help='tg tokens of the depth rows (default -n)')
+ap.add_argument('--depth-prompt', type=int, default=None, help='pp tokens of the depth rows (default -p; 0: none)')
+ap.add_argument('--depth-gen', type=int, default=None, help='tg tokens of the depth rows (default -n; 0: none)')
 ap.add_argument('--dir', default='/tmp/weft-bench', help='where the models are (and are made)')
 ap.add_argument('--source', default='', help='the F16 model the others are made from (default DIR/tl-F16.gguf)')
 ap.add_argument('--reuse', default='', help='comma-separated folders whose tl-<type>.gguf files are used where DIR has none')
@@ -180,7 +180,7 @@ def weft_bench(model, depth, ctype, n_prompt, n_gen):
     if not out:
         return {}
     j = json.loads(out)
-    return {test: j[test].get('runs') or [j[test]['tokens_per_s']] for test in ('pp', 'tg')}
+    return {test: j[test].get('runs') or [j[test]['tokens_per_s']] for test in ('pp', 'tg') if test in j}
 
 
 def reference_snapshot():
@@ -239,7 +239,8 @@ env = None if a.dry_run else reference_env()
 load_before = load_average()
 # rows: (type, depth, cache type, pp tokens, tg tokens)
 rows = [(t, 0, 'f16', a.n_prompt, a.n_gen) for t in types]
-rows += [(t, d, c, a.depth_prompt or a.n_prompt, a.depth_gen or a.n_gen) for d in depths for c in cache_types
+rows += [(t, d, c, a.n_prompt if a.depth_prompt is None else a.depth_prompt,
+          a.n_gen if a.depth_gen is None else a.depth_gen) for d in depths for c in cache_types
          for t in types]
 results = []
 version = '?'
@@ -278,6 +279,8 @@ print('| type | size GiB | depth | cache | test | reference t/s | weft t/s | wef
 print('| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |')
 for t, depth, ctype, n_prompt, n_gen, runs in results:
     for test, n in (('pp', n_prompt), ('tg', n_gen)):
+        if n == 0:  # not measured (-p 0 or -n 0)
+            continue
         r = statistic([x[test] for x in runs['ref'] if test in x])
         w = statistic([x[test] for x in runs['weft'] if test in x])
         ratio = w / r if r == r and w == w and r > 0 else float('nan')  # nan: a failed engine
