@@ -343,18 +343,33 @@ struct simd_attention_loops {
         auto values = [&](int64_t d0, auto nd) {
             constexpr int ND = decltype(nd)::value;
             auto at = [&](int h, int dd) { return lanes + (h * head_v + d0 + dd) * attention_lanes; };
-            vec acc[attention_lanes];
-            for (int i = 0; i < attention_lanes; ++i)
-                acc[i] = from_zero || i >= NH * ND ? V::zero() : V::load(at(i / ND, i % ND));
             const float *v = vcols + d0 * stride;
-            for (int64_t c = 0; c < slots; c += attention_lanes) {
+            // each accumulator's first fma from +0 (from_zero) or from `lanes`, in the loop's first
+            // chunk: set apart, the 16 zeros became a 1 KB memset (rep stos) before every call
+            auto chunk = [&](int64_t c, vec *acc, auto first) {
                 vec pv[NH];
                 for (int h = 0; h < NH; ++h) pv[h] = V::load(p[h] + c);
                 for (int dd = 0; dd < ND; ++dd) {
                     const vec vv = V::load(v + dd * stride + c);
-                    for (int h = 0; h < NH; ++h) acc[h * ND + dd] = V::fma(pv[h], vv, acc[h * ND + dd]);
+                    for (int h = 0; h < NH; ++h) {
+                        const int i = h * ND + dd;
+                        if constexpr (decltype(first)::value)
+                            acc[i] = V::fma(pv[h], vv, from_zero ? V::zero() : V::load(at(h, dd)));
+                        else
+                            acc[i] = V::fma(pv[h], vv, acc[i]);
+                    }
                 }
+            };
+            vec acc[attention_lanes];
+            if (slots > 0) {
+                chunk(0, acc, std::true_type{});
+            } else {
+                for (int i = 0; i < NH * ND; ++i)
+                    acc[i] = from_zero ? V::zero() : V::load(at(i / ND, i % ND));
             }
+            for (int64_t c = attention_lanes; c < slots; c += attention_lanes)
+                chunk(c, acc, std::false_type{});
+            for (int i = NH * ND; i < attention_lanes; ++i) acc[i] = V::zero();
             if constexpr (to_out) {
                 float sums[attention_lanes];
                 V::store(sums, V::reduce16(acc));
