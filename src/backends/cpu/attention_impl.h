@@ -33,13 +33,14 @@
 // attention_untiled_slots slots) then goes through them flash-attention style but in the order above:
 // the query rows of up to attention_tile_rows (tokens x the KV head's query heads, 8 tokens of 8 heads
 // for a 1.1B) take their scores a tile of attention_tile_slots slots at a time, every row over a tile
-// while its 16 KB of K sit in L1; each row's softmax over its whole scores (the max first, as the order
-// wants); then the weighted sums tile by tile (wider tiles, attention_weight_tile_slots), each (row, value)'s
-// 16 lanes carried from one tile to the next in memory (a.lanes) and put through the lane tree after the
-// row's last tile. The fma are those of one pass over all the slots, chunk after chunk, so the bits do not
-// depend on the tiles, the rows that share them, the block or the thread count. Shorter prompts (and at depth
-// 0) go token by token, the scores of a pass of 4 query heads in L1; one token reads K and V from the cache
-// rows.
+// while its 16 KB of K sit in L1, scaled and masked there (their maxima carried per row); each row's exp
+// and sum over its whole scores (the max first, as the order wants: no online rescaling); then the
+// weighted sums tile by tile, each tile's weights scaled by 1 / sum just before (wider tiles,
+// attention_weight_tile_slots), each (row, value)'s 16 lanes carried from one tile to the next in memory
+// (a.lanes) and put through the lane tree after the row's last tile. The fma are those of one pass over all
+// the slots, chunk after chunk, so the bits do not depend on the tiles, the rows that share them, the block
+// or the thread count. Shorter prompts (and at depth 0) go token by token, the scores of a pass of 4 query
+// heads in L1; one token reads K and V from the cache rows.
 #pragma once
 
 #include <algorithm>
