@@ -476,6 +476,14 @@ void prepare_queries(const attention_task &a, int64_t t, int64_t h0, int nh, con
     }
 }
 
+// Whether the 16 slots of a chunk hold 16 consecutive cells (then their rows, or mask values, are one
+// run to copy or transpose whole).
+inline bool consecutive_cells(const int32_t *cells) {
+    bool run = cells[0] >= 0;
+    for (int l = 1; l < attention_lanes && run; ++l) run = cells[l] == cells[0] + l;
+    return run;
+}
+
 // The mask values of a token (mask row m) at the slots [lo, hi) (multiples of 16) into shown (-INF:
 // an empty slot); a chunk of 16 consecutive cells is copied whole. Whether any of them is visible.
 inline bool show_slots(const attention_task &a, const float *m, int64_t lo, int64_t hi, float *shown) {
@@ -484,9 +492,7 @@ inline bool show_slots(const attention_task &a, const float *m, int64_t lo, int6
     for (int64_t s0 = lo; s0 < hi; s0 += attention_lanes) {
         const int32_t *cells = a.slot_cell + s0;
         float *out = shown + (s0 - lo);
-        bool run = cells[0] >= 0;
-        for (int l = 1; l < attention_lanes; ++l) run = run && cells[l] == cells[0] + l;
-        if (run)
+        if (consecutive_cells(cells))
             std::memcpy(out, m + cells[0], attention_lanes * sizeof(float));
         else
             for (int l = 0; l < attention_lanes; ++l) out[l] = cells[l] >= 0 ? m[cells[l]] : hidden;
@@ -590,9 +596,7 @@ void run_attention_task(const attention_task &a) {
     auto fill_chunk = [&](const tensor &t, const char *rows, int64_t n, int64_t s0, float *cols,
                           int64_t d_stride) {
         const int32_t *cells = a.slot_cell + s0;
-        bool run = cells[0] >= 0;  // 16 consecutive cells
-        for (int l = 1; l < attention_lanes && run; ++l) run = cells[l] == cells[0] + l;
-        if (run && Loops::can_transpose16(t.type, n) && n % attention_lanes == 0) {
+        if (consecutive_cells(cells) && Loops::can_transpose16(t.type, n) && n % attention_lanes == 0) {
             for (int64_t d0 = 0; d0 < n; d0 += attention_lanes)
                 Loops::transpose16(rows + cells[0] * int64_t(t.nb[1]), int64_t(t.nb[1]), t.type, d0,
                                    cols + d0 * d_stride, d_stride);

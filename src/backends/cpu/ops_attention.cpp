@@ -67,22 +67,23 @@ class attention_tasks {
   public:
     attention_tasks(int64_t n_tokens, int64_t n_head_kv, int64_t n_kv, int nth)
         : n_tokens_(n_tokens), n_head_kv_(n_head_kv) {
-        while (block_ > 16 && blocks() * n_head_kv < 4 * int64_t(nth)) block_ /= 2;
-        // a deep cache: larger blocks while 4 tasks a thread remain
+        const int64_t enough = 4 * int64_t(nth);  // tasks
+        while (block_ > 16 && blocks(block_) * n_head_kv < enough) block_ /= 2;
+        // a deep cache: larger blocks while enough tasks remain
         while (n_kv >= attention_deep_slots && block_ < attention_max_block_tokens &&
-               (n_tokens_ + 2 * block_ - 1) / (2 * block_) * n_head_kv >= 4 * int64_t(nth))
+               blocks(2 * block_) * n_head_kv >= enough)
             block_ *= 2;
     }
-    int64_t count() const { return blocks() * n_head_kv_; }
+    int64_t count() const { return blocks(block_) * n_head_kv_; }
     // task i: tokens [t0, t1) of KV head g
     void get(int64_t i, int64_t &t0, int64_t &t1, int64_t &g) const {
         g = i % n_head_kv_;
-        t0 = (blocks() - 1 - i / n_head_kv_) * block_;
+        t0 = (blocks(block_) - 1 - i / n_head_kv_) * block_;
         t1 = std::min(n_tokens_, t0 + block_);
     }
 
   private:
-    int64_t blocks() const { return (n_tokens_ + block_ - 1) / block_; }
+    int64_t blocks(int64_t size) const { return (n_tokens_ + size - 1) / size; }
     int64_t n_tokens_, n_head_kv_, block_ = attention_block_tokens;
 };
 
