@@ -9,23 +9,10 @@
 #   scripts/mxfp4-vs-reference.sh [BUILD_DIR] [weft synth options...]
 #   (default BUILD_DIR build; REF=path/to/reference-2026 overrides ../shared/bench/reference-2026;
 #   F32=path/to/model.gguf compares on that F32 file instead of a synth)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-build}
-shift || true
-ref=${REF:-../shared/bench/reference-2026}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/reference-env.sh"
 shape=(--arch qwen3moe --layers 2 --embd 256 --heads 4 --kv-heads 2 --ff 128 --experts 8 --experts-used 2
     --vocab 1024 --seed 7)
 [ $# -gt 0 ] && shape=("$@")
-# the reference's libraries by their versioned names (a copy may have turned its symbolic links into
-# small files naming the target: linked again in a folder of our own)
-mkdir -p "$dir/lib"
-for f in "$ref"/lib*.so*; do
-    if [ "$(stat -c %s "$f")" -lt 64 ]; then ln -s "$(cat "$f")" "$dir/lib/$(basename "$f")"; else ln -s "$(realpath "$f")" "$dir/lib/"; fi
-done
-export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [ -n "${F32:-}" ]; then  # F32=path: that F32 model instead of a synth
     cp "$F32" "$dir/moe-f32.gguf"
 else

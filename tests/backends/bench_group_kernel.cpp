@@ -147,7 +147,7 @@ int run_bf16_groups(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
 // f16: the int16 kernel (f16_int16_mm.h) over a [k, rows] matrix repacked as at load, against n
 // columns quantized into panels as mul_mat quantizes them; 0 when the results differ from the scalar
 // kernel's.
-int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
+int run_f16_int16(int64_t k, int64_t rows, int64_t n, int64_t pass_cols, double ms, double ghz) {
     std::mt19937 rng(uint32_t(rows * 131 + n));
     std::normal_distribution<float> normal;
     tensor a = test::plain_matrix(dtype::f16, k, rows);
@@ -177,9 +177,10 @@ int run_f16_int16(int64_t k, int64_t rows, int64_t n, double ms, double ghz) {
         }
     };
     quantize_all();
-    const size_t group_bytes = size_t(k / cpu::int16_block) * cpu::f16_int16_block_bytes;
+    const size_t group_bytes = cpu::f16_int16_group_bytes(k);
     const int64_t groups = rows / cpu::int16_rows;
-    constexpr int64_t groups_per_call = 4, pass = 2 * cpu::int16_panel_width;
+    constexpr int64_t groups_per_call = 4;
+    const int64_t pass = pass_cols > 0 ? pass_cols : 2 * cpu::int16_panel_width;
     auto all_groups = [&](cpu::int16_group_fn f, float *to) {
         for (int64_t g = 0; g < groups; g += groups_per_call)
             for (int64_t c0 = 0; c0 < n; c0 += pass)
@@ -307,7 +308,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             const int ok = *type == weft::dtype::bf16  ? run_bf16_groups(k, rows, n, ms, ghz)
-                           : *type == weft::dtype::f16 ? run_f16_int16(k, rows, n, ms, ghz)
+                           : *type == weft::dtype::f16 ? run_f16_int16(k, rows, n, pass, ms, ghz)
                                                        : run(*type, k, rows, n, pass, ms, ghz);
             if (ok == 0) ++failures;
         }

@@ -1,5 +1,5 @@
 // tests/backends/test_cpu_f16_int16_mm.cpp — f16 weights as int16 blocks (f16_int16_mm.h): the
-// quantizer's range and special blocks, the extreme blocks that reach the overflow bound, every ISA
+// quantizers' ranges and special blocks, the extreme blocks that reach the overflow bound, every ISA
 // equal to the scalar oracle bit for bit, and through mul_mat a column alone equal to it in a batch.
 #include <gtest/gtest.h>
 
@@ -63,6 +63,84 @@ TEST(CpuF16Int16Mm, QuantizerKeepsTheRangeAndMarksSpecialBlocks) {
         for (float &x : v) x = 1.0f;
         v[5] = special;
         EXPECT_TRUE(std::isnan(cpu::quantize_int16_block(v, pairs)));
+        for (uint32_t p : pairs) EXPECT_EQ(p, 0u);
+    }
+}
+
+// The weights' quantizer: a power-of-two step per block (the block's largest q in [4096, 8191]), every
+// value within half a step and exact within two binades of its block's maximum, the row's scale the
+// least step, exponents in [0, 39] over the f16 range; zero blocks, an all-zero row, and infinite or
+// NaN rows; every ISA's build the same bits.
+TEST(CpuF16Int16Mm, WeightQuantizerTakesPowerOfTwoSteps) {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> dist(0, 1);
+    const int64_t n_blocks = 8, k = n_blocks * cpu::int16_block;
+    std::vector<float> v(static_cast<size_t>(k));
+    std::vector<int32_t> e(static_cast<size_t>(n_blocks));
+    std::vector<uint32_t> pairs(static_cast<size_t>(n_blocks * cpu::int16_pairs));
+    auto f16 = [](float x) { return fp16_to_fp32(fp32_to_fp16(x)); };
+    for (int trial = 0; trial < 100; ++trial) {
+        for (int64_t i = 0; i < k; ++i)
+            v[size_t(i)] = f16(dist(rng) * std::ldexp(1.0f, int(i / 32) * 3 - 12));
+        if (trial % 3 == 0) v[size_t(trial % k)] = f16(v[size_t(trial % k)] * 300);  // an outlier
+        if (trial % 4 == 0) std::fill(v.begin() + 64, v.begin() + 96, 0.0f);         // a zero block
+        if (trial % 5 == 0) {  // the f16 range's ends in one row: exponents 39 and 0
+            v[0] = 65504.0f;
+            std::fill(v.begin() + 32, v.begin() + 64, 0.0f);
+            v[40] = std::ldexp(1.0f, -24);
+        }
+        const float scale = cpu::quantize_int16_weight_row(v.data(), k, e.data(), pairs.data());
+        int32_t least = 1000;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            float block_max = 0;
+            int32_t q_max = 0;
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+                block_max = std::max(block_max, std::fabs(v[size_t(i)]));
+            EXPECT_GE(e[size_t(b)], 0);
+            EXPECT_LE(e[size_t(b)], cpu::int16_max_exponent);
+            const float step = std::ldexp(scale, e[size_t(b)]);
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+                const int32_t q = value_of(pairs.data(), i);
+                q_max = std::max(q_max, std::abs(q));
+                EXPECT_LE(std::fabs(double(q) * step - v[size_t(i)]), 0.5 * step) << "value " << i;
+                if (std::fabs(v[size_t(i)]) >= std::ldexp(block_max, -2) && block_max > 0) {
+                    EXPECT_EQ(double(q) * step, double(v[size_t(i)])) << "value " << i;
+                }
+            }
+            if (block_max == 0) {
+                EXPECT_EQ(q_max, 0);
+                EXPECT_EQ(e[size_t(b)], 0);
+            } else {
+                EXPECT_GE(q_max, 4096);
+                EXPECT_LE(q_max, cpu::int16_limit);
+                least = std::min(least, e[size_t(b)]);
+            }
+        }
+        EXPECT_EQ(least, 0) << "the scale is the least step";
+        if (trial % 5 == 0) {
+            EXPECT_EQ(e[0], cpu::int16_max_exponent);
+            EXPECT_EQ(e[1], 0);
+        }
+        for (auto level : levels_here()) {
+            const cpu::quantize_weight_row_fn f =
+                level == cpu::simd_level::scalar ? cpu::quantize_int16_weight_row
+                : level == cpu::simd_level::avx2 ? cpu::quantize_int16_weight_row_avx2
+                                                 : cpu::quantize_int16_weight_row_avx512;
+            std::vector<int32_t> e2(e.size(), -1);
+            std::vector<uint32_t> pairs2(pairs.size(), 0xDEADBEEFu);
+            EXPECT_EQ(f(v.data(), k, e2.data(), pairs2.data()), scale);
+            EXPECT_EQ(e2, e);
+            EXPECT_EQ(pairs2, pairs);
+        }
+    }
+    std::fill(v.begin(), v.end(), 0.0f);
+    EXPECT_EQ(cpu::quantize_int16_weight_row(v.data(), k, e.data(), pairs.data()), 0.0f);
+    for (uint32_t p : pairs) EXPECT_EQ(p, 0u);
+    for (int32_t x : e) EXPECT_EQ(x, 0);
+    for (float special : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        std::fill(v.begin(), v.end(), 1.0f);
+        v[70] = special;
+        EXPECT_TRUE(std::isnan(cpu::quantize_int16_weight_row(v.data(), k, e.data(), pairs.data())));
         for (uint32_t p : pairs) EXPECT_EQ(p, 0u);
     }
 }
@@ -157,14 +235,26 @@ TEST(CpuF16Int16Mm, WeightsGroupTheSameOnEveryIsa) {
     EXPECT_EQ(best, scalar);
 }
 
-// The largest blocks the overflow bound allows (every weight and activation at ±8191): the int32 sum
+// The largest blocks the overflow bound allows (every weight and activation at ±8191; an f16 block's
+// largest q is 8188, 2047 · 4, so the grouped weights' pairs are set to ±8191 by hand): the int32 sum
 // 32 · 8191² = 2,146,959,392 is exact on every ISA, positive and negative, block after block.
 TEST(CpuF16Int16Mm, ExtremeBlocksSumExactly) {
     const int64_t k = 64, m = 16;
+    const float nearly_one = 2047.0f / 2048.0f;  // q 8188 at step 2^-13
     std::vector<fp16_t> w(size_t(m * k));
     for (int64_t r = 0; r < m; ++r)
-        for (int64_t i = 0; i < k; ++i) w[size_t(r * k + i)] = fp32_to_fp16(r % 2 == 0 ? 0.5f : -2.0f);
-    const std::vector<char> groups = grouped_weights(w, m, k);
+        for (int64_t i = 0; i < k; ++i)
+            w[size_t(r * k + i)] = fp32_to_fp16(r % 2 == 0 ? nearly_one : -4.0f * nearly_one);
+    std::vector<char> groups = grouped_weights(w, m, k);
+    for (int64_t b = 0; b < k / cpu::int16_block; ++b) {
+        char *pairs = groups.data() + m * sizeof(float) + size_t(b) * cpu::f16_int16_block_bytes + m * 4;
+        for (int64_t j = 0; j < cpu::int16_pairs; ++j)
+            for (int64_t r = 0; r < m; ++r) {
+                auto *q = reinterpret_cast<int16_t *>(pairs + (j * m + r) * 4);
+                ASSERT_EQ(q[0], r % 2 == 0 ? 8188 : -8188);
+                q[0] = q[1] = int16_t(r % 2 == 0 ? cpu::int16_limit : -cpu::int16_limit);
+            }
+    }
     std::vector<float> x(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) x[size_t(i)] = i < 32 ? 3.0f : -0.25f;  // block 0 positive, 1 negative
     const std::vector<uint32_t> panel = panels_of(x, k, 1, 1);
@@ -175,10 +265,10 @@ TEST(CpuF16Int16Mm, ExtremeBlocksSumExactly) {
         cpu::int16_groups_at(level)(groups.data(), groups.size(), 1, k, panel.data(), 1, 1, got.data(),
                                     size_t(m));
         for (int64_t r = 0; r < m; ++r) {
-            const float sw = (r % 2 == 0 ? 0.5f : 2.0f) / cpu::int16_limit;
+            const float scale = r % 2 == 0 ? std::ldexp(1.0f, -13) : std::ldexp(1.0f, -11);
             const float sign = r % 2 == 0 ? 1.0f : -1.0f;
-            const float first = std::fma(float(extreme) * sign, sw * (3.0f / cpu::int16_limit), 0.0f);
-            const float want = std::fma(-float(extreme) * sign, sw * (0.25f / cpu::int16_limit), first);
+            const float first = std::fma(float(extreme) * sign, 3.0f / cpu::int16_limit, 0.0f);
+            const float want = std::fma(-float(extreme) * sign, 0.25f / cpu::int16_limit, first) * scale;
             EXPECT_EQ(got[size_t(r)], want) << "row " << r << " level " << int(level);
         }
     }

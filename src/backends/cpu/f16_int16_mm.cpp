@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/f16_int16_mm_impl.h"
 #include "backends/cpu/float_mm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rows.h"
@@ -38,6 +39,15 @@ float quantize_int16_block(const float *v, uint32_t *pairs) {
     return m / limit;
 }
 
+float quantize_int16_weight_row(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs) {
+    return int16_kernels::quantize_weight_row(v, k, exponents, pairs);
+}
+
+quantize_weight_row_fn best_quantize_int16_weight_row() {
+    return best_of(
+        {quantize_int16_weight_row, quantize_int16_weight_row_avx2, quantize_int16_weight_row_avx512});
+}
+
 bool can_group_f16_int16(const tensor &t) {
     return t.type == dtype::f16 && t.ne[2] == 1 && t.ne[3] == 1 && t.ne[1] % int16_rows == 0 &&
            t.ne[0] % int16_block == 0 && t.is_contiguous() && !t.is_view();
@@ -57,31 +67,38 @@ bool is_grouped_f16_int16(const tensor &t) {
 }
 
 size_t f16_int16_size(const tensor &t) {
-    return size_t(t.ne[1] / int16_rows) * size_t(t.ne[0] / int16_block) * f16_int16_block_bytes;
+    return size_t(t.ne[1] / int16_rows) * f16_int16_group_bytes(t.ne[0]);
 }
 
 void group_f16_int16(const tensor &t, const void *src, void *dst) {
-    // each row converted to floats and quantized as a column alone is (the ISA's quantizer: the same
-    // bits), then its blocks' scales and pairs put in their places among the group's 16 rows
+    // a group's 16 rows converted to floats and quantized, then written block after block: the rows'
+    // scales, each block's exponents and pairs in their places among the 16 rows
     const int64_t k = t.ne[0], n_blocks = k / int16_block;
     const auto *in = static_cast<const char *>(src);
     auto *out = static_cast<char *>(dst);
-    const quantize_int16_fn quantize = best_quantize_int16();
     std::vector<float> values(static_cast<size_t>(k));
-    std::vector<uint32_t> row_words(int16_panel_bytes(k, 1) / sizeof(uint32_t));
-    for (int64_t g = 0; g < t.ne[1] / int16_rows; ++g)
+    std::vector<int32_t> exponents(static_cast<size_t>(int16_rows * n_blocks));
+    std::vector<uint32_t> pairs(static_cast<size_t>(int16_rows * n_blocks * int16_pairs));
+    float scales[int16_rows];
+    const quantize_weight_row_fn quantize = best_quantize_int16_weight_row();
+    for (int64_t g = 0; g < t.ne[1] / int16_rows; ++g) {
         for (int64_t r = 0; r < int16_rows; ++r) {
             load_row(dtype::f16, in + size_t((g * int16_rows + r) * k) * sizeof(fp16_t), sizeof(fp16_t), k,
                      values.data());
-            quantize(values.data(), k, row_words.data());
-            for (int64_t b = 0; b < n_blocks; ++b) {
-                char *block = out + size_t(g * n_blocks + b) * f16_int16_block_bytes;
-                const uint32_t *from = row_words.data() + b * int16_panel_words;
-                std::memcpy(block + size_t(r) * sizeof(float), from, sizeof(float));
-                auto *words = reinterpret_cast<uint32_t *>(block + int16_rows * sizeof(float));
-                for (int64_t j = 0; j < int16_pairs; ++j) words[j * int16_rows + r] = from[1 + j];
-            }
+            scales[r] = quantize(values.data(), k, exponents.data() + r * n_blocks,
+                                 pairs.data() + r * n_blocks * int16_pairs);
         }
+        std::memcpy(out, scales, sizeof scales);
+        auto *words = reinterpret_cast<uint32_t *>(out + sizeof scales);
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            for (int64_t r = 0; r < int16_rows; ++r)
+                *words++ = uint32_t(exponents[size_t(r * n_blocks + b)]) << int16_exponent_shift;
+            for (int64_t j = 0; j < int16_pairs; ++j)
+                for (int64_t r = 0; r < int16_rows; ++r)
+                    *words++ = pairs[size_t((r * n_blocks + b) * int16_pairs + j)];
+        }
+        out += f16_int16_group_bytes(k);
+    }
 }
 
 void quantize_int16_column(const float *x, int64_t k, int64_t j, int64_t width, uint32_t *panel) {
@@ -122,25 +139,32 @@ void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_grou
     for (int64_t g = 0; g < n_groups; ++g)
         for (int64_t c = 0; c < n_cols; ++c)
             for (int64_t r = 0; r < int16_rows; ++r) {
+                const char *group = groups + size_t(g) * group_stride;
                 const uint32_t *column = x + (c / width) * n_blocks * int16_panel_words * width + c % width;
                 float acc = 0.0f;
                 for (int64_t b = 0; b < n_blocks; ++b) {
-                    const char *block = groups + size_t(g) * group_stride + size_t(b) * f16_int16_block_bytes;
-                    float sw, sx;
-                    std::memcpy(&sw, block + size_t(r) * sizeof(float), sizeof sw);
+                    const char *block =
+                        group + int16_rows * sizeof(float) + size_t(b) * f16_int16_block_bytes;
+                    uint32_t exponent_word;
+                    float sx;
+                    std::memcpy(&exponent_word, block + size_t(r) * sizeof(uint32_t), sizeof exponent_word);
                     const uint32_t *xb = column + b * int16_panel_words * width;
                     std::memcpy(&sx, xb, sizeof sx);
                     int32_t isum = 0;
                     for (int64_t j = 0; j < int16_pairs; ++j) {
                         uint32_t w;
-                        std::memcpy(&w, block + int16_rows * sizeof(float) + size_t(j * int16_rows + r) * 4,
+                        std::memcpy(&w,
+                                    block + int16_rows * sizeof(uint32_t) + size_t(j * int16_rows + r) * 4,
                                     sizeof w);
                         const uint32_t xv = xb[width * (1 + j)];
                         isum += low(w) * low(xv) + high(w) * high(xv);
                     }
-                    acc = std::fma(float(isum), sw * sx, acc);
+                    const int e = int(exponent_word >> int16_exponent_shift);
+                    acc = std::fma(std::ldexp(float(isum), e), sx, acc);
                 }
-                dst[size_t(c) * dst_stride + size_t(g * int16_rows + r)] = acc;
+                float scale;
+                std::memcpy(&scale, group + size_t(r) * sizeof(float), sizeof scale);
+                dst[size_t(c) * dst_stride + size_t(g * int16_rows + r)] = acc * scale;
             }
 }
 
@@ -226,7 +250,7 @@ void compute_mul_mat_f16_int16(const compute_params &p, tensor *const *dsts, int
     const int64_t *first_chunk = plan.first_chunk;
     const chunk_dispenser chunks(p, plan.n_chunks);
     const int16_group_fn kernel = best_int16_groups();
-    const size_t group_bytes = size_t(k / int16_block) * f16_int16_block_bytes;
+    const size_t group_bytes = f16_int16_group_bytes(k);
     constexpr int64_t pass = 2 * int16_panel_width;  // columns whose panels stay in cache over a chunk
     int j = 0;                                       // the product of the chunk
     for (int64_t chunk = chunks.next(p.ith); chunk >= 0; chunk = chunks.next(p.ith)) {

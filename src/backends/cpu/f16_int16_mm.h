@@ -3,11 +3,19 @@
 // scale, the block's 32 products summed exactly in int32 (AVX-512 VNNI's vpdpwssd: 32 int16 products
 // an instruction, twice the f32 FMA's 16; AVX2's vpmaddwd + vpaddd elsewhere).
 //
-// Quantization (weights at load, activations per product; one function, so every ISA has the same
-// values): for a block v[0..32) with m = max |v|: scale = m / 8191, q[i] = round-to-nearest-even of
-// v[i] · (8191 / m), clamped to [-8191, 8191] (a zero v[i] is q 0 even when m is so small that
-// 8191 / m is infinite); an all-zero block has scale 0 and q 0; a block holding an infinity or a NaN
-// has scale NaN and q 0 (its products are NaN, as the floats' would be).
+// Activations (quantized per product; one function, so every ISA has the same values): for a block
+// v[0..32) with m = max |v|: scale = m / 8191, q[i] = round-to-nearest-even of v[i] · (8191 / m),
+// clamped to [-8191, 8191] (a zero v[i] is q 0 even when m is so small that 8191 / m is infinite); an
+// all-zero block has scale 0 and q 0; a block holding an infinity or a NaN has scale NaN and q 0 (its
+// products are NaN, as the floats' would be).
+//
+// Weights (f16 values, quantized at load): block b of a row takes a power-of-two step 2^k_b, k_b the
+// least integer with round(m_b / 2^k_b) <= 8191 (m_b = the block's max |w|: its q is in [4096, 8191]),
+// and q = round-to-nearest-even of w / 2^k_b — an exact division, so every value within two binades
+// of the block's maximum (an f16 has 11 significant bits) is exact. The row keeps one scale s =
+// 2^k_min (k_min the least k_b of its nonzero blocks) and each block the exponent e_b = k_b - k_min
+// (0 for an all-zero block, whose q are 0); f16 values put k_b in [-36, 3], so e_b <= 39. A row
+// holding an infinity or a NaN has s = NaN and every q 0.
 //
 // Overflow: vpdpwssd adds two int16 × int16 products to an int32 lane without saturation. With both
 // operands within ±8191, a block's 32 products sum to at most 32 · 8191² = 2,146,959,392 < 2^31 =
@@ -15,13 +23,17 @@
 // exact whatever the order of its additions (a test checks the extreme blocks).
 //
 // Canonical order of one output element (every ISA, tile, thread count and batch): acc = 0; for each
-// block b in order: acc = fma(float(isum_b), sw_b · sx_b, acc), isum_b the exact int32 sum,
-// float() rounding to nearest even, sw_b · sx_b one f32 product. The scalar kernel is the oracle.
+// block b in order: acc = fma(ldexp(float(isum_b), e_b), sx_b, acc), isum_b the exact int32 sum,
+// float() rounding to nearest even, ldexp exact (|float(isum_b)| is 0 or in [1, 2^31]); then the
+// output is acc · s, one f32 product. The power of two costs an integer add to the float's exponent
+// field, which issues beside the products, where a per-block f32 scale of the weights cost a
+// multiply (sw_b · sx_b) on the pipes vpdpwssd uses. The scalar kernel is the oracle.
 //
 // Layouts. Weights (a 2-D f16 matrix, rows in 16s, k a multiple of 32), rows in groups of 16 as the
-// other grouped float weights (float_mm.h), each group k / 32 blocks of f16_int16_block_bytes: the 16
-// rows' scales (f32), then pair j = 0..15 (values 2j, 2j + 1) of the 16 rows as 32-bit words (row r
-// at word j * 16 + r, value 2j in the low half) — one vector load gives the 16 rows' pair j.
+// other grouped float weights (float_mm.h): a group is its 16 rows' scales s (f32), then k / 32 blocks
+// of f16_int16_block_bytes: the 16 rows' exponents (int32 words e_b << 23, ready to add to a float's
+// bits), then pair j = 0..15 (values 2j, 2j + 1) of the 16 rows as 32-bit words (row r at word
+// j * 16 + r, value 2j in the low half) — one vector load gives the 16 rows' pair j.
 // Activations in panels of `width` columns (as float_mm.h's panels): block b of a panel is
 // 17 · width words: the columns' scales (f32), then pair j of column c at word width · (1 + j) + c.
 #pragma once
@@ -39,15 +51,30 @@ constexpr int32_t int16_limit = 8191;  // |q| <= this (the overflow bound above)
 constexpr int64_t int16_pairs = int16_block / 2;
 constexpr int64_t int16_rows = 16;  // rows of a group (float_group_rows)
 constexpr size_t f16_int16_block_bytes =
-    int16_rows * sizeof(float) + int16_pairs * int16_rows * sizeof(uint32_t);
+    int16_rows * sizeof(int32_t) + int16_pairs * int16_rows * sizeof(uint32_t);
 constexpr int64_t int16_panel_words = 1 + int16_pairs;  // words of one column in a panel's block
 
 static_assert(int64_t(int16_block) * int16_limit * int16_limit < (int64_t(1) << 31),
               "a block's int32 sum could overflow");
+constexpr int int16_exponent_shift = 23;    // a float's exponent field: e_b << 23 adds e_b to it
+constexpr int32_t int16_max_exponent = 39;  // e_b of f16 values (k_b in [-36, 3])
 
-// 32 floats quantized as above: q written as 16 pair words (value 2j in the low half of word j);
+// Bytes of one group of 16 rows of k values (the rows' scales, then the blocks).
+inline size_t f16_int16_group_bytes(int64_t k) {
+    return int16_rows * sizeof(float) + size_t(k / int16_block) * f16_int16_block_bytes;
+}
+
+// 32 activations quantized as above: q written as 16 pair words (value 2j in the low half of word j);
 // returns the scale.
 float quantize_int16_block(const float *v, uint32_t *pairs);
+// A row of k f16 values (as floats) quantized as weights: block b's exponent at exponents[b], its 16
+// pair words at pairs + 16 b; returns the row's scale s.
+float quantize_int16_weight_row(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs);
+// The same bits, compiled for the ISA (the loops vectorized), chosen at run time.
+using quantize_weight_row_fn = float (*)(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs);
+float quantize_int16_weight_row_avx2(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs);
+float quantize_int16_weight_row_avx512(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs);
+quantize_weight_row_fn best_quantize_int16_weight_row();  // scalar under WEFT_FORCE_SCALAR
 
 // f16 matrices that take this layout when weights are repacked at load: 2-D, contiguous, rows in
 // 16s, k a multiple of 32 (other f16 weights keep float_mm.h's groups).

@@ -47,7 +47,15 @@ struct ymm_pair_ops {
     static ints add_ints(ints a, ints b) {
         return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
     }
-    static floats to_floats(ints v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
+    // ldexp(float(v), e) lane by lane, e given as words e << 23 (as zmm_ops: a zero lane stays +0)
+    static __m256 ldexp_half(__m256i v, __m256i exponent_words) {
+        const __m256i zero = _mm256_cmpeq_epi32(v, _mm256_setzero_si256());
+        const __m256i f = _mm256_castps_si256(_mm256_cvtepi32_ps(v));
+        return _mm256_castsi256_ps(_mm256_add_epi32(f, _mm256_andnot_si256(zero, exponent_words)));
+    }
+    static floats ldexp_of_ints(ints v, ints exponent_words) {
+        return {ldexp_half(v.lo, exponent_words.lo), ldexp_half(v.hi, exponent_words.hi)};
+    }
     static floats mul(floats a, floats b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
     static floats fma(floats a, floats b, floats c) {
         return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
@@ -59,6 +67,10 @@ struct ymm_pair_ops {
 };
 
 }  // namespace
+
+float quantize_int16_weight_row_avx2(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs) {
+    return int16_kernels::quantize_weight_row(v, k, exponents, pairs);
+}
 
 void quantize_int16_avx2(const float *x, int64_t k, uint32_t *column) {
     // quantize_int16_block on a block's 4 vectors of 8: the same max, division, product, clamp and

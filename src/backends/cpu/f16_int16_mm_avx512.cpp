@@ -26,13 +26,22 @@ struct zmm_ops {
     static ints pair_products(ints w, ints x) { return _mm512_madd_epi16(w, x); }
     static ints add_pair_products(ints sum, ints w, ints x) { return _mm512_dpwssd_epi32(sum, w, x); }
     static ints add_ints(ints a, ints b) { return _mm512_add_epi32(a, b); }
-    static floats to_floats(ints v) { return _mm512_cvtepi32_ps(v); }
+    // ldexp(float(v), e) lane by lane, e given as words e << 23: e added to the exponent field of each
+    // nonzero lane's float (exact: its exponent stays below the infinities'), a zero lane left +0
+    static floats ldexp_of_ints(ints v, ints exponent_words) {
+        const __m512i f = _mm512_castps_si512(_mm512_cvtepi32_ps(v));
+        return _mm512_castsi512_ps(_mm512_mask_add_epi32(f, _mm512_test_epi32_mask(v, v), f, exponent_words));
+    }
     static floats mul(floats a, floats b) { return _mm512_mul_ps(a, b); }
     static floats fma(floats a, floats b, floats c) { return _mm512_fmadd_ps(a, b, c); }
     static void store(float *p, floats v) { _mm512_storeu_ps(p, v); }
 };
 
 }  // namespace
+
+float quantize_int16_weight_row_avx512(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs) {
+    return int16_kernels::quantize_weight_row(v, k, exponents, pairs);
+}
 
 void quantize_int16_avx512(const float *x, int64_t k, uint32_t *column) {
     // quantize_int16_block on a block's 2 vectors of 16, as quantize_int16_avx2 does it: the same max,

@@ -3,11 +3,93 @@
 // rows (one zmm, or two ymm). The order of operations is f16_int16_mm.h's.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "backends/cpu/f16_int16_mm.h"
 #include "backends/cpu/interleaved.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu::int16_kernels {
+
+// Functions of this header are compiled once for each ISA: in an unnamed namespace, so no build of
+// one may stand in for another's at link time.
+namespace {
+
+// The unbiased exponent of a normal float; 2^e as a float for e in [-126, 127].
+inline int32_t exponent_of(float m) {
+    uint32_t bits;
+    std::memcpy(&bits, &m, sizeof bits);
+    return int32_t((bits >> 23) & 0xFFu) - 127;
+}
+inline float power_of_two(int32_t e) {
+    const uint32_t bits = uint32_t(e + 127) << 23;
+    float p;
+    std::memcpy(&p, &bits, sizeof p);
+    return p;
+}
+
+// quantize_int16_weight_row (f16_int16_mm.h), compiled for each ISA: every operation is exact or
+// rounds as IEEE defines it, so any vectorization of these loops gives the scalar build's bits.
+inline float quantize_weight_row(const float *v, int64_t k, int32_t *exponents, uint32_t *pairs) {
+    // Written for speed (every weight of a model passes here at load) with the definition's bits: a
+    // block's max |w| from the magnitudes' bits (an integer max that vectorizes; infinities and NaNs
+    // are the bits above the largest finite float's), the division by 2^k_b as a product by the exact
+    // power 2^-k_b (f16 values: k_b in [-36, 3]; every f16 value is a normal float, so exponents and
+    // powers are read and written as bits; the product is exact, so a contraction with the next
+    // addition into an fma changes nothing), nearbyint as the addition and subtraction of 1.5 · 2^23,
+    // which rounds to nearest even every |x| < 2^22 (|q| <= 8191.5 here).
+    const int64_t n_blocks = k / int16_block;
+    const float limit = float(int16_limit);
+    constexpr uint32_t largest_finite = 0x7f7fffffu;
+    constexpr float round_magic = 12582912.0f;  // 1.5 · 2^23
+    auto round_even = [&](float x) { return (x + round_magic) - round_magic; };
+    // each nonzero block's step 2^k_b (kept in exponents[] for now), and the least of them
+    constexpr int32_t zero_block = std::numeric_limits<int32_t>::max();
+    int32_t k_min = zero_block;
+    bool special = false;  // an infinity or a NaN
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        uint32_t bits[int16_block];
+        std::memcpy(bits, v + b * int16_block, sizeof bits);
+        uint32_t top = 0;
+        for (int64_t i = 0; i < int16_block; ++i) top = std::max(top, bits[i] & 0x7fffffffu);
+        const bool bad = top > largest_finite;
+        float m;
+        std::memcpy(&m, &top, sizeof m);
+        special |= bad;
+        int32_t step = zero_block;
+        if (!bad && m != 0.0f) {
+            step = exponent_of(m) - 12;  // m / 2^step in [4096, 8192)
+            if (round_even(m * power_of_two(-step)) > limit) ++step;
+            WEFT_ASSERT(step >= -36 && step <= 3);  // f16 values
+        }
+        exponents[b] = step;
+        k_min = std::min(k_min, step);
+    }
+    std::fill(pairs, pairs + n_blocks * int16_pairs, 0u);
+    if (special || k_min == zero_block) {
+        std::fill(exponents, exponents + n_blocks, 0);
+        return special ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        if (exponents[b] == zero_block) {
+            exponents[b] = 0;
+            continue;
+        }
+        const int32_t step = exponents[b];
+        exponents[b] = step - k_min;  // <= int16_max_exponent
+        const float inverse = power_of_two(-step);
+        const float *vb = v + b * int16_block;
+        int16_t q[int16_block];
+        for (int64_t i = 0; i < int16_block; ++i) q[i] = int16_t(round_even(vb[i] * inverse));
+        std::memcpy(pairs + b * int16_pairs, q, sizeof q);  // value 2j in the low half of word j
+    }
+    return power_of_two(k_min);
+}
+
+}  // namespace
 
 // G groups against C columns of panels of width W (a constant: every activation's address is then
 // the block's plus a constant): each weight load feeds C products, each broadcast activation pair G.
@@ -15,12 +97,13 @@ template <class V, int G, int C, int W>
 void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, const uint32_t *panel,
                     float *dst, size_t dst_stride) {
     constexpr int64_t width = W;
+    const char *blocks = group + int16_rows * sizeof(float);  // after the rows' scales
     typename V::floats acc[G][C];
     for (int g = 0; g < G; ++g)
         for (int c = 0; c < C; ++c) acc[g][c] = V::zero_floats();
     for (int64_t b = 0; b < n_blocks; ++b) {
         const uint32_t *xb = panel + b * int16_panel_words * width;
-        const char *wb = group + size_t(b) * f16_int16_block_bytes;
+        const char *wb = blocks + size_t(b) * f16_int16_block_bytes;
         // S chains of sums per output (pairs j with j % S == s), added at the block's end: a column
         // alone (C = 1) has too few independent vpdpwssd to hide their latency otherwise. Integer sums:
         // the same value in any order.
@@ -31,8 +114,8 @@ void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, co
         for (int j = 0; j < int16_pairs; ++j) {
             typename V::ints w[G];
             for (int g = 0; g < G; ++g)
-                w[g] =
-                    V::load_ints(wb + size_t(g) * group_stride + int16_rows * sizeof(float) + size_t(j) * 64);
+                w[g] = V::load_ints(wb + size_t(g) * group_stride + int16_rows * sizeof(uint32_t) +
+                                    size_t(j) * 64);
             for (int c = 0; c < C; ++c) {
                 const typename V::ints xv = V::broadcast(xb[width * (1 + j) + c]);
                 for (int g = 0; g < G; ++g) {
@@ -47,16 +130,19 @@ void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, co
                 isum[g][c] = chain[0][g][c];
                 for (int s = 1; s < S; ++s) isum[g][c] = V::add_ints(isum[g][c], chain[s][g][c]);
             }
-        typename V::floats sw[G];
-        for (int g = 0; g < G; ++g) sw[g] = V::load_floats(wb + size_t(g) * group_stride);
+        typename V::ints exponents[G];
+        for (int g = 0; g < G; ++g) exponents[g] = V::load_ints(wb + size_t(g) * group_stride);
         for (int c = 0; c < C; ++c) {
             const typename V::floats sx = V::broadcast_float(xb + c);
             for (int g = 0; g < G; ++g)
-                acc[g][c] = V::fma(V::to_floats(isum[g][c]), V::mul(sw[g], sx), acc[g][c]);
+                acc[g][c] = V::fma(V::ldexp_of_ints(isum[g][c], exponents[g]), sx, acc[g][c]);
         }
     }
-    for (int g = 0; g < G; ++g)
-        for (int c = 0; c < C; ++c) V::store(dst + size_t(c) * dst_stride + int16_rows * g, acc[g][c]);
+    for (int g = 0; g < G; ++g) {
+        const typename V::floats scale = V::load_floats(group + size_t(g) * group_stride);
+        for (int c = 0; c < C; ++c)
+            V::store(dst + size_t(c) * dst_stride + int16_rows * g, V::mul(acc[g][c], scale));
+    }
 }
 
 // Column tiles of up to C_max (a divisor of the panel width W: a tile never spans two panels).
