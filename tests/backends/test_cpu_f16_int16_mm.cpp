@@ -247,7 +247,8 @@ TEST(CpuF16Int16Mm, ExtremeBlocksSumExactly) {
             w[size_t(r * k + i)] = fp32_to_fp16(r % 2 == 0 ? nearly_one : -4.0f * nearly_one);
     std::vector<char> groups = grouped_weights(w, m, k);
     for (int64_t b = 0; b < k / cpu::int16_block; ++b) {
-        char *pairs = groups.data() + m * sizeof(float) + size_t(b) * cpu::f16_int16_block_bytes + m * 4;
+        char *pairs =
+            groups.data() + cpu::f16_int16_pairs_at(k / cpu::int16_block) + b * cpu::f16_int16_pair_bytes;
         for (int64_t j = 0; j < cpu::int16_pairs; ++j)
             for (int64_t r = 0; r < m; ++r) {
                 auto *q = reinterpret_cast<int16_t *>(pairs + (j * m + r) * 4);

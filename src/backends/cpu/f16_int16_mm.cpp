@@ -88,15 +88,16 @@ void group_f16_int16(const tensor &t, const void *src, void *dst) {
             scales[r] = quantize(values.data(), k, exponents.data() + r * n_blocks,
                                  pairs.data() + r * n_blocks * int16_pairs);
         }
+        std::memset(out, 0, f16_int16_pairs_at(n_blocks));  // the exponents' padding
         std::memcpy(out, scales, sizeof scales);
-        auto *words = reinterpret_cast<uint32_t *>(out + sizeof scales);
-        for (int64_t b = 0; b < n_blocks; ++b) {
-            for (int64_t r = 0; r < int16_rows; ++r)
-                *words++ = uint32_t(exponents[size_t(r * n_blocks + b)]) << int16_exponent_shift;
+        auto *e = reinterpret_cast<uint8_t *>(out + f16_int16_exponents_at(0));
+        for (int64_t b = 0; b < n_blocks; ++b)
+            for (int64_t r = 0; r < int16_rows; ++r) *e++ = uint8_t(exponents[size_t(r * n_blocks + b)]);
+        auto *words = reinterpret_cast<uint32_t *>(out + f16_int16_pairs_at(n_blocks));
+        for (int64_t b = 0; b < n_blocks; ++b)
             for (int64_t j = 0; j < int16_pairs; ++j)
                 for (int64_t r = 0; r < int16_rows; ++r)
                     *words++ = pairs[size_t((r * n_blocks + b) * int16_pairs + j)];
-        }
         out += f16_int16_group_bytes(k);
     }
 }
@@ -144,22 +145,18 @@ void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_grou
                 float acc = 0.0f;
                 for (int64_t b = 0; b < n_blocks; ++b) {
                     const char *block =
-                        group + int16_rows * sizeof(float) + size_t(b) * f16_int16_block_bytes;
-                    uint32_t exponent_word;
+                        group + f16_int16_pairs_at(n_blocks) + size_t(b) * f16_int16_pair_bytes;
+                    const int e = static_cast<uint8_t>(group[f16_int16_exponents_at(b) + size_t(r)]);
                     float sx;
-                    std::memcpy(&exponent_word, block + size_t(r) * sizeof(uint32_t), sizeof exponent_word);
                     const uint32_t *xb = column + b * int16_panel_words * width;
                     std::memcpy(&sx, xb, sizeof sx);
                     int32_t isum = 0;
                     for (int64_t j = 0; j < int16_pairs; ++j) {
                         uint32_t w;
-                        std::memcpy(&w,
-                                    block + int16_rows * sizeof(uint32_t) + size_t(j * int16_rows + r) * 4,
-                                    sizeof w);
+                        std::memcpy(&w, block + size_t(j * int16_rows + r) * 4, sizeof w);
                         const uint32_t xv = xb[width * (1 + j)];
                         isum += low(w) * low(xv) + high(w) * high(xv);
                     }
-                    const int e = int(exponent_word >> int16_exponent_shift);
                     acc = std::fma(std::ldexp(float(isum), e), sx, acc);
                 }
                 float scale;

@@ -30,10 +30,14 @@
 // multiply (sw_b · sx_b) on the pipes vpdpwssd uses. The scalar kernel is the oracle.
 //
 // Layouts. Weights (a 2-D f16 matrix, rows in 16s, k a multiple of 32), rows in groups of 16 as the
-// other grouped float weights (float_mm.h): a group is its 16 rows' scales s (f32), then k / 32 blocks
-// of f16_int16_block_bytes: the 16 rows' exponents (int32 words e_b << 23, ready to add to a float's
-// bits), then pair j = 0..15 (values 2j, 2j + 1) of the 16 rows as 32-bit words (row r at word
-// j * 16 + r, value 2j in the low half) — one vector load gives the 16 rows' pair j.
+// other grouped float weights (float_mm.h): a group is its 16 rows' scales s (f32), then every
+// block's exponents (block b at bytes 16 b .. 16 b + 15, a byte per row; padded to a cache line), then
+// every block's pairs, 1 KB a block: pair j = 0..15 (values 2j, 2j + 1) of the 16 rows as 32-bit words
+// (row r at word j * 16 + r, value 2j in the low half) — one vector load gives the 16 rows' pair j.
+// Exponents as bytes cost 1.6% of the weights' bytes, which a decode reads from memory (as int32
+// words beside each block they cost 6.25%); apart from the pairs, so that each load of the kernel
+// steps by one constant stride from block to block (4 blocks to a line of exponents, with the line
+// among the pairs, made the strides uneven and a decode from memory 25% slower).
 // Activations in panels of `width` columns (as float_mm.h's panels): block b of a panel is
 // 17 · width words: the columns' scales (f32), then pair j of column c at word width · (1 + j) + c.
 #pragma once
@@ -50,8 +54,7 @@ constexpr int64_t int16_block = 32;    // values per block (and per int32 sum)
 constexpr int32_t int16_limit = 8191;  // |q| <= this (the overflow bound above)
 constexpr int64_t int16_pairs = int16_block / 2;
 constexpr int64_t int16_rows = 16;  // rows of a group (float_group_rows)
-constexpr size_t f16_int16_block_bytes =
-    int16_rows * sizeof(int32_t) + int16_pairs * int16_rows * sizeof(uint32_t);
+constexpr size_t f16_int16_pair_bytes = int16_pairs * int16_rows * sizeof(uint32_t);  // a block's pairs
 constexpr int64_t int16_panel_words = 1 + int16_pairs;  // words of one column in a panel's block
 
 static_assert(int64_t(int16_block) * int16_limit * int16_limit < (int64_t(1) << 31),
@@ -59,9 +62,17 @@ static_assert(int64_t(int16_block) * int16_limit * int16_limit < (int64_t(1) << 
 constexpr int int16_exponent_shift = 23;    // a float's exponent field: e_b << 23 adds e_b to it
 constexpr int32_t int16_max_exponent = 39;  // e_b of f16 values (k_b in [-36, 3])
 
-// Bytes of one group of 16 rows of k values (the rows' scales, then the blocks).
+// Where block b's 16 exponent bytes start, from the group's start; where the group's pairs start (block
+// b's at f16_int16_pairs_at(n_blocks) + b * f16_int16_pair_bytes); the bytes of a group of k values.
+inline size_t f16_int16_exponents_at(int64_t b) {
+    return int16_rows * sizeof(float) + size_t(b) * int16_rows;
+}
+inline size_t f16_int16_pairs_at(int64_t n_blocks) {
+    return (f16_int16_exponents_at(n_blocks) + 63) / 64 * 64;
+}
 inline size_t f16_int16_group_bytes(int64_t k) {
-    return int16_rows * sizeof(float) + size_t(k / int16_block) * f16_int16_block_bytes;
+    const int64_t n_blocks = k / int16_block;
+    return f16_int16_pairs_at(n_blocks) + size_t(n_blocks) * f16_int16_pair_bytes;
 }
 
 // 32 activations quantized as above: q written as 16 pair words (value 2j in the low half of word j);

@@ -47,6 +47,13 @@ struct ymm_pair_ops {
     static ints add_ints(ints a, ints b) {
         return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
     }
+    // 16 exponent bytes as words e << 23
+    static ints load_exponents(const void *p) {
+        const auto *q = static_cast<const __m128i *>(p);
+        const __m128i bytes = _mm_loadu_si128(q);
+        return {_mm256_slli_epi32(_mm256_cvtepu8_epi32(bytes), int16_exponent_shift),
+                _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8)), int16_exponent_shift)};
+    }
     // ldexp(float(v), e) lane by lane, e given as words e << 23 (as zmm_ops: a zero lane stays +0)
     static __m256 ldexp_half(__m256i v, __m256i exponent_words) {
         const __m256i zero = _mm256_cmpeq_epi32(v, _mm256_setzero_si256());

@@ -26,6 +26,11 @@ struct zmm_ops {
     static ints pair_products(ints w, ints x) { return _mm512_madd_epi16(w, x); }
     static ints add_pair_products(ints sum, ints w, ints x) { return _mm512_dpwssd_epi32(sum, w, x); }
     static ints add_ints(ints a, ints b) { return _mm512_add_epi32(a, b); }
+    // 16 exponent bytes as words e << 23
+    static ints load_exponents(const void *p) {
+        return _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))),
+                                 int16_exponent_shift);
+    }
     // ldexp(float(v), e) lane by lane, e given as words e << 23: e added to the exponent field of each
     // nonzero lane's float (exact: its exponent stays below the infinities'), a zero lane left +0
     static floats ldexp_of_ints(ints v, ints exponent_words) {

@@ -97,13 +97,13 @@ template <class V, int G, int C, int W>
 void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, const uint32_t *panel,
                     float *dst, size_t dst_stride) {
     constexpr int64_t width = W;
-    const char *blocks = group + int16_rows * sizeof(float);  // after the rows' scales
     typename V::floats acc[G][C];
     for (int g = 0; g < G; ++g)
         for (int c = 0; c < C; ++c) acc[g][c] = V::zero_floats();
+    const char *pairs = group + f16_int16_pairs_at(n_blocks);
     for (int64_t b = 0; b < n_blocks; ++b) {
         const uint32_t *xb = panel + b * int16_panel_words * width;
-        const char *wb = blocks + size_t(b) * f16_int16_block_bytes;
+        const char *wb = pairs + size_t(b) * f16_int16_pair_bytes;
         // S chains of sums per output (pairs j with j % S == s), added at the block's end: a column
         // alone (C = 1) has too few independent vpdpwssd to hide their latency otherwise. Integer sums:
         // the same value in any order.
@@ -113,9 +113,7 @@ void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, co
 #pragma GCC unroll 16
         for (int j = 0; j < int16_pairs; ++j) {
             typename V::ints w[G];
-            for (int g = 0; g < G; ++g)
-                w[g] = V::load_ints(wb + size_t(g) * group_stride + int16_rows * sizeof(uint32_t) +
-                                    size_t(j) * 64);
+            for (int g = 0; g < G; ++g) w[g] = V::load_ints(wb + size_t(g) * group_stride + size_t(j) * 64);
             for (int c = 0; c < C; ++c) {
                 const typename V::ints xv = V::broadcast(xb[width * (1 + j) + c]);
                 for (int g = 0; g < G; ++g) {
@@ -131,7 +129,8 @@ void groups_columns(const char *group, size_t group_stride, int64_t n_blocks, co
                 for (int s = 1; s < S; ++s) isum[g][c] = V::add_ints(isum[g][c], chain[s][g][c]);
             }
         typename V::ints exponents[G];
-        for (int g = 0; g < G; ++g) exponents[g] = V::load_ints(wb + size_t(g) * group_stride);
+        const char *eb = group + f16_int16_exponents_at(b);
+        for (int g = 0; g < G; ++g) exponents[g] = V::load_exponents(eb + size_t(g) * group_stride);
         for (int c = 0; c < C; ++c) {
             const typename V::floats sx = V::broadcast_float(xb + c);
             for (int g = 0; g < G; ++g)
