@@ -9,10 +9,11 @@
 // panels as mul_mat packs them, called as mul_mat calls it (4 groups over 48-column passes); f16
 // runs the int16 kernel (f16_int16_mm.h) the same way, on weights repacked as at load and columns
 // quantized into panels as mul_mat quantizes them, and prints (stderr) the time of that quantization
-// against the product's. --pass P (P > 0) calls the interleaved types' groups kernel as mul_mat does
-// (compute_mul_mat_shared: chunks of 4 groups, each in passes of P columns, so the weights of a chunk
-// are read once a pass and a pass's activations stay in cache); without it, each group takes all the
-// columns at once (at hundreds of columns their activations no longer fit in L2).
+// against the product's (in passes of --pass columns, 48 without it). --pass P (P > 0) calls the
+// interleaved types' groups kernel as mul_mat does (compute_mul_mat_shared: chunks of 4 groups, each
+// in passes of P columns, so the weights of a chunk are read once a pass and a pass's activations stay
+// in cache); without it, each group takes all the columns at once (at hundreds of columns their
+// activations no longer fit in L2).
 //
 //   bench_group_kernel [--types q8_0,q4_0,bf16,f16] [--k 512] [--rows 256] [--cols 1,3,4,16] [--ms 300]
 //                      [--pass 16]

@@ -141,11 +141,11 @@ void int16_groups_scalar(const char *groups, size_t group_stride, int64_t n_grou
         for (int64_t c = 0; c < n_cols; ++c)
             for (int64_t r = 0; r < int16_rows; ++r) {
                 const char *group = groups + size_t(g) * group_stride;
+                const char *pairs = group + f16_int16_pairs_at(n_blocks);
                 const uint32_t *column = x + (c / width) * n_blocks * int16_panel_words * width + c % width;
                 float acc = 0.0f;
                 for (int64_t b = 0; b < n_blocks; ++b) {
-                    const char *block =
-                        group + f16_int16_pairs_at(n_blocks) + size_t(b) * f16_int16_pair_bytes;
+                    const char *block = pairs + size_t(b) * f16_int16_pair_bytes;
                     const int e = static_cast<uint8_t>(group[f16_int16_exponents_at(b) + size_t(r)]);
                     float sx;
                     const uint32_t *xb = column + b * int16_panel_words * width;

@@ -1,6 +1,7 @@
 // src/backends/cpu/f16_int16_mm_impl.h — the int16 group kernel's loops for one ISA (included by
 // f16_int16_mm_avx2.cpp and f16_int16_mm_avx512.cpp): `V` names the ISA's vector operations on 16
-// rows (one zmm, or two ymm). The order of operations is f16_int16_mm.h's.
+// rows (one zmm, or two ymm). The order of operations is f16_int16_mm.h's. Also the weights'
+// quantizer, one definition compiled by the scalar file and each ISA's.
 #pragma once
 
 #include <algorithm>
