@@ -313,6 +313,41 @@ TEST(CpuF16Int16Mm, EveryIsaEqualsScalarBitForBit) {
     }
 }
 
+// k longer than a kernel's slice (int16_slice_blocks): the columns of a batch take k in slices, the
+// accumulators kept in dst between them, one column alone takes it in one go; the same bits.
+TEST(CpuF16Int16Mm, SlicesOfKGiveTheSameBits) {
+    std::mt19937 rng(21);
+    std::normal_distribution<float> dist(0, 1);
+    const int64_t k = (2 * cpu::int16_slice_blocks + 3) * cpu::int16_block, m = 48;
+    std::vector<fp16_t> w(size_t(m * k));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = fp32_to_fp16(dist(rng) * (i % 53 == 0 ? 6.0f : 0.1f));
+    const std::vector<char> groups = grouped_weights(w, m, k);
+    const size_t group_stride = cpu::f16_int16_group_bytes(k);
+    const int64_t n = 31;
+    std::vector<float> x(size_t(n * k));
+    for (auto &v : x) v = dist(rng);
+    const std::vector<uint32_t> panels = panels_of(x, k, n, cpu::int16_panel_width);
+    std::vector<float> want(size_t(n * m));
+    cpu::int16_groups_scalar(groups.data(), group_stride, m / 16, k, panels.data(), cpu::int16_panel_width, n,
+                             want.data(), size_t(m));
+    for (auto level : levels_here()) {
+        std::vector<float> got(size_t(n * m), -1.0f);
+        cpu::int16_groups_at(level)(groups.data(), group_stride, m / 16, k, panels.data(),
+                                    cpu::int16_panel_width, n, got.data(), size_t(m));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "level " << int(level);
+        // each column alone (a panel of width 1: k in one go)
+        for (int64_t c : {int64_t(0), int64_t(17), n - 1}) {
+            const std::vector<uint32_t> alone =
+                panels_of(std::vector<float>(x.begin() + c * k, x.begin() + (c + 1) * k), k, 1, 1);
+            std::vector<float> one(static_cast<size_t>(m));
+            cpu::int16_groups_at(level)(groups.data(), group_stride, m / 16, k, alone.data(), 1, 1,
+                                        one.data(), size_t(m));
+            EXPECT_EQ(std::memcmp(one.data(), want.data() + c * m, size_t(m) * 4), 0)
+                << "column " << c << " alone, level " << int(level);
+        }
+    }
+}
+
 // Through mul_mat, weights grouped as at load: the same bits for every thread count, ISA and batch.
 TEST(CpuF16Int16Mm, MulMatIsExactAcrossIsasAndBatches) {
     auto ctx = data_context();

@@ -120,6 +120,10 @@ quantize_int16_fn best_quantize_int16();  // scalar under WEFT_FORCE_SCALAR
 // the panel order of float_mm.h's panels).
 void pack_int16_panel(const uint32_t *const *columns, int64_t n, int64_t k, int64_t width, uint32_t *panel);
 
+// Blocks of k a kernel takes at a time against several columns (the accumulators kept in dst between
+// slices: the same order of additions).
+constexpr int64_t int16_slice_blocks = 64;
+
 // Rows [0, 16 * n_groups) of the groups at `groups` (group g at groups + g * group_stride bytes)
 // against n_cols columns of panels of `width` (int16_panel_width, or 1 for one column alone; x at the
 // first column's panel, that column a multiple of the width): result (r, c) at dst[c * dst_stride + r].
