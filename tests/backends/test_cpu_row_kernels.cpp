@@ -2,6 +2,7 @@
 // scalar reference in the quant layer, on random data; force_scalar selects the references.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -178,6 +179,32 @@ TEST(SimdToFloat, HalfConversionMatchesTheReference) {
         } else {
             ASSERT_EQ(out[h], want) << std::hex << h;
         }
+    }
+}
+
+// The f16 cache's rows are written by the ISA's conversion (set_rows, cpy): the same bits as the scalar
+// fp32_to_fp16 for every float that is not a NaN (a NaN stays a NaN) — every exponent, with mantissas
+// that land on ties, just beside them, and at the ends, so rounding to even, the subnormal halves,
+// overflow to infinity and the underflow to zero are all crossed.
+TEST(SimdFromFloat, HalfConversionMatchesTheReferenceOnEveryExponent) {
+    REQUIRE_SIMD();
+    const auto from_float = avx2_traits(dtype::f16).from_float;
+    ASSERT_NE(from_float, cpu::row_traits_at(dtype::f16, simd_level::scalar).from_float)
+        << "f16 has no SIMD conversion";
+    std::vector<float> x;
+    for (uint32_t sign : {0u, 0x80000000u})
+        for (uint32_t e = 0; e < 256; ++e)
+            for (uint32_t m : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x5000u, 0x7fe000u, 0x7ff000u,
+                               0x7fefffu, 0x7fffffu, 0x400000u, 0x401000u, 0x123456u})
+                x.push_back(std::bit_cast<float>(sign | e << 23 | m));
+    std::vector<fp16_t> got(x.size());
+    from_float(x.data(), got.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (std::isnan(x[i])) {
+            EXPECT_TRUE(std::isnan(fp16_to_fp32(got[i]))) << std::hex << std::bit_cast<uint32_t>(x[i]);
+            continue;
+        }
+        EXPECT_EQ(got[i], fp32_to_fp16(x[i])) << std::hex << std::bit_cast<uint32_t>(x[i]);
     }
 }
 
