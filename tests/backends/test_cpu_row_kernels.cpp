@@ -194,8 +194,8 @@ TEST(SimdFromFloat, HalfConversionMatchesTheReferenceOnEveryExponent) {
     std::vector<float> x;
     for (uint32_t sign : {0u, 0x80000000u})
         for (uint32_t e = 0; e < 256; ++e)
-            for (uint32_t m : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x5000u, 0x7fe000u, 0x7ff000u,
-                               0x7fefffu, 0x7fffffu, 0x400000u, 0x401000u, 0x123456u})
+            for (uint32_t m : {0u, 1u, 0xfffu, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x5000u, 0x7fe000u,
+                               0x7ff000u, 0x7fefffu, 0x7fffffu, 0x400000u, 0x401000u, 0x123456u})
                 x.push_back(std::bit_cast<float>(sign | e << 23 | m));
     std::vector<fp16_t> got(x.size());
     from_float(x.data(), got.data(), int64_t(x.size()));
