@@ -182,10 +182,11 @@ TEST(SimdToFloat, HalfConversionMatchesTheReference) {
     }
 }
 
-// The f16 cache's rows are written by the ISA's conversion (set_rows, cpy): the same bits as the scalar
-// fp32_to_fp16 for every float that is not a NaN (a NaN stays a NaN) — every exponent, with mantissas
-// that land on ties, just beside them, and at the ends, so rounding to even, the subnormal halves,
-// overflow to infinity and the underflow to zero are all crossed.
+// Contiguous f16 rows are stored by the ISA's conversion (rows.h store_row: set_rows into the cache,
+// cpy, f16 results): the same bits as the scalar fp32_to_fp16 for every float that is not a NaN (a NaN
+// stays a NaN) — every exponent, with mantissas that land on ties, just beside them, and at the ends,
+// so rounding to even, the subnormal halves, overflow to infinity and the underflow to zero are all
+// crossed.
 TEST(SimdFromFloat, HalfConversionMatchesTheReferenceOnEveryExponent) {
     REQUIRE_SIMD();
     const auto from_float = avx2_traits(dtype::f16).from_float;

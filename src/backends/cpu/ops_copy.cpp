@@ -44,9 +44,7 @@ const float *source_row_as_f32(const tensor &src, const char *row, int64_t ne0, 
 
 // Floats x[0..ne0) stored into a row of dst's type (quantized rows are contiguous blocks).
 void store_row_any(const tensor &dst, const float *x, char *row, int64_t ne0) {
-    if (dst.type == dtype::f16 && dst.nb[0] == sizeof(fp16_t))  // the KV cache's rows: the ISA's f16 rows
-        row_traits_of(dtype::f16).from_float(x, row, ne0);
-    else if (is_block_type(dst.type))
+    if (is_block_type(dst.type))
         from_float_of(dst.type)(x, row, ne0);
     else
         store_row(dst.type, x, row, dst.nb[0], ne0);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/row_kernels.h"
 #include "weft/core/error.h"
 #include "weft/core/fp16.h"
 #include "weft/core/type.h"
@@ -83,6 +84,10 @@ inline void store_row(dtype t, const float *in, char *dst, size_t stride, int64_
     const size_t size = type_traits(t).type_size;
     if (stride == size && t == dtype::f32) {
         std::memmove(dst, in, size_t(n) * sizeof(float));
+        return;
+    }
+    if (stride == size && t == dtype::f16) {  // the ISA's conversion: fp32_to_fp16's bits (a NaN a NaN)
+        row_traits_of(dtype::f16).from_float(in, dst, n);
         return;
     }
     for (int64_t i = 0; i < n; ++i) store_element(t, dst + size_t(i) * stride, in[i]);
