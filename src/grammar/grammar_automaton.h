@@ -60,6 +60,9 @@ class grammar_automaton {
     struct stacks_hash {
         size_t operator()(const std::vector<stack> &s) const;
     };
+    struct stack_hash {
+        size_t operator()(const stack &s) const;
+    };
 
     // Replaces rule references at the stacks' tops by the rules' alternatives until every stack has a
     // char set on top (or is empty), then sorts and deduplicates.

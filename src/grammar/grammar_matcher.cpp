@@ -1,6 +1,8 @@
 // src/grammar/grammar_matcher.cpp — UTF-8 decoding step by step, the lazily built automaton over the
 // grammar's pushdown stacks, and grammar_matcher on top of it.
 #include <algorithm>
+#include <string>
+#include <unordered_set>
 
 #include "grammar/grammar_automaton.h"
 #include "weft/core/error.h"
@@ -63,13 +65,23 @@ bool utf8_pending_range(uint32_t pending, uint32_t &lo, uint32_t &hi) {
     return !(lo >= 0xD800 && hi <= 0xDFFF);
 }
 
+namespace {
+constexpr uint64_t fnv_basis = 1469598103934665603ull, fnv_prime = 1099511628211ull;
+// FNV-1a over a stack's positions and its length
+uint64_t hash_stack(uint64_t h, const std::vector<uint32_t> &s) {
+    for (uint32_t p : s) h = (h ^ p) * fnv_prime;
+    return (h ^ (0x80000000u | uint32_t(s.size()))) * fnv_prime;
+}
+}  // namespace
+
 size_t grammar_automaton::stacks_hash::operator()(const std::vector<stack> &stacks) const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the positions and the stack lengths
-    for (const auto &s : stacks) {
-        for (uint32_t p : s) h = (h ^ p) * 1099511628211ull;
-        h = (h ^ (0x80000000u | uint32_t(s.size()))) * 1099511628211ull;
-    }
+    uint64_t h = fnv_basis;
+    for (const auto &s : stacks) h = hash_stack(h, s);
     return size_t(h);
+}
+
+size_t grammar_automaton::stack_hash::operator()(const stack &s) const {
+    return size_t(hash_stack(fnv_basis, s));
 }
 
 grammar_automaton::grammar_automaton(std::shared_ptr<const grammar> g) : grammar_(std::move(g)) {
@@ -86,9 +98,22 @@ grammar_automaton::grammar_automaton(std::shared_ptr<const grammar> g) : grammar
 
 void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out) const {
     const auto &elements = grammar_->elements();
+    // Every stack met is expanded once: a rule reached again by another derivation (e ::= "" | "",
+    // root ::= e e e ... e "a") would otherwise multiply the work by 2 at each of them.
+    std::unordered_set<stack, stack_hash> seen;
+    size_t seen_positions = 0;
+    auto too_many = [] {
+        throw error("grammar: the text so far leaves the matcher more than " +
+                    std::to_string(max_grammar_stack_positions) +
+                    " stack positions at once (recursion below nested repetitions); it stops here");
+    };
     while (!work.empty()) {
         stack s = std::move(work.back());
         work.pop_back();
+        if (seen.contains(s)) continue;
+        seen_positions += s.size() + 1;
+        if (seen_positions > 4 * max_grammar_stack_positions) too_many();
+        seen.insert(s);
         if (s.empty() || elements[s.back()].type == grammar_element::kind::chars) {
             out.push_back(std::move(s));
             continue;
@@ -105,7 +130,9 @@ void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out
         }
     }
     std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    size_t positions = 0;
+    for (const auto &s : out) positions += s.size();
+    if (positions > max_grammar_stack_positions) too_many();
 }
 
 int32_t grammar_automaton::intern(std::vector<stack> stacks) {

@@ -418,6 +418,11 @@ class grammar_parser {
             if ((c & 0xC0) != 0x80) fail("the text is not valid UTF-8 here");
             cp = (cp << 6) | (c & 0x3F);
         }
+        // what the matcher reads as UTF-8 (and to_string() writes back): no overlong form, no
+        // surrogate, nothing above U+10FFFF
+        constexpr uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[length] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > max_code_point)
+            fail("the text is not valid UTF-8 here");
         pos_ += size_t(length);
         return cp;
     }

@@ -152,13 +152,73 @@ TEST(Grammar, MutatedGrammarsParseOrFailCleanly) {
             continue;
         }
         ++parsed;
+        // written back, it parses again and answers the same
+        std::shared_ptr<const grammar> again;
+        ASSERT_NO_THROW(again = grammar::parse(g->to_string(), "to_string")) << text << "\n"
+                                                                             << g->to_string();
         for (int k = 0; k < 4; ++k) {
             std::string probe;
             for (size_t n = rng() % 12; n > 0; --n) probe += alphabet[rng() % alphabet.size()];
-            grammar_matches(g, probe);
+            EXPECT_EQ(grammar_matches(g, probe), grammar_matches(again, probe)) << text;
         }
     }
     EXPECT_GT(parsed, 100);
+}
+
+// Raw text in literals and classes must be the UTF-8 the matcher reads: overlong forms, surrogates
+// and sequences above U+10FFFF are errors (the fuzzer found a class holding F6 91 8A 92, "U+191292",
+// which to_string() wrote back as an escape the parser then refused).
+TEST(Grammar, RawTextMustBeValidUtf8) {
+    for (const char *bad : {"\xF6\x91\x8A\x92", "\xF4\x90\x80\x80", "\xC0\xAF", "\xE0\x80\xAF",
+                            "\xF0\x80\x80\xAF", "\xED\xA0\x80", "\xED\xBF\xBF"}) {
+        for (const std::string &text :
+             {"root ::= \"" + std::string(bad) + "\"", "root ::= [a" + std::string(bad) + "]"}) {
+            try {
+                grammar::parse(text);
+                ADD_FAILURE() << "parsed " << text;
+            } catch (const error &e) {
+                EXPECT_NE(std::string(e.what()).find("grammar:1:"), std::string::npos) << e.what();
+                EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+            }
+        }
+    }
+    const auto g = grammar::parse("root ::= [\x7F\xC2\x80\xEF\xBF\xBF\xF4\x8F\xBF\xBF\xEE\x80\x80]+");
+    EXPECT_TRUE(grammar_matches(g, "\x7F\xC2\x80\xEF\xBF\xBF\xF4\x8F\xBF\xBF\xEE\x80\x80"));
+    EXPECT_TRUE(grammar_matches(grammar::parse(g->to_string()), "\xF4\x8F\xBF\xBF"));
+}
+
+// Every stack is expanded once however many derivations reach it: with e ::= "" | "", a chain of 64
+// e's has 2^64 derivations of the one stack "a" (before, 22 of them took 1.2 s, each one more doubled it,
+// and the duplicates filled memory before they were removed).
+TEST(GrammarMatcher, AmbiguousEmptyRulesExpandOnce) {
+    std::string text = "root ::=";
+    for (int i = 0; i < 64; ++i) text += " e";
+    text += " \"a\" e \"b\"\ne ::= \"\" | \"\"\n";
+    const auto g = grammar::parse(text);
+    EXPECT_TRUE(grammar_matches(g, "ab"));
+    EXPECT_FALSE(grammar_matches(g, "aab"));
+}
+
+// Recursion below nested, ambiguous repetitions adds a stack as deep as the text at every character,
+// and each character costs more than the last: the matcher stops with an error once the stacks of
+// one point of the text hold max_grammar_stack_positions positions (here after ~200 characters), and
+// the sampler turns it into the request's error.
+TEST(GrammarMatcher, StacksThatGrowWithTheTextStopWithAnError) {
+    const auto g = grammar::parse("root ::= ([a-z]+)* (. root \"x\")?");
+    grammar_matcher m(g);
+    size_t read = 0;
+    try {
+        for (; read < 4096; ++read) ASSERT_TRUE(m.accept("a"));
+        ADD_FAILURE() << "4096 characters read";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("more than " + std::to_string(max_grammar_stack_positions) +
+                                             " stack positions"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_GT(read, 64u);
+    // the same grammar on text that keeps the stacks few is fine
+    EXPECT_TRUE(grammar_matches(g, "abc"));
 }
 
 TEST(Grammar, RepetitionsBecomeRules) {

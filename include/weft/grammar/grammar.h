@@ -53,6 +53,12 @@ struct grammar_rule {
 constexpr size_t max_grammar_bytes = size_t(4) << 20;
 constexpr size_t max_grammar_rules = 10000;
 constexpr size_t max_generated_rules = 200000;
+// The positions of all the pushdown stacks the matcher keeps for one point of the text, together.
+// Recursion below nested, ambiguous repetitions (root ::= ([a-z]+)* (. root "x")) adds stacks as deep
+// as the text is long at every character, so each character costs more than the last (256 characters
+// took 0.5 s, and the time grows with the cube of the length). Text that reaches this many stops the
+// matcher (accept, the sampler) with weft::error naming the limit, at a few milliseconds a character.
+constexpr size_t max_grammar_stack_positions = size_t(1) << 16;
 
 // Makes every grammar parse and JSON-schema conversion in progress, and any started later, stop with
 // an error: for a process that is stopping (`weft serve` on SIGTERM), which should not wait for them.
