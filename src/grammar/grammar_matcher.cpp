@@ -98,10 +98,12 @@ grammar_automaton::grammar_automaton(std::shared_ptr<const grammar> g) : grammar
 
 void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out) const {
     const auto &elements = grammar_->elements();
-    // Every stack met is expanded once: a rule reached again by another derivation (e ::= "" | "",
-    // root ::= e e e ... e "a") would otherwise multiply the work by 2 at each of them.
+    // Past the first few stacks, every stack met is expanded once: a rule reached again by another
+    // derivation (e ::= "" | "", root ::= e e e ... e "a") would otherwise double the work at each of
+    // them. Most expansions are a handful of stacks and skip the set's cost.
+    constexpr size_t dedup_after = 64;
     std::unordered_set<stack, stack_hash> seen;
-    size_t seen_positions = 0;
+    size_t met = 0, seen_positions = 0;
     auto too_many = [] {
         throw error("grammar: the text so far leaves the matcher more than " +
                     std::to_string(max_grammar_stack_positions) +
@@ -110,10 +112,12 @@ void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out
     while (!work.empty()) {
         stack s = std::move(work.back());
         work.pop_back();
-        if (seen.contains(s)) continue;
-        seen_positions += s.size() + 1;
-        if (seen_positions > 4 * max_grammar_stack_positions) too_many();
-        seen.insert(s);
+        if (++met > dedup_after) {
+            if (seen.contains(s)) continue;
+            seen_positions += s.size() + 1;
+            if (seen_positions > 4 * max_grammar_stack_positions) too_many();
+            seen.insert(s);
+        }
         if (s.empty() || elements[s.back()].type == grammar_element::kind::chars) {
             out.push_back(std::move(s));
             continue;
@@ -130,6 +134,7 @@ void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out
         }
     }
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     size_t positions = 0;
     for (const auto &s : out) positions += s.size();
     if (positions > max_grammar_stack_positions) too_many();

@@ -187,7 +187,7 @@ TEST(Grammar, RawTextMustBeValidUtf8) {
     EXPECT_TRUE(grammar_matches(grammar::parse(g->to_string()), "\xF4\x8F\xBF\xBF"));
 }
 
-// Every stack is expanded once however many derivations reach it: with e ::= "" | "", a chain of 64
+// Stacks are expanded once however many derivations reach them: with e ::= "" | "", a chain of 64
 // e's has 2^64 derivations of the one stack "a" (before, 22 of them took 1.2 s, each one more doubled it,
 // and the duplicates filled memory before they were removed).
 TEST(GrammarMatcher, AmbiguousEmptyRulesExpandOnce) {
