@@ -113,10 +113,9 @@ void grammar_automaton::expand(std::vector<stack> &work, std::vector<stack> &out
         stack s = std::move(work.back());
         work.pop_back();
         if (++met > dedup_after) {
-            if (seen.contains(s)) continue;
+            if (!seen.insert(s).second) continue;
             seen_positions += s.size() + 1;
             if (seen_positions > 4 * max_grammar_stack_positions) too_many();
-            seen.insert(s);
         }
         if (s.empty() || elements[s.back()].type == grammar_element::kind::chars) {
             out.push_back(std::move(s));

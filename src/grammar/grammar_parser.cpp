@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "grammar/grammar_automaton.h"
 #include "weft/core/error.h"
 #include "weft/grammar/grammar.h"
 
@@ -405,26 +406,18 @@ class grammar_parser {
                                        : "unknown escape " + quoted(text_.substr(start, 2)));
             }
         }
-        // a raw character: one UTF-8 sequence
-        const int length = b < 0x80           ? 1
-                           : (b >> 5) == 0x6  ? 2
-                           : (b >> 4) == 0xE  ? 3
-                           : (b >> 3) == 0x1E ? 4
-                                              : 0;
-        if (length == 0 || pos_ + size_t(length) > text_.size()) fail("the text is not valid UTF-8 here");
-        uint32_t cp = length == 1 ? b : b & (0x7F >> length);
-        for (int i = 1; i < length; ++i) {
-            const uint8_t c = uint8_t(text_[pos_ + size_t(i)]);
-            if ((c & 0xC0) != 0x80) fail("the text is not valid UTF-8 here");
-            cp = (cp << 6) | (c & 0x3F);
+        // a raw character: one UTF-8 sequence, read as the matcher reads text (utf8_step: no
+        // overlong form, surrogate or code point above U+10FFFF), so to_string() can write it back
+        uint32_t pending = 0, cp = 0;
+        for (size_t at = pos_; at < text_.size(); ++at) {
+            const utf8_step_result r = utf8_step(pending, uint8_t(text_[at]), cp);
+            if (r == utf8_step_result::invalid) break;
+            if (r == utf8_step_result::complete) {
+                pos_ = at + 1;
+                return cp;
+            }
         }
-        // what the matcher reads as UTF-8 (and to_string() writes back): no overlong form, no
-        // surrogate, nothing above U+10FFFF
-        constexpr uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < least[length] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > max_code_point)
-            fail("the text is not valid UTF-8 here");
-        pos_ += size_t(length);
-        return cp;
+        fail("the text is not valid UTF-8 here");
     }
 
     uint32_t parse_hex(int digits, size_t escape_at) {
